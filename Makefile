@@ -1,0 +1,37 @@
+# Everything a fresh Debian machine needs, installed by the targets themselves (run as root).
+VENV        := .venv
+PYTHON      ?= python3
+APT_PACKAGES := kcat
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps test test-all demo bench clean
+
+setup: system-deps $(VENV)/.installed
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-all: setup
+	$(VENV)/bin/pytest -m '' $(PYTEST_ARGS)
+
+demo: setup
+	$(VENV)/bin/binlake demo
+
+bench: setup
+	$(VENV)/bin/python bench/produce_consume.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

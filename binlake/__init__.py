@@ -1,0 +1,1 @@
+"""binlake — change data capture from MySQL/MariaDB onto a Kafka-compatible log."""

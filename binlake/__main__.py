@@ -1,0 +1,3 @@
+from binlake.cli import main
+
+main()

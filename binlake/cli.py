@@ -1,0 +1,22 @@
+"""The `binlake` command: Kafka's tool set and the pipeline's runners as subcommands."""
+
+from __future__ import annotations
+
+import click
+
+from binlake.demo import demo_command
+from logcore.tools.broker_cmd import broker_command
+
+
+@click.group()
+@click.version_option(package_name="binlake")
+def main() -> None:
+    """binlake: change data capture from MySQL/MariaDB onto a Kafka-compatible log."""
+
+
+main.add_command(broker_command)
+main.add_command(demo_command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""logcore — a Kafka-protocol-compatible log broker. See docs/broker.md."""

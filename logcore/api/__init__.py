@@ -1,0 +1,51 @@
+"""Request handlers: one per API key, never per version.
+
+A handler is `async def handler(ctx, request) -> dict | None`: it reads the kio request entity of
+whatever version arrived and returns neutral response data (see `logcore.protocol.codec.build`),
+or None when no response is due (produce with acks=0). The version range it declares is exactly
+what ApiVersions advertises.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..protocol.codec import ApiKey, has_schema
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+Handler = Callable[["RequestContext", Any], Awaitable[dict | None]]
+HANDLERS: dict[int, Handler] = {}
+SUPPORTED: dict[int, tuple[int, int]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    broker: "Broker"
+    api_version: int
+    client_id: str | None
+    client_host: str
+
+
+def handles(api_key: ApiKey, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    missing = [v for v in range(min_version, max_version + 1) if not has_schema(api_key, v)]
+    if missing:
+        raise RuntimeError(f"kio has no schema for {api_key.name} versions {missing}")
+
+    def register(handler: Handler) -> Handler:
+        HANDLERS[api_key] = handler
+        SUPPORTED[api_key] = (min_version, max_version)
+        return handler
+
+    return register
+
+
+def load_handlers() -> dict[int, tuple[int, int]]:
+    """Import every handler module of this package; returns the supported-versions table."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return SUPPORTED

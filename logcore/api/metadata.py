@@ -1,0 +1,64 @@
+"""Metadata: brokers, controller and topic/partition leadership; auto-creates topics when allowed."""
+
+from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError, UnknownTopicId
+from . import handles
+
+
+def topic_metadata(broker, name: str) -> dict:
+    info = broker.metadata.get(name)
+    partitions = []
+    for index in range(info.partitions):
+        partition = broker.replicas.partitions.get((name, index))
+        error = ErrorCode.none
+        if partition is None:
+            error = ErrorCode.leader_not_available
+        elif partition.offline_reason:
+            error = ErrorCode.kafka_storage_error
+        partitions.append({
+            "error_code": error,
+            "partition_index": index,
+            "leader_id": partition.leader_id if partition else -1,
+            "leader_epoch": partition.leader_epoch if partition else -1,
+            "replica_nodes": partition.replicas if partition else [],
+            "isr_nodes": partition.isr if partition else [],
+            "offline_replicas": [],
+        })
+    return {"error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": info.internal,
+            "partitions": partitions, "topic_authorized_operations": -2147483648}
+
+
+@handles(ApiKey.METADATA, 0, 12)
+async def metadata(ctx, request) -> dict:
+    broker = ctx.broker
+    auto_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.get("auto.create.topics.enable")
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        names = sorted(broker.metadata.topics)
+    else:
+        names = []
+        for wanted in request.topics:
+            name = getattr(wanted, "name", None)
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None:
+                info = broker.metadata.by_id(topic_id)
+                name = info.name if info else None
+            names.append(name if name is not None else topic_id)
+    topics = []
+    for name in names:
+        if not isinstance(name, str):
+            topics.append({"error_code": UnknownTopicId.code, "name": None, "topic_id": name})
+            continue
+        try:
+            if name not in broker.metadata.topics and auto_create:
+                broker.create_topic(name)
+            topics.append(topic_metadata(broker, name))
+        except BrokerError as exc:
+            topics.append({"error_code": exc.code, "name": name, "is_internal": False, "partitions": []})
+    host, port = broker.advertised
+    return {
+        "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.broker_id,
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+    }

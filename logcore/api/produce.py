@@ -1,0 +1,29 @@
+"""Produce: append each partition's record set; errors stay per partition."""
+
+from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError, InvalidRequiredAcks
+from . import handles
+
+
+@handles(ApiKey.PRODUCE, 3, 11)
+async def produce(ctx, request) -> dict | None:
+    replicas = ctx.broker.replicas
+    responses = []
+    for topic in request.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            result = {"index": data.index, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1}
+            try:
+                if request.acks not in (0, 1, -1):
+                    raise InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {request.acks}")
+                appended = replicas.append(topic.name, data.index, data.records or b"")
+                result.update(error_code=ErrorCode.none, base_offset=appended.base_offset,
+                              log_append_time=appended.log_append_time_ms,
+                              log_start_offset=appended.log_start_offset)
+            except BrokerError as exc:
+                result.update(error_code=exc.code, error_message=exc.message)
+            partitions.append(result)
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    if request.acks == 0:
+        return None
+    return {"responses": responses}

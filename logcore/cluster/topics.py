@@ -1,0 +1,58 @@
+"""Topic descriptions and Kafka's topic-name rules, shared by every metadata store."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field, replace
+
+from ..protocol.errors import InvalidTopic
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)  # overrides, as strings (wire form)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def with_partitions(self, count: int) -> "TopicInfo":
+        return replace(self, partitions=count)
+
+    def with_configs(self, configs: dict[str, str]) -> "TopicInfo":
+        return replace(self, configs=dict(configs))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "topic_id": str(self.topic_id), "partitions": self.partitions,
+                "replication_factor": self.replication_factor, "configs": self.configs}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TopicInfo":
+        return cls(data["name"], uuid.UUID(data["topic_id"]), data["partitions"],
+                   data["replication_factor"], dict(data.get("configs", {})))
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules; InvalidTopic says which one the name breaks."""
+    if not name:
+        raise InvalidTopic("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopic(f"topic name cannot be {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidTopic(f"topic name is {len(name)} characters; the maximum is {MAX_NAME_LENGTH}")
+    if not _LEGAL.match(name):
+        raise InvalidTopic(f"topic name {name!r} is illegal: use only ASCII letters, digits, '.', '_' and '-'")
+
+
+def collision_key(name: str) -> str:
+    """Kafka refuses topics differing only in '.' versus '_' (they collide in metric names)."""
+    return name.replace(".", "_")

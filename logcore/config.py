@@ -1,0 +1,228 @@
+"""Broker and topic configuration, with Kafka's names, types and defaults.
+
+A topic config's value comes from, in order: the topic's own override, the broker's `--config`
+file (under the broker synonym, e.g. `log.retention.ms`), the Kafka default. `TopicConfig` is an
+immutable snapshot; altering a topic makes a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .protocol.errors import InvalidConfig
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str  # boolean | int | long | double | string | list | class | password
+    default: Any
+    doc: str
+    broker_synonyms: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None  # returns why a value is wrong
+
+
+def _at_least(low: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= low else f"must be at least {low}"
+
+
+def _one_of(*allowed: str) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        values = v if isinstance(v, list) else [v]
+        bad = [x for x in values if x not in allowed]
+        return f"must be one of {', '.join(allowed)}" if bad or not values else None
+    return check
+
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
+    ConfigDef("cleanup.policy", "list", ["delete"], "delete old segments, or compact by key",
+              ("log.cleanup.policy",), _one_of("delete", "compact")),
+    ConfigDef("compression.type", "string", "producer", "batches are stored as the producer compressed them",
+              ("compression.type",), _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("delete.retention.ms", "long", 86400000, "how long delete tombstones are kept when compacting",
+              ("log.cleaner.delete.retention.ms",), _at_least(0)),
+    ConfigDef("file.delete.delay.ms", "long", 60000, "delay before a deleted segment's files go",
+              ("log.segment.delete.delay.ms",), _at_least(0)),
+    ConfigDef("flush.messages", "long", LONG_MAX, "fsync after this many messages (1 = every append)",
+              ("log.flush.interval.messages",), _at_least(1)),
+    ConfigDef("flush.ms", "long", LONG_MAX, "fsync when data is older than this", ("log.flush.interval.ms",),
+              _at_least(0)),
+    ConfigDef("index.interval.bytes", "int", 4096, "bytes between offset index entries",
+              ("log.index.interval.bytes",), _at_least(0)),
+    ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, "max time a message stays uncompacted",
+              ("log.cleaner.max.compaction.lag.ms",), _at_least(1)),
+    ConfigDef("max.message.bytes", "int", 1048588, "largest record batch accepted", ("message.max.bytes",),
+              _at_least(0)),
+    ConfigDef("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime",
+              ("log.message.timestamp.type",), _one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("message.timestamp.before.max.ms", "long", LONG_MAX, "how far in the past a timestamp may be",
+              ("log.message.timestamp.before.max.ms",), _at_least(0)),
+    ConfigDef("message.timestamp.after.max.ms", "long", 3600000, "how far in the future a timestamp may be",
+              ("log.message.timestamp.after.max.ms",), _at_least(0)),
+    ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, "dirty share of the log that triggers compaction",
+              ("log.cleaner.min.cleanable.ratio",)),
+    ConfigDef("min.compaction.lag.ms", "long", 0, "min time a message stays uncompacted",
+              ("log.cleaner.min.compaction.lag.ms",), _at_least(0)),
+    ConfigDef("min.insync.replicas", "int", 1, "replicas that must acknowledge acks=all writes",
+              ("min.insync.replicas",), _at_least(1)),
+    ConfigDef("preallocate", "boolean", False, "preallocate segment files", ("log.preallocate",)),
+    ConfigDef("retention.bytes", "long", -1, "size a partition may keep before old segments go (-1: no limit)",
+              ("log.retention.bytes",)),
+    ConfigDef("retention.ms", "long", 604800000, "age after which segments go (-1: keep forever)",
+              ("log.retention.ms",)),
+    ConfigDef("segment.bytes", "int", 1073741824, "segment file size before a new one is rolled",
+              ("log.segment.bytes",), _at_least(14)),
+    ConfigDef("segment.index.bytes", "int", 10485760, "maximum size of a segment's offset index",
+              ("log.index.size.max.bytes",), _at_least(8)),
+    ConfigDef("segment.jitter.ms", "long", 0, "random jitter subtracted from segment.ms",
+              ("log.roll.jitter.ms",), _at_least(0)),
+    ConfigDef("segment.ms", "long", 604800000, "age after which a new segment is rolled", ("log.roll.ms",),
+              _at_least(1)),
+    ConfigDef("unclean.leader.election.enable", "boolean", False, "allow out-of-ISR leaders",
+              ("unclean.leader.election.enable",)),
+]}
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
+    ConfigDef("auto.create.topics.enable", "boolean", True, "create unknown topics on metadata requests"),
+    ConfigDef("num.partitions", "int", 1, "partitions of auto-created topics", check=_at_least(1)),
+    ConfigDef("default.replication.factor", "int", 1, "replication factor of auto-created topics",
+              check=_at_least(1)),
+    ConfigDef("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, "how often retention runs", check=_at_least(1)),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", 1000, "how often flush.ms is checked", check=_at_least(1)),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "how often recovery points are written",
+              check=_at_least(0)),
+    ConfigDef("socket.request.max.bytes", "int", 104857600, "largest request frame", check=_at_least(1)),
+    ConfigDef("log.retention.hours", "int", 168, "retention.ms in hours, when log.retention.ms is unset"),
+    ConfigDef("log.retention.minutes", "int", None, "retention.ms in minutes, when log.retention.ms is unset"),
+    ConfigDef("advertised.listeners", "string", None, "host:port clients should connect to"),
+]}
+# Broker-level synonyms of topic configs are valid broker config keys too.
+for _topic_def in TOPIC_CONFIGS.values():
+    for _synonym in _topic_def.broker_synonyms:
+        BROKER_CONFIGS.setdefault(_synonym, ConfigDef(_synonym, _topic_def.type, _topic_def.default,
+                                                      _topic_def.doc, check=_topic_def.check))
+
+
+def parse_value(definition: ConfigDef, raw: Any) -> Any:
+    """Convert a string (or already typed) value; InvalidConfig with the reason when it is wrong."""
+    if raw is None:
+        return None
+    try:
+        if definition.type == "boolean":
+            value = raw if isinstance(raw, bool) else {"true": True, "false": False}[str(raw).strip().lower()]
+        elif definition.type in ("int", "long"):
+            value = int(raw)
+            limit = INT_MAX if definition.type == "int" else LONG_MAX
+            if not -limit - 1 <= value <= limit:
+                raise ValueError
+        elif definition.type == "double":
+            value = float(raw)
+        elif definition.type == "list":
+            value = raw if isinstance(raw, list) else [p.strip() for p in str(raw).split(",") if p.strip()]
+        else:
+            value = str(raw)
+    except (KeyError, ValueError):
+        raise InvalidConfig(f"invalid value {raw!r} for configuration {definition.name}: expected a {definition.type}")
+    if definition.check and (why := definition.check(value)):
+        raise InvalidConfig(f"invalid value {raw!r} for configuration {definition.name}: {why}")
+    return value
+
+
+def format_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+class BrokerConfig:
+    """Broker settings from a server.properties-style file plus command-line overrides."""
+
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self.raw: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+        for key, raw in (values or {}).items():
+            self.set(key, raw)
+
+    @classmethod
+    def from_file(cls, path: str) -> "BrokerConfig":
+        values = {}
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith(("#", "!")):
+                    continue
+                if "=" not in line:
+                    raise InvalidConfig(f"{path}:{number}: expected key=value, got {line!r}")
+                key, _, value = line.partition("=")
+                values[key.strip()] = value.strip()
+        return cls(values)
+
+    def set(self, key: str, raw: str) -> None:
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
+            # Kafka ignores unknown broker settings with a warning; keep them visible instead of failing.
+            self.raw[key] = raw
+            return
+        self.raw[key] = raw
+        self.values[key] = parse_value(definition, raw)
+
+    def get(self, key: str) -> Any:
+        if key in self.values:
+            return self.values[key]
+        return BROKER_CONFIGS[key].default
+
+    def topic_default(self, definition: ConfigDef) -> tuple[Any, str, str | None]:
+        """(value, source, synonym) of a topic config when the topic does not override it."""
+        if definition.name == "retention.ms" and "log.retention.ms" not in self.values:
+            if self.values.get("log.retention.minutes") is not None:
+                return self.values["log.retention.minutes"] * 60000, "STATIC_BROKER_CONFIG", "log.retention.minutes"
+            if "log.retention.hours" in self.values:
+                return self.values["log.retention.hours"] * 3600000, "STATIC_BROKER_CONFIG", "log.retention.hours"
+        for synonym in definition.broker_synonyms:
+            if synonym in self.values:
+                return self.values[synonym], "STATIC_BROKER_CONFIG", synonym
+        return definition.default, "DEFAULT_CONFIG", None
+
+
+def validate_topic_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Typed copy of a topic's overrides; InvalidConfig names the unknown key or the bad value."""
+    typed = {}
+    for key, raw in overrides.items():
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            raise InvalidConfig(f"unknown topic config {key!r}; known: {', '.join(sorted(TOPIC_CONFIGS))}")
+        typed[key] = parse_value(definition, raw)
+    return typed
+
+
+class TopicConfig:
+    """Effective configuration of one topic: overrides on top of broker defaults. Immutable."""
+
+    def __init__(self, broker: BrokerConfig, overrides: dict[str, Any]) -> None:
+        self.broker = broker
+        self.overrides = validate_topic_overrides(overrides)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.overrides:
+            return self.overrides[key]
+        return self.broker.topic_default(TOPIC_CONFIGS[key])[0]
+
+    def describe(self, key: str) -> tuple[Any, str]:
+        """(value, source) where source is Kafka's ConfigSource name."""
+        if key in self.overrides:
+            return self.overrides[key], "TOPIC_CONFIG"
+        value, source, _ = self.broker.topic_default(TOPIC_CONFIGS[key])
+        return value, source
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self["cleanup.policy"]

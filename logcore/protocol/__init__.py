@@ -1,0 +1,1 @@
+"""Kafka wire protocol: kio codec wrapper, sans-IO connection, error classes."""

@@ -1,0 +1,46 @@
+"""Broker errors that carry their wire code. Raise them anywhere below a handler; the handler (or
+the dispatcher, for whole-request failures) turns them into that partition's / request's code."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+
+class BrokerError(Exception):
+    code: ErrorCode = ErrorCode.unknown_server_error
+    retriable = False
+
+    def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+def _error(name: str, code: ErrorCode, retriable: bool = False) -> type[BrokerError]:
+    return type(name, (BrokerError,), {"code": code, "retriable": retriable, "__module__": __name__})
+
+
+UnknownTopicOrPartition = _error("UnknownTopicOrPartition", ErrorCode.unknown_topic_or_partition, True)
+UnknownTopicId = _error("UnknownTopicId", ErrorCode.unknown_topic_id, True)
+TopicAlreadyExists = _error("TopicAlreadyExists", ErrorCode.topic_already_exists)
+InvalidTopic = _error("InvalidTopic", ErrorCode.invalid_topic_exception)
+InvalidPartitions = _error("InvalidPartitions", ErrorCode.invalid_partitions)
+InvalidReplicationFactor = _error("InvalidReplicationFactor", ErrorCode.invalid_replication_factor)
+InvalidConfig = _error("InvalidConfig", ErrorCode.invalid_config)
+InvalidRequest = _error("InvalidRequest", ErrorCode.invalid_request)
+CorruptRecord = _error("CorruptRecord", ErrorCode.corrupt_message)
+InvalidRecord = _error("InvalidRecord", ErrorCode.invalid_record)
+RecordTooLarge = _error("RecordTooLarge", ErrorCode.message_too_large)
+OffsetOutOfRange = _error("OffsetOutOfRange", ErrorCode.offset_out_of_range)
+PolicyViolation = _error("PolicyViolation", ErrorCode.policy_violation)
+StorageError = _error("StorageError", ErrorCode.kafka_storage_error, True)
+UnsupportedCompression = _error("UnsupportedCompression", ErrorCode.unsupported_compression_type)
+InvalidTimestamp = _error("InvalidTimestamp", ErrorCode.invalid_timestamp)
+InvalidRequiredAcks = _error("InvalidRequiredAcks", ErrorCode.invalid_required_acks)
+FencedLeaderEpoch = _error("FencedLeaderEpoch", ErrorCode.fenced_leader_epoch, True)
+UnknownLeaderEpoch = _error("UnknownLeaderEpoch", ErrorCode.unknown_leader_epoch, True)
+NotLeaderOrFollower = _error("NotLeaderOrFollower", ErrorCode.not_leader_or_follower, True)

@@ -1,0 +1,156 @@
+"""ReplicaManager: which partitions this broker hosts, and the produce / fetch / offsets entry points
+that request handlers call. Below it: Partition → PartitionLog → Segment → indexes.
+
+Event loop only. Per-partition failures come back as that partition's error; one bad partition
+never fails a whole request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from ..config import BrokerConfig, TopicConfig
+from ..protocol.codec import FileRegion
+from ..protocol.errors import BrokerError, UnknownTopicOrPartition
+from ..storage.checkpoint import read_checkpoint, write_checkpoint
+from ..storage.log import PartitionLog
+from ..storage.segment import CorruptSegment
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class FetchSlice:
+    records: FileRegion | None
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+
+    @property
+    def size(self) -> int:
+        return self.records.length if self.records else 0
+
+
+class ReplicaManager:
+    def __init__(self, data_dir: str, broker_id: int, config: BrokerConfig) -> None:
+        self.data_dir = data_dir
+        self.broker_id = broker_id
+        self.config = config
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._unclean = not os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))
+        self._log_starts = read_checkpoint(os.path.join(data_dir, LOG_START_CHECKPOINT))
+
+    # -- hosting -------------------------------------------------------------------------------
+
+    def partition_dir(self, topic: str, index: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{index}")
+
+    def host(self, topic: str, index: int, topic_config: TopicConfig) -> Partition:
+        """Open (or create) the log of one partition and serve it as leader."""
+        pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
+        partition = Partition(topic, index, pl, self.broker_id)
+        try:
+            pl.open(self._log_starts.get((topic, index), 0), recover=self._unclean)
+            partition.high_watermark = pl.log_end_offset
+        except CorruptSegment as exc:
+            log.error("partition %s-%d is offline: %s", topic, index, exc)
+            partition.mark_offline(str(exc))
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def started(self) -> None:
+        """After every hosted partition is open: the next crash must recover again."""
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN)
+        if os.path.exists(marker):
+            os.unlink(marker)
+
+    def unhost_topic(self, topic: str) -> None:
+        for tp in [tp for tp in self.partitions if tp[0] == topic]:
+            partition = self.partitions.pop(tp)
+            partition.wake_waiters()
+            partition.log.delete()
+
+    def reconfigure(self, topic: str, topic_config: TopicConfig) -> None:
+        for (name, _), partition in self.partitions.items():
+            if name == topic:
+                partition.log.config = topic_config
+
+    def get(self, topic: str, index: int) -> Partition:
+        try:
+            return self.partitions[(topic, index)]
+        except KeyError:
+            raise UnknownTopicOrPartition(f"this broker hosts no partition {topic}-{index}") from None
+
+    # -- produce / fetch -----------------------------------------------------------------------
+
+    def append(self, topic: str, index: int, records: bytes):
+        return self.get(topic, index).append_as_leader(records)
+
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool) -> FetchSlice:
+        partition = self.get(topic, index)
+        region = partition.read(offset, max_bytes, min_one_batch)
+        return FetchSlice(region, partition.high_watermark, partition.log.log_start_offset, partition.high_watermark)
+
+    async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> None:
+        """Sleep until any of `tps` gets new committed data, or the timeout."""
+        if timeout_s <= 0:
+            return
+        future = asyncio.get_running_loop().create_future()
+        hosted = [self.partitions[tp] for tp in tps if tp in self.partitions]
+        for partition in hosted:
+            partition.add_waiter(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for partition in hosted:
+                partition.remove_waiter(future)
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    def apply_retention(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for partition in list(self.partitions.values()):
+            if partition.offline_reason:
+                continue
+            try:
+                if partition.log.apply_retention(now_ms):
+                    self.checkpoint_log_starts()
+            except (BrokerError, OSError) as exc:
+                log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    def flush_due(self, now_ms: int) -> None:
+        for partition in self.partitions.values():
+            active = partition.log.active
+            if active.unflushed and now_ms - active.created_ms >= partition.log.config["flush.ms"]:
+                active.flush()
+
+    def checkpoint_log_starts(self) -> None:
+        write_checkpoint(os.path.join(self.data_dir, LOG_START_CHECKPOINT),
+                         {tp: p.log.log_start_offset for tp, p in self.partitions.items()})
+
+    def shutdown(self) -> None:
+        """Flush everything, write checkpoints, then mark the directory cleanly shut down."""
+        for partition in self.partitions.values():
+            partition.wake_waiters()
+            if not partition.offline_reason:
+                partition.log.flush()
+        self.checkpoint_log_starts()
+        write_checkpoint(os.path.join(self.data_dir, RECOVERY_CHECKPOINT),
+                         {tp: p.log.log_end_offset for tp, p in self.partitions.items()})
+        for partition in self.partitions.values():
+            partition.log.close()
+        with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN), "w"):
+            pass

@@ -1,0 +1,82 @@
+"""Partition: a hosted replica's leader epoch, high watermark and waiters, over its PartitionLog.
+
+Event loop only. With one replica the ISR is the leader alone, so the high watermark follows the
+log end offset on every append; replication (a later layer) moves it on follower acknowledgements.
+Listeners are told when the high watermark moves, which is what wakes long-poll fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..protocol.errors import OffsetOutOfRange, StorageError
+from ..storage.log import AppendResult, PartitionLog
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log: PartitionLog, leader_id: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.leader_id = leader_id
+        self.replicas = [leader_id]
+        self.isr = [leader_id]
+        self.high_watermark = 0  # set by the replica manager once the log is open
+        self.offline_reason: str | None = None
+        self._waiters: set[asyncio.Future] = set()
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.log.leader_epoch
+
+    def check_online(self) -> None:
+        if self.offline_reason:
+            raise StorageError(self.offline_reason)
+
+    def append_as_leader(self, records: bytes) -> AppendResult:
+        """Validate, then write, then advance the high watermark: no await in between."""
+        self.check_online()
+        headers = self.log.validate(records)
+        result = self.log.append(records, headers)
+        self._advance_high_watermark(self.log.log_end_offset)
+        return result
+
+    def _advance_high_watermark(self, offset: int) -> None:
+        if offset > self.high_watermark:
+            self.high_watermark = offset
+            self.wake_waiters()
+
+    def wake_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def add_waiter(self, future: asyncio.Future) -> None:
+        self._waiters.add(future)
+
+    def remove_waiter(self, future: asyncio.Future) -> None:
+        self._waiters.discard(future)
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool):
+        self.check_online()
+        return self.log.read(offset, max_bytes, self.high_watermark, min_one_batch)
+
+    def delete_records_before(self, offset: int) -> int:
+        self.check_online()
+        if offset == -1:  # Kafka: -1 means "up to the high watermark"
+            offset = self.high_watermark
+        if offset > self.high_watermark:
+            raise OffsetOutOfRange(f"offset {offset} is beyond the high watermark {self.high_watermark}")
+        return self.log.delete_records_before(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch ≤ `epoch`, its end offset), as OffsetForLeaderEpoch answers. A single
+        leader has held epoch 0 since the log began, so any epoch at or past it ends at the LEO."""
+        if epoch < 0:
+            return -1, -1
+        return self.leader_epoch, self.log.log_end_offset
+
+    def mark_offline(self, reason: str) -> None:
+        self.offline_reason = reason
+

@@ -1,0 +1,57 @@
+"""`binlake broker`: run one broker in the foreground until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import click
+
+from ..broker import Broker
+from ..config import BrokerConfig
+from ..protocol.errors import InvalidConfig
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+@click.command("broker")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="where the log lives")
+@click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on")
+@click.option("--broker-id", default=0, show_default=True, type=int)
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="server.properties-style key=value file")
+@click.option("--override", multiple=True, metavar="KEY=VALUE", help="set one broker config (repeatable)")
+def broker_command(data_dir: str, listen: str, broker_id: int, config_file: str | None, override) -> None:
+    """Run a Kafka-protocol broker in the foreground."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, port = parse_listen(listen)
+    try:
+        config = BrokerConfig.from_file(config_file) if config_file else BrokerConfig()
+        for item in override:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--override")
+            config.set(key.strip(), value.strip())
+    except InvalidConfig as exc:
+        raise click.ClickException(str(exc)) from None
+    asyncio.run(_run(Broker(data_dir, host, port, broker_id, config)))
+
+
+async def _run(broker: Broker) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {broker.server.host}:{broker.server.port}: {exc.strerror}")
+    print(f"binlake broker {broker.broker_id} ready on {broker.address}", flush=True)
+    await stop.wait()
+    await broker.stop()
