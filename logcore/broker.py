@@ -12,9 +12,11 @@ import uuid
 
 from .api import load_handlers
 from .cluster.local import LocalMetadataStore
-from .cluster.topics import TopicInfo
-from .config import BrokerConfig, TopicConfig, validate_topic_overrides
-from .protocol.errors import InvalidPartitions, InvalidReplicationFactor, InvalidRequest
+from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
+from .config import BrokerConfig, TopicConfig
+from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
+                              InvalidRequest, StorageError, TopicDeletionDisabled)
+from .protocol.fetch_session import FetchSessionCache
 from .replication.manager import ReplicaManager
 from .server import KafkaServer
 
@@ -30,6 +32,7 @@ class Broker:
         self.config = config or BrokerConfig()
         self.metadata = LocalMetadataStore(self.data_dir, broker_id)
         self.replicas = ReplicaManager(self.data_dir, broker_id, self.config)
+        self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.server = KafkaServer(self, host, port, load_handlers(), self.config.get("socket.request.max.bytes"))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
@@ -84,62 +87,99 @@ class Broker:
                 log.exception("background job %s failed", job)
 
     # -- topics --------------------------------------------------------------------------------
+    # Each change is planned (every check, nothing mutated) and then committed unless `validate_only`.
 
     def topic_config(self, info: TopicInfo) -> TopicConfig:
         return TopicConfig(self.config, info.configs)
 
-    def check_new_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
-        """Every reason CreateTopics would refuse, without creating anything."""
-        self.metadata.check_new(name, partitions)
-        brokers = 1
-        if replication_factor < 1:
-            raise InvalidReplicationFactor(f"replication factor must be at least 1, got {replication_factor}")
-        if replication_factor > brokers:
-            raise InvalidReplicationFactor(
-                f"replication factor {replication_factor} larger than available brokers {brokers}")
-        validate_topic_overrides(configs)
-
     def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None) -> TopicInfo:
-        partitions = partitions if partitions > 0 else self.config.get("num.partitions")
-        if replication_factor == -1:
-            replication_factor = self.config.get("default.replication.factor")
-        configs = {k: v for k, v in (configs or {}).items() if v is not None}
-        self.check_new_topic(name, partitions, replication_factor, configs)
-        info = TopicInfo(name, uuid.uuid4(), partitions, replication_factor, configs)
+                     assignments: dict[int, list[int]] | None = None, configs: dict[str, str | None] | None = None,
+                     validate_only: bool = False) -> TopicInfo:
+        """CreateTopics for one topic; -1 means the broker default (num.partitions /
+        default.replication.factor). `assignments` maps partition → brokers and replaces both counts."""
+        self.metadata.check_new_name(name)
+        if assignments:
+            if partitions != -1 or replication_factor != -1:
+                raise InvalidRequest("give either num_partitions/replication_factor or a replica assignment, not both")
+            partitions, replication_factor = check_topic_assignment(assignments, self.metadata.brokers)
+        else:
+            partitions = self.config.get("num.partitions") if partitions == -1 else partitions
+            if replication_factor == -1:
+                replication_factor = self.config.get("default.replication.factor")
+            self._check_counts(partitions, replication_factor)
+        configs = configs or {}
+        nulls = sorted(key for key, value in configs.items() if value is None)
+        if nulls:
+            raise InvalidConfig(f"null values are not allowed for topic configs: {', '.join(nulls)}")
+        info = TopicInfo(name, uuid.uuid4(), partitions, replication_factor, dict(configs))
+        topic_config = self.topic_config(info)  # validates the configs
+        if validate_only:
+            return info
+        self._host_new(info, range(partitions), topic_config)
         self.metadata.create(info)
-        topic_config = self.topic_config(info)
-        for index in range(partitions):
-            self.replicas.host(name, index, topic_config)
         log.info("created topic %s with %d partition(s)", name, partitions)
         return info
 
+    def _check_counts(self, partitions: int, replication_factor: int) -> None:
+        if partitions < 1:
+            raise InvalidPartitions(f"number of partitions must be at least 1 (or -1 for the broker default), "
+                                    f"got {partitions}")
+        if replication_factor < 1:
+            raise InvalidReplicationFactor(f"replication factor must be at least 1 (or -1 for the broker default), "
+                                           f"got {replication_factor}")
+        brokers = len(self.metadata.brokers)
+        if replication_factor > brokers:
+            raise InvalidReplicationFactor(
+                f"replication factor {replication_factor} larger than available brokers {brokers}")
+
+    def _host_new(self, info: TopicInfo, indexes: range, topic_config: TopicConfig) -> None:
+        """Open the new partitions' logs before the metadata names them; all or none."""
+        try:
+            for index in indexes:
+                self.replicas.host(info.name, index, topic_config)
+        except OSError as exc:
+            for index in indexes:
+                self.replicas.unhost(info.name, index)
+            raise StorageError(f"cannot create the logs of {info.name} in {self.data_dir}: {exc}") from exc
+
     def delete_topic(self, name: str) -> TopicInfo:
         if not self.config.get("delete.topic.enable"):
-            raise InvalidRequest("topic deletion is disabled (delete.topic.enable=false)")
+            raise TopicDeletionDisabled("topic deletion is disabled on this broker (delete.topic.enable=false)")
         info = self.metadata.delete(name)
         self.replicas.unhost_topic(name)
         log.info("deleted topic %s", name)
         return info
 
-    def check_partition_count(self, name: str, count: int) -> TopicInfo:
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                          validate_only: bool = False) -> TopicInfo:
+        """Grow `name` to `count` partitions; `assignments` gives the brokers of each new one."""
         info = self.metadata.get(name)
-        if count <= info.partitions:
-            raise InvalidPartitions(
-                f"topic {name} has {info.partitions} partitions; the new count {count} must be larger")
-        return info
-
-    def create_partitions(self, name: str, count: int) -> None:
-        info = self.check_partition_count(name, count)
+        if count < info.partitions:
+            raise InvalidPartitions(f"topic {name} has {info.partitions} partitions, more than the requested {count}; "
+                                    f"partitions can only be added")
+        if count == info.partitions:
+            raise InvalidPartitions(f"topic {name} already has {count} partitions")
+        if assignments is not None:
+            added = count - info.partitions
+            if len(assignments) != added:
+                raise InvalidReplicaAssignment(
+                    f"adding {added} partition(s) needs {added} replica assignment(s), got {len(assignments)}")
+            for replicas in assignments:
+                check_assignment(replicas, self.metadata.brokers, info.replication_factor)
         updated = info.with_partitions(count)
+        if validate_only:
+            return updated
+        self._host_new(updated, range(info.partitions, count), self.topic_config(updated))
         self.metadata.update(updated)
-        topic_config = self.topic_config(updated)
-        for index in range(info.partitions, count):
-            self.replicas.host(name, index, topic_config)
+        log.info("topic %s now has %d partition(s)", name, count)
+        return updated
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        info = self.metadata.get(name)
-        validate_topic_overrides(configs)
-        updated = info.with_configs(configs)
-        self.metadata.update(updated)
-        self.replicas.reconfigure(name, self.topic_config(updated))
+    def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's whole override set; the partition logs use it at once."""
+        updated = self.metadata.get(name).with_configs(configs)
+        topic_config = self.topic_config(updated)  # validates
+        if not validate_only:
+            self.metadata.update(updated)
+            self.replicas.reconfigure(name, topic_config)
+            log.info("topic %s configs now %s", name, configs)
+        return updated

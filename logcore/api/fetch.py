@@ -1,44 +1,100 @@
-"""Fetch: record bytes straight from segment files, long-polling until min_bytes or max_wait."""
+"""Fetch: record bytes straight from segment files, long-polling until min_bytes or max_wait.
 
+Which partitions to read comes from the request, or from the client's incremental fetch session
+(KIP-227, see `logcore.protocol.fetch_session`). Topics are named by name up to v12 and by topic
+id from v13. Limits follow KIP-74: `max_bytes` for the response and `partition_max_bytes` per
+partition, except that the first batch of the first partition with data is returned whole.
+A partition error answers at once, as Kafka does, instead of waiting out max_wait.
+"""
+
+import itertools
 import time
+import uuid
 
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError
+from ..protocol.errors import BrokerError, UnknownTopicId
+from ..protocol.fetch_session import FINAL_EPOCH, FetchPartition
 from . import handles
+from .offsets import check_leader_epoch
+
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-@handles(ApiKey.FETCH, 4, 12)
+@handles(ApiKey.FETCH, 4, 17)
 async def fetch(ctx, request) -> dict:
-    replicas = ctx.broker.replicas
+    broker = ctx.broker
+    context = broker.fetch_sessions.context(getattr(request, "session_id", 0),
+                                            getattr(request, "session_epoch", FINAL_EPOCH),
+                                            _requested(request), _forgotten(request))
+    names = {p.topic: _topic_name(broker, p.topic) for p in context.partitions}
+    wanted = [(names[p.topic], p.partition) for p in context.partitions if names[p.topic]]
     deadline = time.monotonic() + request.max_wait.total_seconds()
-    wanted = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     while True:
-        responses, total = _read_all(replicas, request)
+        results, total, failed = _read_all(broker.replicas, context.partitions, names, request.max_bytes)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or remaining <= 0 or not wanted:
-            return {"error_code": ErrorCode.none, "session_id": 0, "responses": responses}
-        await replicas.wait_for_data(wanted, remaining)
-
-
-def _read_all(replicas, request) -> tuple[list[dict], int]:
-    budget = request.max_bytes
-    total = 0
+        if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
+            break
+        await broker.replicas.wait_for_data(wanted, remaining)
+    chosen = context.respond(results)
     responses = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            result = {"partition_index": p.partition, "high_watermark": -1, "last_stable_offset": -1,
-                      "log_start_offset": -1, "aborted_transactions": None, "records": b""}
-            try:
-                limit = min(p.partition_max_bytes, budget)
-                got = replicas.read(topic.topic, p.partition, p.fetch_offset, limit, min_one_batch=total == 0)
-                result.update(error_code=ErrorCode.none, high_watermark=got.high_watermark,
-                              last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
-                              records=got.records or b"")
-                budget -= got.size
-                total += got.size
-            except BrokerError as exc:
-                result["error_code"] = exc.code
-            partitions.append(result)
-        responses.append({"topic": topic.topic, "partitions": partitions})
-    return responses, total
+    for key, group in itertools.groupby(chosen, key=lambda item: item[0].topic):
+        responses.append({"topic": names[key] or "", "topic_id": _topic_id(broker, key),
+                          "partitions": [result for _, result in group]})
+    return {"error_code": ErrorCode.none, "session_id": context.session_id, "responses": responses}
+
+
+def _requested(request) -> list[FetchPartition]:
+    return [FetchPartition(_topic_key(t), p.partition, p.fetch_offset, p.partition_max_bytes,
+                           getattr(p, "current_leader_epoch", -1))
+            for t in request.topics for p in t.partitions]
+
+
+def _forgotten(request) -> list[tuple]:
+    return [(_topic_key(t), index) for t in getattr(request, "forgotten_topics_data", ()) for index in t.partitions]
+
+
+def _topic_key(topic):
+    """How this request version names a topic: by id from v13, by name before."""
+    return topic.topic_id if hasattr(topic, "topic_id") else topic.topic
+
+
+def _topic_name(broker, key) -> str | None:
+    if isinstance(key, uuid.UUID):
+        info = broker.metadata.by_id(key)
+        return info.name if info else None
+    return key
+
+
+def _topic_id(broker, key) -> uuid.UUID:
+    if isinstance(key, uuid.UUID):
+        return key
+    info = broker.metadata.topics.get(key)
+    return info.topic_id if info else NO_TOPIC_ID
+
+
+def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes: int) -> tuple[dict, int, bool]:
+    """({(topic key, partition): result}, bytes read, whether any partition failed)."""
+    budget = max_bytes
+    total = 0
+    failed = False
+    results = {}
+    for p in partitions:
+        result = {"partition_index": p.partition, "high_watermark": -1, "last_stable_offset": -1,
+                  "log_start_offset": -1, "aborted_transactions": None, "records": b""}
+        try:
+            name = names[p.topic]
+            if name is None:
+                raise UnknownTopicId(f"no topic has id {p.topic}; refresh metadata")
+            check_leader_epoch(replicas.get(name, p.partition), p.current_leader_epoch)
+            got = replicas.read(name, p.partition, p.fetch_offset, max(0, min(p.max_bytes, budget)),
+                                min_one_batch=total == 0)
+            result.update(error_code=ErrorCode.none, high_watermark=got.high_watermark,
+                          last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
+                          records=got.records or b"")
+            budget -= got.size
+            total += got.size
+        except BrokerError as exc:
+            result["error_code"] = exc.code
+            failed = True
+        results[p.key] = result
+    return results, total, failed

@@ -28,7 +28,7 @@ def topic_metadata(broker, name: str) -> dict:
             "partitions": partitions, "topic_authorized_operations": -2147483648}
 
 
-@handles(ApiKey.METADATA, 0, 12)
+@handles(ApiKey.METADATA, 0, 13)
 async def metadata(ctx, request) -> dict:
     broker = ctx.broker
     auto_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.get("auto.create.topics.enable")
@@ -56,6 +56,7 @@ async def metadata(ctx, request) -> dict:
             topics.append({"error_code": exc.code, "name": name, "is_internal": False, "partitions": []})
     host, port = broker.advertised
     return {
+        "error_code": ErrorCode.none,
         "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.broker_id,

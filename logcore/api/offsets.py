@@ -1,15 +1,29 @@
 """ListOffsets (earliest, latest, by timestamp, max timestamp) and OffsetForLeaderEpoch."""
 
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError
+from ..protocol.errors import BrokerError, FencedLeaderEpoch, UnknownLeaderEpoch, UnsupportedVersion
 from . import handles
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+# The first ListOffsets version that may carry each special timestamp (Kafka refuses it below).
+_SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 
-def _list_offset(replicas, topic: str, index: int, timestamp: int) -> dict:
+def check_leader_epoch(partition, current_leader_epoch: int) -> None:
+    """A client's idea of the leader epoch (-1: none) must match the leader's (KIP-320)."""
+    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return
+    if current_leader_epoch < partition.leader_epoch:
+        raise FencedLeaderEpoch(f"leader epoch {current_leader_epoch} of {partition.topic}-{partition.index} "
+                                f"is older than the current {partition.leader_epoch}; refresh metadata")
+    raise UnknownLeaderEpoch(f"leader epoch {current_leader_epoch} of {partition.topic}-{partition.index} "
+                             f"is newer than this broker's {partition.leader_epoch}; retry after metadata catches up")
+
+
+def _list_offset(replicas, topic: str, index: int, timestamp: int, current_leader_epoch: int) -> dict:
     partition = replicas.get(topic, index)
     partition.check_online()
+    check_leader_epoch(partition, current_leader_epoch)
     log = partition.log
     if timestamp == LATEST:
         return {"timestamp": -1, "offset": partition.high_watermark, "leader_epoch": partition.leader_epoch}
@@ -18,6 +32,8 @@ def _list_offset(replicas, topic: str, index: int, timestamp: int) -> dict:
     if timestamp == MAX_TIMESTAMP:
         offset, ts = log.max_timestamp()
         return {"timestamp": ts, "offset": offset, "leader_epoch": partition.leader_epoch}
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return {"timestamp": -1, "offset": -1, "leader_epoch": -1}  # no tiered storage: nothing uploaded
     found = log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= partition.high_watermark:
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -25,7 +41,7 @@ def _list_offset(replicas, topic: str, index: int, timestamp: int) -> dict:
     return {"timestamp": ts, "offset": offset, "leader_epoch": partition.leader_epoch}
 
 
-@handles(ApiKey.LIST_OFFSETS, 1, 8)
+@handles(ApiKey.LIST_OFFSETS, 1, 11)
 async def list_offsets(ctx, request) -> dict:
     topics = []
     for topic in request.topics:
@@ -33,7 +49,11 @@ async def list_offsets(ctx, request) -> dict:
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
-                result.update(_list_offset(ctx.broker.replicas, topic.name, p.partition_index, p.timestamp))
+                if ctx.api_version < _SINCE_VERSION.get(p.timestamp, 0):
+                    raise UnsupportedVersion(f"timestamp {p.timestamp} needs ListOffsets "
+                                             f"v{_SINCE_VERSION[p.timestamp]} or later")
+                result.update(_list_offset(ctx.broker.replicas, topic.name, p.partition_index, p.timestamp,
+                                           getattr(p, "current_leader_epoch", -1)))
                 result["error_code"] = ErrorCode.none
             except BrokerError as exc:
                 result["error_code"] = exc.code
@@ -52,13 +72,9 @@ async def offset_for_leader_epoch(ctx, request) -> dict:
             try:
                 partition = ctx.broker.replicas.get(topic.topic, p.partition)
                 partition.check_online()
-                if p.current_leader_epoch > partition.leader_epoch:
-                    result["error_code"] = ErrorCode.unknown_leader_epoch
-                elif 0 <= p.current_leader_epoch < partition.leader_epoch:
-                    result["error_code"] = ErrorCode.fenced_leader_epoch
-                else:
-                    epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
-                    result.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)
+                check_leader_epoch(partition, p.current_leader_epoch)
+                epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
+                result.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)
             except BrokerError as exc:
                 result["error_code"] = exc.code
             partitions.append(result)
