@@ -69,8 +69,12 @@ class KafkaServer:
             log.warning("closing connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            responder.cancel()  # the broker is stopping: do not wait out long polls
+            raise
         finally:
-            await pending.put(None)
+            if not responder.done() and not responder.cancelling():
+                await pending.put(None)  # answer what was read, then stop
             try:
                 await responder
             except (ConnectionError, asyncio.CancelledError):
@@ -101,7 +105,11 @@ class KafkaServer:
             data = await result
             if data is None:
                 continue  # acks=0 produce: no response
-            chunks = conn.send_error(request, data) if isinstance(data, ErrorCode) else conn.send(request, data)
+            try:
+                chunks = conn.send_error(request, data) if isinstance(data, ErrorCode) else conn.send(request, data)
+            except Exception:  # a handler bug must cost one response, not the connection
+                log.exception("cannot encode the response to api %d v%d", request.api_key, request.api_version)
+                chunks = conn.send_error(request, ErrorCode.unknown_server_error)
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     await _send_region(loop, writer, chunk)

@@ -274,3 +274,32 @@ def encode_error_frame(correlation_id: int, code: ErrorCode) -> bytes:
     error code, which is how every response's leading error field reads in the legacy versions."""
     payload = struct.pack(">ih", correlation_id, code.value)
     return struct.pack(">i", len(payload)) + payload
+
+
+# ---------------------------------------------------------------------------------------------
+# The client side, for tools and tests that speak the raw protocol
+
+
+def encode_request(entity: Any, correlation_id: int, client_id: str | None = "binlake") -> bytes:
+    """The whole request frame (size prefix included) for kio request `entity`."""
+    header_cls = entity.__header_schema__
+    header = header_cls(request_api_key=entity.__api_key__, request_api_version=entity.__version__,
+                        correlation_id=correlation_id, client_id=client_id)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    _writer(header_cls)(buf, header)
+    _writer(type(entity))(buf, entity)
+    body = buf.getbuffer()
+    struct.pack_into(">i", body, 0, len(body) - 4)
+    return bytes(body)
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """(correlation id, kio response entity) from one response frame without its size prefix."""
+    cls = response_class(api_key, version)
+    (correlation_id,) = struct.unpack_from(">i", frame)
+    offset = 4
+    if response_header_flexible(api_key, cls):
+        offset += 1  # the header's tagged fields: none
+    value, _size = _reader(cls)(memoryview(frame), offset)
+    return correlation_id, value
