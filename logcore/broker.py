@@ -70,6 +70,8 @@ class Broker:
         ]
         log.info("broker %d listening on %s (data dir %s)", self.broker_id, self.address, self.data_dir)
 
+            asyncio.create_task(self._every(max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 1),
+                                            self.replicas.checkpoint)),
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..config import BrokerConfig, TopicConfig
 from ..protocol.codec import FileRegion
 from ..protocol.errors import BrokerError, UnknownTopicOrPartition
-from ..storage.checkpoint import read_checkpoint, write_checkpoint
+from ..storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from ..storage.log import PartitionLog
 from ..storage.segment import CorruptSegment
 from .partition import Partition
@@ -48,8 +48,20 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._unclean = not os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))
-        self._log_starts = read_checkpoint(os.path.join(data_dir, LOG_START_CHECKPOINT))
+        self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))
+        if not self._clean:
+            log.warning("%s has no clean-shutdown marker: recovering logs past their recovery points", data_dir)
+        # Checkpointed positions of the partitions hosted at startup; consumed by host().
+        self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
+        self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
+
+    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
+        try:
+            return read_checkpoint(os.path.join(self.data_dir, name))
+        except CheckpointError as exc:
+            log.warning("%s; ignoring it (every log is recovered in full, log starts come from segments)", exc)
+            self._clean = False
+            return {}
 
     # -- hosting -------------------------------------------------------------------------------
 
@@ -57,20 +69,31 @@ class ReplicaManager:
         return os.path.join(self.data_dir, f"{topic}-{index}")
 
     def host(self, topic: str, index: int, topic_config: TopicConfig) -> Partition:
-        """Open (or create) the log of one partition and serve it as leader."""
+        """Open (or create) the log of one partition and serve it as leader. A log that cannot be
+        opened leaves its partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
+        tp = (topic, index)
         pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
         partition = Partition(topic, index, pl, self.broker_id)
         try:
-            pl.open(self._log_starts.get((topic, index), 0), recover=self._unclean)
+            pl.open(self._log_starts.pop(tp, 0), self._clean, self._recovery_points.pop(tp, 0))
+            partition.become_leader(pl.leader_epoch)
             partition.high_watermark = pl.log_end_offset
         except CorruptSegment as exc:
             log.error("partition %s-%d is offline: %s", topic, index, exc)
             partition.mark_offline(str(exc))
-        self.partitions[(topic, index)] = partition
+        except OSError as exc:
+            reason = f"cannot open the log in {pl.directory}: {exc}; fix the directory and restart the broker"
+            log.error("partition %s-%d is offline: %s", topic, index, reason)
+            partition.mark_offline(reason)
+        self.partitions[tp] = partition
         return partition
 
     def started(self) -> None:
-        """After every hosted partition is open: the next crash must recover again."""
+        """After every hosted partition is open: the next crash must recover again, and partitions
+        created from now on start empty whatever stale checkpoint entries say."""
+        self._log_starts.clear()
+        self._recovery_points.clear()
+        self._clean = True
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN)
         if os.path.exists(marker):
             os.unlink(marker)
@@ -78,6 +101,13 @@ class ReplicaManager:
     def unhost_topic(self, topic: str) -> None:
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
             partition = self.partitions.pop(tp)
+            partition.wake_waiters()
+            partition.log.delete()
+
+    def unhost(self, topic: str, index: int) -> None:
+        """Stop serving one partition and delete its log (a partition creation rolled back)."""
+        partition = self.partitions.pop((topic, index), None)
+        if partition is not None:
             partition.wake_waiters()
             partition.log.delete()
 
@@ -122,35 +152,47 @@ class ReplicaManager:
 
     def apply_retention(self) -> None:
         now_ms = int(time.time() * 1000)
+        deleted = False
         for partition in list(self.partitions.values()):
             if partition.offline_reason:
                 continue
             try:
-                if partition.log.apply_retention(now_ms):
-                    self.checkpoint_log_starts()
+                deleted |= bool(partition.log.apply_retention(partition.high_watermark, now_ms))
             except (BrokerError, OSError) as exc:
                 log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+        if deleted:
+            self.checkpoint()
 
     def flush_due(self, now_ms: int) -> None:
         for partition in self.partitions.values():
-            active = partition.log.active
-            if active.unflushed and now_ms - active.created_ms >= partition.log.config["flush.ms"]:
-                active.flush()
+            if partition.offline_reason:
+                continue
+            try:
+                partition.log.flush_if_due(now_ms)
+            except OSError as exc:
+                log.error("flushing %s-%d failed: %s", partition.topic, partition.index, exc)
+
+    def checkpoint(self) -> None:
+        """Write each log's recovery point and start offset (every log.flush.offset.checkpoint.interval.ms)."""
+        write_checkpoint(os.path.join(self.data_dir, RECOVERY_CHECKPOINT),
+                         {tp: p.log.recovery_point for tp, p in self.partitions.items()})
+        self.checkpoint_log_starts()
 
     def checkpoint_log_starts(self) -> None:
         write_checkpoint(os.path.join(self.data_dir, LOG_START_CHECKPOINT),
                          {tp: p.log.log_start_offset for tp, p in self.partitions.items()})
 
     def shutdown(self) -> None:
-        """Flush everything, write checkpoints, then mark the directory cleanly shut down."""
+        """Seal and fsync every log, write the checkpoints, then mark the directory cleanly shut down,
+        unless a partition is offline: its damage must be found again on the next start."""
         for partition in self.partitions.values():
             partition.wake_waiters()
-            if not partition.offline_reason:
-                partition.log.flush()
-        self.checkpoint_log_starts()
-        write_checkpoint(os.path.join(self.data_dir, RECOVERY_CHECKPOINT),
-                         {tp: p.log.log_end_offset for tp, p in self.partitions.items()})
-        for partition in self.partitions.values():
-            partition.log.close()
+            partition.log.close(flush=not partition.offline_reason)
+        self.checkpoint()
+        offline = [f"{p.topic}-{p.index}" for p in self.partitions.values() if p.offline_reason]
+        if offline:
+            log.warning("not marking %s cleanly shut down: partitions %s are offline", self.data_dir,
+                        ", ".join(offline))
+            return
         with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN), "w"):
             pass

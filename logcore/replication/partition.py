@@ -29,6 +29,9 @@ class Partition:
     def leader_epoch(self) -> int:
         return self.log.leader_epoch
 
+    def become_leader(self, epoch: int) -> None:
+        self.log.assign_leader_epoch(epoch)
+
     def check_online(self) -> None:
         if self.offline_reason:
             raise StorageError(self.offline_reason)
@@ -71,11 +74,8 @@ class Partition:
         return self.log.delete_records_before(offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch ≤ `epoch`, its end offset), as OffsetForLeaderEpoch answers. A single
-        leader has held epoch 0 since the log began, so any epoch at or past it ends at the LEO."""
-        if epoch < 0:
-            return -1, -1
-        return self.leader_epoch, self.log.log_end_offset
+        """(largest epoch ≤ `epoch`, its end offset), as OffsetForLeaderEpoch answers."""
+        return self.log.epochs.end_offset_for(epoch, self.log.log_end_offset)
 
     def mark_offline(self, reason: str) -> None:
         self.offline_reason = reason

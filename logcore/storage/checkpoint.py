@@ -1,31 +1,59 @@
-"""Kafka's offset checkpoint files: a version line (0), an entry count, then `topic partition offset`."""
+"""Kafka's checkpoint files: a version line (0), an entry count, then one entry per line.
+
+Offset checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`) hold
+`topic partition offset` entries; a partition's `leader-epoch-checkpoint` holds `epoch start-offset`.
+Writes are atomic: temp file, fsync, rename, fsync of the directory.
+"""
 
 from __future__ import annotations
 
 import os
 
+VERSION = "0"
 
-def write_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:
-    lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+
+class CheckpointError(ValueError):
+    pass
+
+
+def write_entries(path: str, entries: list[tuple]) -> None:
+    lines = [VERSION, str(len(entries))] + [" ".join(str(field) for field in entry) for entry in entries]
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_entries(path: str, fields: int) -> list[list[str]] | None:
+    """The entries' whitespace-split fields, or None when the file does not exist."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    if len(lines) < 2 or lines[0].strip() != VERSION or not lines[1].strip().isdigit():
+        raise CheckpointError(f"{path}: not a version-{VERSION} checkpoint file")
+    count = int(lines[1])
+    entries = [line.split() for line in lines[2 : 2 + count]]
+    if len(entries) != count or any(len(e) != fields for e in entries):
+        raise CheckpointError(f"{path}: expected {count} entries of {fields} fields")
+    return entries
+
+
+def write_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:
+    write_entries(path, [(t, p, o) for (t, p), o in sorted(offsets.items())])
 
 
 def read_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """Offsets by (topic, partition); empty when the file does not exist."""
     try:
-        with open(path) as f:
-            lines = f.read().split("\n")
-    except FileNotFoundError:
-        return {}
-    if not lines or lines[0].strip() != "0":
-        raise ValueError(f"{path}: unknown checkpoint version {lines[0]!r}")
-    count = int(lines[1])
-    result = {}
-    for line in lines[2 : 2 + count]:
-        topic, partition, offset = line.rsplit(" ", 2)
-        result[(topic, int(partition))] = int(offset)
-    return result
+        return {(t, int(p)): int(o) for t, p, o in read_entries(path, 3) or []}
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None

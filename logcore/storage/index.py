@@ -13,149 +13,143 @@ import os
 import struct
 from array import array
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 
+class IndexFile:
+    """The file handling both indexes share: two parallel columns of ints, Kafka's fixed-size
+    entries on disk, appends through one unbuffered descriptor, fsync only when written to."""
 
-class OffsetIndex:
+    ENTRY: struct.Struct
+
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.relative_offsets = array("q")
-        self.positions = array("q")
+        self.keys = array("q")  # what lookups search: relative offset / timestamp
+        self.values = array("q")  # what they return: position / relative offset
         self._file = None
+        self._dirty = False
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.keys) * self.ENTRY.size
 
     def load(self) -> bool:
-        """Read the file; False when it is missing or not a valid index (then it must be rebuilt)."""
+        """Read the file; False when it is missing or its entries are not strictly ordered (then the
+        segment rebuilds it). Trailing all-zero entries are Kafka's preallocation and are ignored."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
             return False
-        if len(data) % _OFFSET_ENTRY.size:
+        if len(data) % self.ENTRY.size:
             return False
-        last_offset = last_position = -1
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
-            if rel == 0 and pos == 0 and last_position >= 0:
-                break  # Kafka preallocates index files with zeros
-            if rel <= last_offset or pos <= last_position:
+        keys, values = array("q"), array("q")
+        for key, value in self.ENTRY.iter_unpack(data):
+            if key == 0 and value == 0 and keys:
+                break
+            if keys and not self._ordered(keys[-1], values[-1], key, value):
                 return False
-            self.relative_offsets.append(rel)
-            self.positions.append(pos)
-            last_offset, last_position = rel, pos
+            keys.append(key)
+            values.append(value)
+        self.keys, self.values = keys, values
         return True
 
+    @staticmethod
+    def _ordered(key: int, value: int, next_key: int, next_value: int) -> bool:
+        raise NotImplementedError
+
     def reset(self) -> None:
-        self.relative_offsets = array("q")
-        self.positions = array("q")
+        """Empty the index (creating its file)."""
+        self._truncate(0)
+
+    def _truncate(self, entries: int) -> None:
+        del self.keys[entries:]
+        del self.values[entries:]
         self.close()
-        with open(self.path, "wb"):
-            pass
+        with open(self.path, "ab") as f:
+            f.truncate(entries * self.ENTRY.size)
+        self._dirty = True
+
+    def _append(self, key: int, value: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        if self._file is None:
+            self._file = open(self.path, "ab", buffering=0)
+        self._file.write(self.ENTRY.pack(key, value))
+        self._dirty = True
+
+    def flush(self) -> None:
+        if self._dirty:
+            fd = self._file.fileno() if self._file else os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                if self._file is None:
+                    os.close(fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class OffsetIndex(IndexFile):
+    """Relative offset → file position of the batch holding it (Kafka writes the batch's last
+    offset, binlake its base offset; a lookup works with either)."""
+
+    ENTRY = struct.Struct(">ii")
+
+    @staticmethod
+    def _ordered(rel: int, pos: int, next_rel: int, next_pos: int) -> bool:
+        return next_rel > rel and next_pos > pos
+
+    @property
+    def last_position(self) -> int:
+        return self.values[-1] if self.values else 0
 
     def append(self, offset: int, position: int) -> None:
-        rel = offset - self.base_offset
-        self.relative_offsets.append(rel)
-        self.positions.append(position)
-        self._open().write(_OFFSET_ENTRY.pack(rel, position))
+        self._append(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> int:
         """File position of the last indexed batch at or before `offset` (0 if none)."""
-        i = bisect.bisect_right(self.relative_offsets, offset - self.base_offset)
-        return self.positions[i - 1] if i else 0
+        i = bisect.bisect_right(self.keys, offset - self.base_offset)
+        return self.values[i - 1] if i else 0
 
     def truncate_to_position(self, position: int) -> None:
-        """Drop entries pointing at or past `position` and rewrite the file."""
-        i = bisect.bisect_left(self.positions, position)
-        del self.relative_offsets[i:]
-        del self.positions[i:]
-        self._rewrite(b"".join(_OFFSET_ENTRY.pack(r, p) for r, p in zip(self.relative_offsets, self.positions)))
-
-    def _rewrite(self, data: bytes) -> None:
-        self.close()
-        with open(self.path, "wb") as f:
-            f.write(data)
-
-    def _open(self):
-        if self._file is None:
-            self._file = open(self.path, "ab", buffering=0)
-        return self._file
-
-    def flush(self) -> None:
-        if self._file is not None:
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Drop entries pointing at or past `position`."""
+        self._truncate(bisect.bisect_left(self.values, position))
 
 
-class TimeIndex:
-    def __init__(self, path: str, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.timestamps = array("q")
-        self.relative_offsets = array("q")
-        self._file = None
+class TimeIndex(IndexFile):
+    """Timestamp → relative offset of the batch that first reached it. Kafka's meaning: an entry is
+    the largest timestamp seen so far when the entry was written, so timestamps strictly grow."""
+
+    ENTRY = struct.Struct(">qi")
+
+    @staticmethod
+    def _ordered(ts: int, rel: int, next_ts: int, next_rel: int) -> bool:
+        return next_ts > ts and next_rel >= rel
 
     @property
-    def max_timestamp(self) -> int:
-        return self.timestamps[-1] if self.timestamps else -1
-
-    def load(self) -> bool:
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return False
-        if len(data) % _TIME_ENTRY.size:
-            return False
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
-            if ts == 0 and rel == 0 and self.timestamps:
-                break
-            if self.timestamps and (ts <= self.timestamps[-1] or rel < self.relative_offsets[-1]):
-                return False
-            self.timestamps.append(ts)
-            self.relative_offsets.append(rel)
-        return True
-
-    def reset(self) -> None:
-        self.timestamps = array("q")
-        self.relative_offsets = array("q")
-        self.close()
-        with open(self.path, "wb"):
-            pass
+    def last_entry(self) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the newest entry."""
+        return (self.keys[-1], self.base_offset + self.values[-1]) if self.keys else None
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Record (timestamp → first offset of the batch reaching it) when the max timestamp grows."""
-        if self.timestamps and timestamp <= self.timestamps[-1]:
+        """Add (timestamp, offset) unless the index already reaches that timestamp."""
+        if self.keys and timestamp <= self.keys[-1]:
             return
-        rel = offset - self.base_offset
-        self.timestamps.append(timestamp)
-        self.relative_offsets.append(rel)
-        if self._file is None:
-            self._file = open(self.path, "ab", buffering=0)
-        self._file.write(_TIME_ENTRY.pack(timestamp, rel))
+        self._append(timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int:
-        """Offset of the last entry whose timestamp is below `timestamp` (base offset if none): a
-        scan from there finds the first batch whose max timestamp reaches `timestamp`."""
-        i = bisect.bisect_left(self.timestamps, timestamp)
-        return self.base_offset + (self.relative_offsets[i - 1] if i else 0)
+        """Offset of the last entry whose timestamp is below `timestamp` (base offset if none): no
+        batch up to it reaches `timestamp`, so a scan from there finds the first batch that does."""
+        i = bisect.bisect_left(self.keys, timestamp)
+        return self.base_offset + (self.values[i - 1] if i else 0)
 
     def truncate_to_offset(self, offset: int) -> None:
-        i = bisect.bisect_left(self.relative_offsets, offset - self.base_offset)
-        del self.timestamps[i:]
-        del self.relative_offsets[i:]
-        self.close()
-        with open(self.path, "wb") as f:
-            f.write(b"".join(_TIME_ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.relative_offsets)))
-
-    def flush(self) -> None:
-        if self._file is not None:
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Drop entries for batches at or after `offset`."""
+        self._truncate(bisect.bisect_left(self.values, offset - self.base_offset))

@@ -18,11 +18,13 @@ from ..config import TopicConfig
 from ..protocol.codec import FileRegion
 from ..protocol.errors import OffsetOutOfRange, StorageError
 from .batch import BatchHeader, assign_offsets, validate_produce
-from .segment import Segment
+from .epochs import LeaderEpochCache
+from .retention import deletable_segments
+from .segment import Segment, fsync_dir
 
 log = logging.getLogger(__name__)
 
-DELETE_CLOSE_DELAY_S = 60  # keep deleted segments' descriptors open for in-flight fetches
+INT32_MAX = 2**31 - 1  # relative offsets in the index are int32
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class AppendResult:
 
 
 class PartitionLog:
+    """Event loop only. `recovery_point`: every offset below it is on disk (fsynced); after a crash
+    only the segments holding offsets at or past it need recovery."""
+
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig) -> None:
         self.directory = directory
         self.topic = topic
@@ -42,35 +47,103 @@ class PartitionLog:
         self.config = config
         self.segments: list[Segment] = []
         self.log_start_offset = 0
+        self.recovery_point = 0
+        self.last_flush_ms = int(time.time() * 1000)
+        self.epochs = LeaderEpochCache(directory)
         self.leader_epoch = 0
+
+    def __repr__(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def open(self, log_start_offset: int, recover: bool) -> None:
-        """Load segments; with `recover`, validate the tail segments (after an unclean shutdown)."""
-        os.makedirs(self.directory, exist_ok=True)
+    def open(self, log_start_offset: int, clean: bool, recovery_point: int = 0) -> None:
+        """Load the segments. After a clean shutdown everything was flushed: trust the batches, check
+        the indexes. Otherwise recover each segment holding offsets at or past `recovery_point`
+        (the last checkpointed flush): validate, rebuild indexes, cut a torn tail, and drop the
+        segments after a cut. Raises CorruptSegment for damage that is not a torn tail."""
+        self.log_start_offset, self.recovery_point = log_start_offset, recovery_point
+        if not os.path.isdir(self.directory):
+            os.makedirs(self.directory)
+            fsync_dir(os.path.dirname(self.directory))
+        self._remove_orphan_indexes()
+        interval = self.config["index.interval.bytes"]
         bases = sorted(int(name[:-4]) for name in os.listdir(self.directory)
                        if name.endswith(".log") and name[:-4].isdigit())
-        interval = self.config["index.interval.bytes"]
-        for base in bases:
-            self.segments.append(Segment(self.directory, base, interval))
-        for segment in self.segments:
-            if recover and segment is self.segments[-1]:
-                segment.recover()
-            else:
+        self.segments = [Segment(self.directory, base, interval) for base in bases]
+        first_unflushed = len(self.segments) if clean else self._first_segment_at(recovery_point)
+        recovered_epochs: list[tuple[int, int]] = []
+        i = 0
+        while i < len(self.segments):
+            segment = self.segments[i]
+            if i < first_unflushed:
                 segment.load()
+            else:
+                result = segment.recover(recovery_point)
+                recovered_epochs += result.epochs
+                if result.truncated_bytes:
+                    self._drop_after(i)
+                segment.flush()
+            i += 1
         if not self.segments:
-            self.segments.append(Segment(self.directory, max(log_start_offset, 0), interval))
+            self.segments.append(Segment.create(self.directory, max(log_start_offset, 0), interval))
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = self.log_end_offset
+        self._load_epochs(recovered_epochs)
 
-    def close(self) -> None:
+    def _remove_orphan_indexes(self) -> None:
+        """Index files whose segment is gone (a deletion interrupted by a crash)."""
+        names = set(os.listdir(self.directory))
+        for name in names:
+            stem, dot, suffix = name.partition(".")
+            if suffix in ("index", "timeindex", "txnindex") and stem.isdigit() and f"{stem}.log" not in names:
+                os.unlink(os.path.join(self.directory, name))
+
+    def _drop_after(self, i: int) -> None:
+        """Recovery cut segment i short: the segments after it hold offsets that no longer follow."""
+        dropped = self.segments[i + 1 :]
+        del self.segments[i + 1 :]
+        for segment in dropped:
+            log.warning("%s: deleting %s, which follows a truncated segment", self, segment.path)
+            segment.delete()
+            segment.close_fd()
+
+    def _load_epochs(self, recovered: list[tuple[int, int]]) -> None:
+        if self.epochs.load():
+            for epoch, start in recovered:
+                self.epochs.assign(epoch, start)
+        else:
+            self.epochs.reset(self._epochs_in_log())
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        self.leader_epoch = max(self.epochs.latest_epoch, 0)
+
+    def _epochs_in_log(self) -> list[tuple[int, int]]:
+        """(epoch, first offset) wherever the batch headers' leader epoch grows: the cache, rebuilt."""
+        entries: list[tuple[int, int]] = []
+        for segment in self.segments:
+            for _, header in segment.headers():
+                if header.leader_epoch > (entries[-1][0] if entries else -1):
+                    entries.append((header.leader_epoch, header.base_offset))
+        return entries
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This replica leads from `epoch` on: its appends start there and carry it."""
+        self.epochs.assign(epoch, self.log_end_offset)
+        self.leader_epoch = epoch
+
+    def close(self, flush: bool = True) -> None:
+        """Shutdown: seal the active segment and fsync (not for a damaged log), then close."""
+        if flush and self.segments:
+            self.active.seal()
+            self.flush()
         for segment in self.segments:
             segment.close()
 
     def delete(self) -> None:
         for segment in self.segments:
             segment.delete()
-            _close_later(segment)
+            _close_later(segment, self.config["file.delete.delay.ms"])
         self.segments = []
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -89,8 +162,6 @@ class PartitionLog:
 
     def append(self, records: bytes, headers: list[BatchHeader]) -> AppendResult:
         """Assign offsets to already validated batches and write them. No await inside."""
-        size = sum(h.size for h in headers)
-        self._maybe_roll(size)
         now_ms = int(time.time() * 1000)
         append_time = now_ms if self.config["message.timestamp.type"] == "LogAppendTime" else None
         buf = bytearray(records)
@@ -100,37 +171,55 @@ class PartitionLog:
                               max_timestamp=append_time if append_time is not None else h.max_timestamp)
                    for h, o in zip(headers, _base_offsets(headers, base))]
         try:
+            self._maybe_roll(len(buf), patched[-1].last_offset, now_ms)
             self.active.append(buf, patched)
+            if self.active.unflushed >= self.config["flush.messages"]:
+                self.flush()
         except OSError as exc:
             raise StorageError(f"cannot write {self.active.path}: {exc.strerror or exc}") from exc
-        if self.active.unflushed >= self.config["flush.messages"]:
-            self.active.flush()
         return AppendResult(base, self.log_end_offset, append_time if append_time is not None else -1,
                             self.log_start_offset, sum(h.record_count for h in headers))
 
-    def _maybe_roll(self, incoming: int) -> None:
+    def _maybe_roll(self, incoming: int, last_offset: int, now_ms: int) -> None:
+        """Kafka's reasons to start a new segment before an append."""
         active = self.active
         if active.size == 0:
             return
-        age_ms = time.time() * 1000 - active.created_ms
-        if active.size + incoming > self.config["segment.bytes"] or age_ms > self.config["segment.ms"]:
+        max_index_bytes = self.config["segment.index.bytes"]
+        if (active.size + incoming > self.config["segment.bytes"]
+                or now_ms - active.rolling_base_ms > self.config["segment.ms"]
+                or active.index.size_bytes + active.index.ENTRY.size > max_index_bytes
+                or active.time_index.size_bytes + active.time_index.ENTRY.size > max_index_bytes
+                or last_offset - active.base_offset > INT32_MAX):
             self.roll()
 
     def roll(self) -> Segment:
-        self.active.flush()
-        segment = Segment(self.directory, self.log_end_offset, self.config["index.interval.bytes"])
+        """Seal and fsync the active segment, then start a new one at the log end offset."""
+        self.active.seal()
+        self.flush()
+        segment = Segment.create(self.directory, self.log_end_offset, self.config["index.interval.bytes"])
+        fsync_dir(self.directory)
         self.segments.append(segment)
+        log.info("%s: rolled new segment %s", self, segment.path)
         return segment
 
     def flush(self) -> None:
-        for segment in self.segments[-2:]:
+        """fsync every segment that may hold data past the recovery point, then move it to the end."""
+        for segment in self.segments[self._first_segment_at(self.recovery_point):]:
             segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.last_flush_ms = int(time.time() * 1000)
+
+    def flush_if_due(self, now_ms: int) -> None:
+        """flush.ms: fsync data that has waited that long since the last flush."""
+        if self.log_end_offset > self.recovery_point and now_ms - self.last_flush_ms >= self.config["flush.ms"]:
+            self.flush()
+
+    def _first_segment_at(self, offset: int) -> int:
+        """Index of the first segment holding offsets at or past `offset`."""
+        return max(bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1, 0)
 
     # -- reads ---------------------------------------------------------------------------------
-
-    def _segment_for(self, offset: int) -> int:
-        i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
-        return max(i, 0)
 
     def read(self, offset: int, max_bytes: int, upper_offset: int, min_one_batch: bool) -> FileRegion | None:
         """Bytes of the batches from the one holding `offset` up to `upper_offset` (exclusive), cut
@@ -142,7 +231,7 @@ class PartitionLog:
             )
         if offset >= upper_offset:
             return None
-        i = self._segment_for(offset)
+        i = self._first_segment_at(offset)
         while i < len(self.segments):
             segment = self.segments[i]
             found = segment.find_batch(offset)
@@ -179,14 +268,11 @@ class PartitionLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(offset, timestamp) of the batch holding the largest timestamp (ListOffsets -3)."""
-        best = (-1, -1)
-        for segment in self.segments:
-            if segment.max_timestamp > best[1]:
-                found = segment.find_timestamp(segment.max_timestamp)
-                if found:
-                    best = (found[1].last_offset, segment.max_timestamp)
-        return best
+        """(offset, timestamp) of the batch holding the largest timestamp (ListOffsets -3); the
+        batch's last offset stands for the record, which only decoding could pin down."""
+        best = max(self.segments, key=lambda s: s.max_timestamp)
+        found = best.find_batch(best.offset_of_max_timestamp) if best.max_timestamp >= 0 else None
+        return (found[1].last_offset, best.max_timestamp) if found else (-1, -1)
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
@@ -199,57 +285,58 @@ class PartitionLog:
             raise OffsetOutOfRange(f"cannot delete records before {offset}: log end offset is {self.log_end_offset}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-            self._drop_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= offset)
+            below = 0
+            while below + 1 < len(self.segments) and self.segments[below + 1].base_offset <= offset:
+                below += 1
+            self._delete_leading(below, f"log start offset {offset}")
+            self.epochs.truncate_from_start(self.log_start_offset)
         return self.log_start_offset
 
-    def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole segments past retention.ms / retention.bytes; returns how many went.
-        The active segment is rolled first if it alone is past retention, as Kafka does."""
+    def apply_retention(self, high_watermark: int, now_ms: int | None = None) -> int:
+        """Delete the leading segments past retention (see storage/retention.py); how many went."""
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        retention_ms = self.config["retention.ms"]
-        retention_bytes = self.config["retention.bytes"]
-        if "delete" not in self.config["cleanup.policy"]:
-            return 0
-        deleted = 0
-        if retention_ms >= 0:
-            expired = lambda s, nxt: s.size > 0 and now_ms - s.max_timestamp > retention_ms  # noqa: E731
-            if expired(self.active, None) and all(expired(s, None) for s in self.segments):
-                self.roll()
-            deleted += self._drop_segments(lambda s, nxt: nxt is not None and expired(s, nxt))
-        if retention_bytes >= 0:
-            excess = self.size_bytes() - retention_bytes
+        count, why = deletable_segments(self.segments, self.config, now_ms, self.log_start_offset,
+                                        self.log_end_offset, high_watermark)
+        if count == len(self.segments):
+            self.roll()  # every segment goes, the active one too: keep the log end offset in a new one
+        self._delete_leading(count, why)
+        return count
 
-            def too_big(s: Segment, nxt: Segment | None) -> bool:
-                nonlocal excess
-                if nxt is None or excess < s.size:
-                    return False
-                excess -= s.size
-                return True
-
-            deleted += self._drop_segments(too_big)
-        return deleted
-
-    def _drop_segments(self, predicate) -> int:
-        """Delete leading segments while predicate(segment, next_segment) holds; never the active one."""
-        dropped = 0
-        while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1]):
-            segment = self.segments.pop(0)
+    def _delete_leading(self, count: int, why: str) -> None:
+        if not count:
+            return
+        gone, self.segments = self.segments[:count], self.segments[count:]
+        for segment in gone:
             segment.delete()
-            _close_later(segment)
-            dropped += 1
-        if dropped:
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            log.info("%s-%d: deleted %d segment(s); log start offset now %d",
-                     self.topic, self.partition, dropped, self.log_start_offset)
-        return dropped
+            _close_later(segment, self.config["file.delete.delay.ms"])
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        log.info("%s: deleted %d segment(s) (%s); log start offset now %d", self, count, why, self.log_start_offset)
 
     def truncate_to(self, offset: int) -> None:
-        """Remove everything at or after `offset` (replication truncation, recovery)."""
+        """Remove everything at or after `offset` (a replica diverging from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.segments[0].base_offset:
+            self._truncate_fully(offset)
+            return
         while len(self.segments) > 1 and self.active.base_offset >= offset:
             segment = self.segments.pop()
             segment.delete()
-            _close_later(segment)
+            _close_later(segment, self.config["file.delete.delay.ms"])
         self.active.truncate_to(offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        """Empty the log and restart it at `offset`."""
+        for segment in self.segments:
+            segment.delete()
+            _close_later(segment, self.config["file.delete.delay.ms"])
+        self.segments = [Segment.create(self.directory, offset, self.config["index.interval.bytes"])]
+        fsync_dir(self.directory)
+        self.log_start_offset = self.recovery_point = offset
+        self.epochs.reset([])
 
 
 def _base_offsets(headers: list[BatchHeader], first: int):
@@ -259,8 +346,9 @@ def _base_offsets(headers: list[BatchHeader], first: int):
         offset += header.last_offset_delta + 1
 
 
-def _close_later(segment: Segment) -> None:
+def _close_later(segment: Segment, delay_ms: int) -> None:
+    """Deleted segments keep their descriptor for file.delete.delay.ms so in-flight fetches finish."""
     try:
-        asyncio.get_running_loop().call_later(DELETE_CLOSE_DELAY_S, os.close, segment.fd)
+        asyncio.get_running_loop().call_later(delay_ms / 1000, segment.close_fd)
     except RuntimeError:  # no loop: nothing can be sending from it
-        os.close(segment.fd)
+        segment.close_fd()
