@@ -67,11 +67,11 @@ class Broker:
                                             self.replicas.apply_retention)),
             asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
                                             lambda: self.replicas.flush_due(int(time.time() * 1000)))),
+            asyncio.create_task(self._every(max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 1),
+                                            self.replicas.checkpoint)),
         ]
         log.info("broker %d listening on %s (data dir %s)", self.broker_id, self.address, self.data_dir)
 
-            asyncio.create_task(self._every(max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 1),
-                                            self.replicas.checkpoint)),
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
