@@ -14,6 +14,7 @@ from .api import load_handlers
 from .cluster.local import LocalMetadataStore
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
 from .config import BrokerConfig, TopicConfig
+from .coordinator.group_coordinator import GroupCoordinator
 from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                               InvalidRequest, StorageError, TopicDeletionDisabled)
 from .protocol.fetch_session import FetchSessionCache
@@ -33,6 +34,7 @@ class Broker:
         self.metadata = LocalMetadataStore(self.data_dir, broker_id)
         self.replicas = ReplicaManager(self.data_dir, broker_id, self.config)
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
+        self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
         self.server = KafkaServer(self, host, port, load_handlers(), self.config.get("socket.request.max.bytes"))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
@@ -60,6 +62,7 @@ class Broker:
             for index in range(info.partitions):
                 self.replicas.host(info.name, index, topic_config)
         self.replicas.started()
+        await self.groups.start()
         await self.server.start()
         self.started_ms = int(time.time() * 1000)
         self._tasks = [
@@ -76,6 +79,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.groups.stop()
         await self.server.stop()
         self.replicas.shutdown()
         log.info("broker %d stopped cleanly", self.broker_id)

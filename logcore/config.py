@@ -100,6 +100,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.retention.hours", "int", 168, "retention.ms in hours, when log.retention.ms is unset"),
     ConfigDef("log.retention.minutes", "int", None, "retention.ms in minutes, when log.retention.ms is unset"),
     ConfigDef("advertised.listeners", "string", None, "host:port clients should connect to"),
+    # consumer groups (logcore/coordinator)
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance",
+              check=_at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, "smallest session.timeout.ms a member may ask for",
+              check=_at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000, "largest session.timeout.ms a member may ask for",
+              check=_at_least(0)),
+    ConfigDef("group.max.size", "int", INT_MAX, "most members one group may have", check=_at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", check=_at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets",
+              check=_at_least(14)),
+    ConfigDef("offsets.retention.minutes", "int", 10080, "how long an empty group's committed offsets are kept",
+              check=_at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "how often expired offsets are removed",
+              check=_at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset",
+              check=_at_least(0)),
 ]}
 # Broker-level synonyms of topic configs are valid broker config keys too.
 for _topic_def in TOPIC_CONFIGS.values():

@@ -1,0 +1,38 @@
+"""FindCoordinator: which broker coordinates a group or a transactional id (v4+: many keys at once).
+
+A single broker coordinates every key. Asking for a group's coordinator creates
+`__consumer_offsets` if it does not exist yet, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError
+from . import handles
+
+GROUP, TRANSACTION = 0, 1
+
+
+def _coordinator(ctx, key: str, key_type: int) -> dict:
+    host, port = ctx.broker.advertised
+    found = {"key": key, "node_id": ctx.broker.broker_id, "host": host, "port": port,
+             "error_code": ErrorCode.none, "error_message": None}
+    missing = {"key": key, "node_id": -1, "host": "", "port": -1}
+    if key_type not in (GROUP, TRANSACTION):
+        return {**missing, "error_code": ErrorCode.invalid_request,
+                "error_message": f"coordinator key type {key_type} is not supported; use 0 (group) or 1 (transaction)"}
+    if key_type == GROUP:
+        try:
+            ctx.broker.groups.ensure_topic()
+        except BrokerError as exc:
+            return {**missing, "error_code": ErrorCode.coordinator_not_available,
+                    "error_message": f"cannot create __consumer_offsets: {exc.message}"}
+    return found
+
+
+@handles(ApiKey.FIND_COORDINATOR, 0, 6)
+async def find_coordinator(ctx, request) -> dict:
+    key_type = getattr(request, "key_type", GROUP)
+    if ctx.api_version >= 4:
+        return {"coordinators": [_coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
+    return _coordinator(ctx, request.key, key_type)

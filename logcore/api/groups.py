@@ -1,0 +1,203 @@
+"""Consumer groups: membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed offsets
+(OffsetCommit, OffsetFetch, OffsetDelete) and administration (ListGroups, DescribeGroups,
+DeleteGroups). The group coordinator does the work; these handlers only translate."""
+
+from __future__ import annotations
+
+import datetime
+
+from ..coordinator.group import GroupState
+from ..coordinator.group_coordinator import JoinRequest, OffsetCommit
+from ..protocol.codec import ApiKey, ErrorCode
+from . import handles
+
+NO_OPERATIONS = -2147483648  # authorized operations were not asked for
+
+
+def _ms(value: datetime.timedelta | int | None) -> int | None:
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return value
+
+
+def _topic_name(ctx, topic) -> str | None:
+    """A request topic's name; v10-style requests name topics by id instead."""
+    name = getattr(topic, "name", None)
+    if name is None and getattr(topic, "topic_id", None) is not None:
+        info = ctx.broker.metadata.by_id(topic.topic_id)
+        name = info.name if info else None
+    return name
+
+
+def _topic_ids(ctx, name: str) -> dict:
+    info = ctx.broker.metadata.topics.get(name)
+    return {"name": name, "topic_id": info.topic_id if info else None}
+
+
+@handles(ApiKey.JOIN_GROUP, 0, 9)
+async def join_group(ctx, request) -> dict:
+    session_ms = _ms(request.session_timeout)
+    result = await ctx.broker.groups.join(JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=_ms(getattr(request, "rebalance_timeout", None)) or session_ms,  # v0 has none
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, p.metadata) for p in request.protocols],
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        require_known_member_id=ctx.api_version >= 4,
+    ))
+    return {
+        "error_code": result.error,
+        "generation_id": result.generation,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol,
+        "leader": result.leader,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members],
+    }
+
+
+@handles(ApiKey.SYNC_GROUP, 0, 5)
+async def sync_group(ctx, request) -> dict:
+    result = await ctx.broker.groups.sync(
+        request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+        {a.member_id: a.assignment for a in request.assignments})
+    return {"error_code": result.error, "protocol_type": result.protocol_type, "protocol_name": result.protocol,
+            "assignment": result.assignment}
+
+
+@handles(ApiKey.HEARTBEAT, 0, 4)
+async def heartbeat(ctx, request) -> dict:
+    error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                        getattr(request, "group_instance_id", None))
+    return {"error_code": error}
+
+
+@handles(ApiKey.LEAVE_GROUP, 0, 5)
+async def leave_group(ctx, request) -> dict:
+    if ctx.api_version < 3:
+        identities = [(request.member_id, None)]
+    else:
+        identities = [(m.member_id, m.group_instance_id) for m in request.members]
+    error, errors = ctx.broker.groups.leave(request.group_id, identities)
+    if ctx.api_version < 3 and error is ErrorCode.none:
+        error = errors[0]
+    return {"error_code": error,
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": e}
+                        for (m, i), e in zip(identities, errors)]}
+
+
+@handles(ApiKey.OFFSET_COMMIT, 2, 10)
+async def offset_commit(ctx, request) -> dict:
+    commits, slots = [], []  # slots: (topic index, partition index, position in commits or an error)
+    topics = []
+    for topic in request.topics:
+        name = _topic_name(ctx, topic)
+        topics.append({"name": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": []})
+        for p in topic.partitions:
+            if name is None:
+                slots.append((len(topics) - 1, p.partition_index, ErrorCode.unknown_topic_id))
+                continue
+            slots.append((len(topics) - 1, p.partition_index, len(commits)))
+            commits.append(OffsetCommit(name, p.partition_index, p.committed_offset,
+                                        getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    errors = ctx.broker.groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
+                                              request.member_id, getattr(request, "group_instance_id", None),
+                                              commits)
+    for topic_index, partition, slot in slots:
+        error = slot if isinstance(slot, ErrorCode) else errors[slot]
+        topics[topic_index]["partitions"].append({"partition_index": partition, "error_code": error})
+    return {"topics": topics}
+
+
+def _fetch_group(ctx, group_id: str, topics) -> dict:
+    wanted = None
+    if topics is not None:
+        wanted = []
+        for topic in topics:
+            name = _topic_name(ctx, topic)
+            wanted += [(name, p) for p in topic.partition_indexes]
+    found = ctx.broker.groups.fetch_offsets(group_id, [tp for tp in wanted if tp[0] is not None]
+                                            if wanted is not None else None)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value else -1,
+            "committed_leader_epoch": value.leader_epoch if value else -1,
+            "metadata": value.metadata if value else "",
+            "error_code": ErrorCode.none,
+        })
+    for name, partition in wanted or []:
+        if name is None:
+            by_topic.setdefault("", []).append({"partition_index": partition, "committed_offset": -1,
+                                                "error_code": ErrorCode.unknown_topic_id})
+    return {"group_id": group_id, "error_code": ErrorCode.none,
+            "topics": [{**_topic_ids(ctx, name), "partitions": parts} for name, parts in by_topic.items()]}
+
+
+@handles(ApiKey.OFFSET_FETCH, 1, 10)
+async def offset_fetch(ctx, request) -> dict:
+    if ctx.api_version >= 8:
+        return {"groups": [_fetch_group(ctx, g.group_id, g.topics) for g in request.groups]}
+    return _fetch_group(ctx, request.group_id, request.topics)
+
+
+@handles(ApiKey.OFFSET_DELETE, 0, 0)
+async def offset_delete(ctx, request) -> dict:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, errors = ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    if error is not ErrorCode.none:
+        return {"error_code": error, "topics": []}
+    topics: dict[str, list[dict]] = {}
+    for (topic, partition), e in zip(wanted, errors):
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": e})
+    return {"error_code": ErrorCode.none,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+
+@handles(ApiKey.LIST_GROUPS, 0, 5)
+async def list_groups(ctx, request) -> dict:
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+               "group_type": "classic"}
+              for g in ctx.broker.groups.listed()
+              if (not states or g.state.value.lower() in states) and (not types or "classic" in types)]
+    return {"error_code": ErrorCode.none, "groups": groups}
+
+
+@handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
+async def describe_groups(ctx, request) -> dict:
+    described = []
+    for group_id in request.groups:
+        group = ctx.broker.groups.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            missing = ctx.api_version >= 6
+            described.append({"group_id": group_id, "group_state": GroupState.DEAD.value,
+                              "error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
+                              "error_message": f"group {group_id!r} does not exist" if missing else None,
+                              "protocol_type": "", "protocol_data": "", "members": [],
+                              "authorized_operations": NO_OPERATIONS})
+            continue
+        stable = group.is_(GroupState.STABLE)  # as in Kafka, metadata and assignments only when stable
+        described.append({
+            "error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "", "protocol_data": (group.protocol or "") if stable else "",
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata(group.protocol) if stable else b"",
+                         "member_assignment": m.assignment if stable else b""} for m in group.members.values()],
+            "authorized_operations": NO_OPERATIONS,
+        })
+    return {"groups": described}
+
+
+@handles(ApiKey.DELETE_GROUPS, 0, 2)
+async def delete_groups(ctx, request) -> dict:
+    return {"results": [{"group_id": g, "error_code": ctx.broker.groups.delete_group(g)}
+                        for g in request.groups_names]}
