@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from binlake.demo import demo_command
+from connect.cli import connect_command
 from logcore.tools.broker_cmd import broker_command
 
 
@@ -15,6 +16,7 @@ def main() -> None:
 
 
 main.add_command(broker_command)
+main.add_command(connect_command)
 main.add_command(demo_command)
 
 

@@ -1,0 +1,175 @@
+"""The connector API: what a plugin implements and what the runtime hands it.
+
+A plugin is a `SourceConnector` (or, for the sinks that follow, a `SinkConnector`) subclass, found
+through the entry-point group `binlake.connectors` (see `connect.plugins`). It declares:
+
+- `config_model`: a pydantic model of its own keys (subclass `ConnectorConfig`, which rejects unknown
+  keys). The runtime validates the runtime keys (name, connector, bootstrap_servers, ...) itself and
+  every other key of the YAML file with this model, so one error report covers both.
+- `task_class`: the task that does the work; `task_configs()` splits the work between tasks.
+
+A source task yields `Batch`es: records plus the source offset reached after them. The runtime
+writes a batch's records and its offset atomically (exactly-once) or records first and offsets
+after (at-least-once); on restart the task reads where to resume with `context.offsets.get(...)`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+Json = Any
+"""A value `json.dumps` accepts: dict, list, str, int, float, bool or None."""
+
+
+class ConnectorConfig(BaseModel):
+    """Base of every plugin's config model: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One record for the log. `key`/`value`: bytes and str go as they are, anything else as JSON;
+    a None value is a tombstone. `partition=None` lets the producer hash the key."""
+
+    topic: str
+    value: Json | bytes
+    key: Json | bytes = None
+    partition: int | None = None
+    timestamp_ms: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Records plus the position in the source reached after them.
+
+    `source_partition` names the stream the offset belongs to (e.g. {"server": "shop"}) and
+    `source_offset` is where to resume (e.g. {"file": "bin.000003", "pos": 4711}); both must be
+    JSON. A batch may hold no records: it then only moves the offset (a heartbeat, or events the
+    source filtered out). Under exactly-once a batch is one transaction, so a source should cut
+    batches at its own transaction boundaries.
+    """
+
+    records: Sequence[SourceRecord]
+    source_partition: Mapping[str, Json]
+    source_offset: Mapping[str, Json] | None
+
+
+class OffsetReader(Protocol):
+    """Committed source offsets of one connector, as loaded when its task started."""
+
+    def get(self, source_partition: Mapping[str, Json]) -> Mapping[str, Json] | None: ...
+
+    def all(self) -> list[tuple[Mapping[str, Json], Mapping[str, Json]]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What the runtime tells a task: who it is and where it stopped last time."""
+
+    connector: str
+    """The connector's name: the logical server name and default topic prefix."""
+    task_id: int
+    offsets: OffsetReader
+
+
+class SourceTask(ABC):
+    """One unit of work of a source connector. Runs on the event loop; the runtime calls `start`,
+    iterates `batches()`, and calls `stop` once, also after `start` or `batches` raised.
+
+    Stopping: when the runtime stops (SIGTERM, pause-then-restart, REST restart) while the task is
+    waiting inside `batches()`, the pending `__anext__` is cancelled: CancelledError arrives at the
+    task's `await`, and nothing it has not yielded yet is written. A batch already yielded is
+    always written and committed first.
+    """
+
+    def __init__(self, config: ConnectorConfig, context: TaskContext) -> None:
+        self.config = config
+        self.context = context
+
+    async def start(self) -> None:
+        """Open connections; read `self.context.offsets` to find where to resume."""
+
+    @abstractmethod
+    def batches(self) -> AsyncIterator[Batch]:
+        """Yield batches forever, or until the source is exhausted (the task then finishes)."""
+
+    async def stop(self) -> None:
+        """Release what `start` opened. Must not raise when `start` failed halfway."""
+
+
+class SourceConnector(ABC):
+    """A source plugin: its config model, its task class, and how it splits work into tasks."""
+
+    kind: ClassVar[str] = "source"
+    config_model: ClassVar[type[ConnectorConfig]]
+    task_class: ClassVar[type[SourceTask]]
+
+    def __init__(self, name: str, config: ConnectorConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def task_configs(self, max_tasks: int) -> list[ConnectorConfig]:
+        """One config per task, at most `max_tasks`. Most sources (a binlog is one stream) run one."""
+        return [self.config]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkRecord:
+    """A record read from the log, as a sink task receives it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes], ...] = field(default=())
+
+
+class SinkTask(ABC):
+    """One unit of work of a sink connector: `put` receives records in log order per partition;
+    `flush` must make everything put so far durable before the runtime commits `offsets` (the
+    next offset to read per (topic, partition)). A sink that stores offsets with its data (the
+    exactly-once way) returns them from `committed` on start."""
+
+    def __init__(self, config: ConnectorConfig, context: TaskContext) -> None:
+        self.config = config
+        self.context = context
+
+    async def start(self) -> None:
+        """Open connections."""
+
+    async def committed(self) -> dict[tuple[str, int], int]:
+        """Offsets the sink stored itself, to resume from; empty means use the runtime's."""
+        return {}
+
+    @abstractmethod
+    async def put(self, records: Sequence[SinkRecord]) -> None: ...
+
+    async def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Make every record put so far durable."""
+
+    async def stop(self) -> None:
+        """Release what `start` opened."""
+
+
+class SinkConnector(ABC):
+    """A sink plugin. The standalone runtime does not run sinks yet; the distributed worker will."""
+
+    kind: ClassVar[str] = "sink"
+    config_model: ClassVar[type[ConnectorConfig]]
+    task_class: ClassVar[type[SinkTask]]
+
+    def __init__(self, name: str, config: ConnectorConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def task_configs(self, max_tasks: int) -> list[ConnectorConfig]:
+        return [self.config]

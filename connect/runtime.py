@@ -1,0 +1,286 @@
+"""The standalone runtime: runs connectors' source tasks, restarts failed ones with backoff, stops cleanly.
+
+Layers: `Worker` (the connectors of this process; what the CLI and REST API talk to) →
+`TaskRunner` (one task: attempts, backoff, pause/resume/restart, status) → one attempt = offset
+store + producer + writer + the plugin's task. Everything runs on one event loop; the control
+methods (pause, resume, restart, stop) only set flags and wake the runner, which acts on them
+between batches, so a batch is always written and committed whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+import traceback
+
+from .api import Batch, SourceConnector, SourceTask, TaskContext
+from .config import ConnectorSpec
+from .offsets import LogOffsetStore
+from .producer import Writer, make_producer, make_writer, start_producer
+from .transforms import chain
+
+log = logging.getLogger(__name__)
+
+
+class State(str, enum.Enum):
+    UNASSIGNED = "UNASSIGNED"  # not started yet
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    RESTARTING = "RESTARTING"  # failed; waiting out the backoff before the next attempt (see trace)
+    FAILED = "FAILED"          # failed restart.max_restarts times in a row; only a REST restart revives it
+    FINISHED = "FINISHED"      # the source ended on its own (e.g. a snapshot-only run)
+    STOPPED = "STOPPED"
+
+
+class TaskRunner:
+    """Runs one source task until stopped. Event loop only; control methods never block."""
+
+    def __init__(self, spec: ConnectorSpec, task_id: int, task_config) -> None:
+        self.spec = spec
+        self.task_id = task_id
+        self.task_config = task_config
+        self.label = f"{spec.name}-{task_id}"
+        self.state = State.UNASSIGNED
+        self.trace: str | None = None
+        self.failures = 0
+        self.batches_written = 0
+        self.paused = False
+        self._stopping = False
+        self._restart_requested = False
+        self._changed = asyncio.Event()
+        self._transform = chain(spec.runtime.transforms)
+        runtime = spec.runtime
+        self.store = LogOffsetStore(runtime.bootstrap_servers, runtime.offsets.topic, runtime.offsets.partitions,
+                                    runtime.offsets.replication_factor, runtime.producer.request_timeout_ms)
+
+    # -- control (called by the worker, the REST API, signal handlers) -----------------------------
+
+    def pause(self) -> None:
+        self.paused = True
+        self._changed.set()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._changed.set()
+
+    def restart(self) -> None:
+        """End the current attempt cleanly (batch committed) and start a new one at once."""
+        self._restart_requested = True
+        self._changed.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._changed.set()
+
+    def status(self) -> dict:
+        return {"id": self.task_id, "state": self.state.value, "trace": self.trace,
+                "failures": self.failures, "batches": self.batches_written}
+
+    # -- supervision ----------------------------------------------------------------------------------
+
+    async def run(self) -> State:
+        """Attempt, back off, attempt again; returns the final state (STOPPED, FINISHED or FAILED)."""
+        restart = self.spec.runtime.restart
+        while not self._stopping:
+            self._restart_requested = False
+            try:
+                if await self._attempt():
+                    self.state = State.FINISHED
+                    log.info("%s: the source finished; offsets committed", self.label)
+                    return self.state
+                if self._restart_requested and not self._stopping:
+                    log.info("%s: restarting on request", self.label)
+                continue
+            except Exception as exc:
+                self.failures += 1
+                self.trace = "".join(traceback.format_exception(exc))
+                if restart.max_restarts is not None and self.failures > restart.max_restarts:
+                    self.state = State.FAILED
+                    log.error("%s failed %d times in a row, giving up: %s", self.label, self.failures, _why(exc))
+                    return self.state
+                delay = restart.backoff_ms(self.failures) / 1000
+                self.state = State.RESTARTING
+                log.error("%s failed: %s; restarting in %.3f s (failure %d in a row)",
+                          self.label, _why(exc), delay, self.failures, exc_info=exc if self.failures == 1 else None)
+                await self._sleep(delay)
+        self.state = State.STOPPED
+        return self.state
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait out a backoff; a stop or restart request cuts it short."""
+        deadline = time.monotonic() + seconds
+        while not (self._stopping or self._restart_requested) and (left := deadline - time.monotonic()) > 0:
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+
+    async def _attempt(self) -> bool:
+        """One life of the task; True when its source ended, False when stopped or restarted."""
+        runtime = self.spec.runtime
+        await self.store.start()
+        offsets = await self.store.load(self.spec.name)
+        producer = make_producer(runtime, self.task_id)
+        await start_producer(producer, runtime)
+        task: SourceTask | None = None
+        try:
+            task = self.spec.plugin.task_class(self.task_config, TaskContext(self.spec.name, self.task_id, offsets))
+            await task.start()
+            log.info("%s started (%s, %d stored offset(s))", self.label, runtime.delivery, len(offsets.all()))
+            return await self._pump(task, make_writer(producer, self.store, runtime))
+        finally:
+            if task is not None:
+                try:
+                    await task.stop()
+                except Exception:
+                    log.exception("%s: task.stop() raised", self.label)
+            await producer.stop()
+
+    async def _pump(self, task: SourceTask, writer: Writer) -> bool:
+        source = task.batches()
+        pending: asyncio.Future | None = None
+        try:
+            while not (self._stopping or self._restart_requested):
+                self._changed.clear()
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(source))
+                if self.paused or not pending.done():
+                    self.state = State.PAUSED if self.paused else State.RUNNING
+                    await self._wait(pending, writer)
+                    continue
+                try:
+                    batch = pending.result()
+                except StopAsyncIteration:
+                    await writer.commit()
+                    return True
+                pending = None
+                await self._write(batch, writer)
+            await writer.commit()
+            return False
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()  # nothing unyielded is lost: the next attempt resumes from committed offsets
+                await asyncio.gather(pending, return_exceptions=True)
+            await source.aclose()
+
+    async def _wait(self, pending: asyncio.Future, writer: Writer) -> None:
+        """Until the next batch (unless paused), a control request, or offsets fall due."""
+        wake = asyncio.ensure_future(self._changed.wait())
+        try:
+            done, _ = await asyncio.wait({wake} if self.paused else {wake, pending},
+                                         timeout=writer.commit_due_in(), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.cancel()
+        if not done:
+            await writer.commit()
+
+    async def _write(self, batch: Batch, writer: Writer) -> None:
+        records = [out for record in batch.records if (out := self._transform(record)) is not None]
+        await writer.write(records, batch.source_partition, batch.source_offset)
+        self.batches_written += 1
+        if self.failures:
+            log.info("%s: recovered after %d failure(s)", self.label, self.failures)
+            self.failures, self.trace = 0, None
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Connector:
+    """One configured connector: its spec and the runners of its tasks."""
+
+    def __init__(self, spec: ConnectorSpec) -> None:
+        if not issubclass(spec.plugin, SourceConnector):
+            raise ValueError(f"{spec.source}: connector {spec.runtime.connector!r} is a sink; "
+                             "the standalone runtime runs source connectors only")
+        self.spec = spec
+        self.plugin = spec.plugin(spec.name, spec.config)
+        configs = self.plugin.task_configs(spec.runtime.tasks_max)[: spec.runtime.tasks_max]
+        self.runners = [TaskRunner(spec, i, config) for i, config in enumerate(configs)]
+        self.paused = False
+
+    def status(self) -> dict:
+        return {"name": self.spec.name, "type": self.plugin.kind,
+                "connector": {"state": "PAUSED" if self.paused else "RUNNING"},
+                "tasks": [r.status() for r in self.runners]}
+
+
+class Worker:
+    """The connectors of one process. Event loop only."""
+
+    def __init__(self, specs: list[ConnectorSpec]) -> None:
+        names = [s.name for s in specs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"connector names must be unique; given twice: {', '.join(duplicates)}")
+        self.connectors = {s.name: Connector(s) for s in specs}
+        self._running: dict[TaskRunner, asyncio.Task] = {}
+        self._idle = asyncio.Event()
+
+    def _launch(self, runner: TaskRunner) -> None:
+        self._idle.clear()
+        task = asyncio.create_task(runner.run(), name=runner.label)
+        self._running[runner] = task
+        task.add_done_callback(lambda _: self._finished(runner))
+
+    def _finished(self, runner: TaskRunner) -> None:
+        self._running.pop(runner, None)
+        if not self._running:
+            self._idle.set()
+
+    def start(self) -> None:
+        for connector in self.connectors.values():
+            for runner in connector.runners:
+                self._launch(runner)
+        if not self._running:
+            self._idle.set()
+
+    async def wait(self) -> bool:
+        """Until no task runs any more; True when none ended FAILED."""
+        await self._idle.wait()
+        return all(r.state != State.FAILED for c in self.connectors.values() for r in c.runners)
+
+    async def stop(self) -> None:
+        """Every task finishes its current batch and commits; tasks that overrun shutdown_timeout_ms
+        are cancelled (an open transaction is then aborted, never half-committed)."""
+        for connector in self.connectors.values():
+            for runner in connector.runners:
+                runner.stop()
+        waiting = dict(self._running)
+        for runner, task in waiting.items():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), runner.spec.runtime.shutdown_timeout_ms / 1000)
+            except TimeoutError:
+                log.warning("%s did not stop within shutdown_timeout_ms; cancelling it", runner.label)
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            except Exception:
+                log.exception("%s: error while stopping", runner.label)
+
+    # -- REST-facing control --------------------------------------------------------------------------
+
+    def pause(self, name: str) -> None:
+        connector = self.connectors[name]
+        connector.paused = True
+        for runner in connector.runners:
+            runner.pause()
+
+    def resume(self, name: str) -> None:
+        connector = self.connectors[name]
+        connector.paused = False
+        for runner in connector.runners:
+            runner.resume()
+
+    def restart(self, name: str, task_id: int | None = None) -> None:
+        """Restart one task or all of a connector's; a task that had ended (FAILED, FINISHED) runs again."""
+        for runner in self.connectors[name].runners:
+            if task_id is not None and runner.task_id != task_id:
+                continue
+            if runner in self._running:
+                runner.restart()
+            else:
+                runner.failures, runner.trace = 0, None
+                self._launch(runner)
