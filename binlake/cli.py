@@ -7,6 +7,7 @@ import click
 from binlake.demo import demo_command
 from connect.cli import connect_command
 from logcore.tools.broker_cmd import broker_command
+from logcore.tools.dump_log import dump_log_command
 
 
 @click.group()
@@ -18,6 +19,7 @@ def main() -> None:
 main.add_command(broker_command)
 main.add_command(connect_command)
 main.add_command(demo_command)
+main.add_command(dump_log_command)
 
 
 if __name__ == "__main__":

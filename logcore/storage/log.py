@@ -85,6 +85,8 @@ class PartitionLog:
                     self._drop_after(i)
                 segment.flush()
             i += 1
+        for segment in self.segments[:-1]:
+            segment.seal()  # a rebuilt index of an inactive segment ends like the one it replaces
         if not self.segments:
             self.segments.append(Segment.create(self.directory, max(log_start_offset, 0), interval))
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
@@ -325,6 +327,7 @@ class PartitionLog:
             segment.delete()
             _close_later(segment, self.config["file.delete.delay.ms"])
         self.active.truncate_to(offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 

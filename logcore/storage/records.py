@@ -7,21 +7,187 @@ coordinators, the log cleaner and dump-log do.
 from __future__ import annotations
 
 import datetime
+import gzip
 import io
+import struct
+from dataclasses import dataclass
 
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 
+from .batch import (CODECS, COMPRESSION_MASK, CONTROL, HEADER_SIZE, TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL,
+                    read_header)
 
-def encode_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed, non-transactional batch of (key, value) records with base offset 0 (the log
-    assigns the real one) and one CreateTime timestamp for all of them."""
+
+def encode_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int, *, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0) -> bytes:
+    """One uncompressed batch of (key, value) records with base offset 0 (the log assigns the real
+    one) and one CreateTime timestamp for all of them; non-transactional unless told otherwise."""
     timestamp = datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC)
     batch = NewRecordBatch(
-        producer_id=-1, producer_epoch=-1, base_sequence=-1, attributes=0,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence, attributes=attributes,
         records=tuple(Record(attributes=0, timestamp=timestamp, offset=i, key=k, value=v, headers=())
                       for i, (k, v) in enumerate(records)),
     )
     buf = io.BytesIO()
     write_new_batch(buf, batch)
     return buf.getvalue()
+
+
+def encode_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                         timestamp_ms: int) -> bytes:
+    """A transaction marker (the control record layout is described below, with the decoder)."""
+    return encode_batch([(_CONTROL_KEY.pack(0, 1 if commit else 0), _CONTROL_VALUE.pack(0, coordinator_epoch))],
+                        timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                        attributes=TRANSACTIONAL | CONTROL)
+
+
+# -- decoding ----------------------------------------------------------------------------------
+#
+# A batch's records section (after the 61-byte header, see batch.py) is compressed as a whole with
+# the codec in attributes bits 0-2. Decompressed, it holds `record count` records, Kafka's
+# DefaultRecord (varints are zigzag-encoded):
+#
+#     varint length          bytes after this field
+#     int8   attributes      unused
+#     varlong timestamp delta  from the batch's base timestamp
+#     varint offset delta      from the batch's base offset
+#     varint key length (-1: null), key
+#     varint value length (-1: null), value
+#     varint header count, then per header: varint key length, key (UTF-8), varint value length, value
+#
+# A control batch (transaction marker) holds one record whose key is (int16 version, int16 type:
+# 0 abort, 1 commit) and whose value is (int16 version, int32 coordinator epoch).
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"  # Java clients frame snappy data in xerial's stream format
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+class CorruptRecords(ValueError):
+    """A batch's records do not decode (bad compression, lengths that do not add up)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRecord:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    sequence: int  # -1 unless the batch is idempotent
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMarker:
+    commit: bool
+    coordinator_epoch: int
+
+
+def decode_batch(batch) -> list[DecodedRecord]:
+    """The records of one whole batch (header included, as stored in a segment), decompressed.
+    LogAppendTime batches carry their append time on every record, as Kafka's readers report it."""
+    header = read_header(batch)
+    raw = decompress(header.attributes & COMPRESSION_MASK, bytes(memoryview(batch)[HEADER_SIZE : header.size]))
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else None
+    records, pos = [], 0
+    try:
+        for _ in range(header.record_count):
+            length, pos = read_varint(raw, pos)
+            end = pos + length
+            timestamp_delta, p = read_varint(raw, pos + 1)
+            offset_delta, p = read_varint(raw, p)
+            key, p = _read_bytes(raw, p)
+            value, p = _read_bytes(raw, p)
+            count, p = read_varint(raw, p)
+            headers = []
+            for _ in range(count):
+                name, p = _read_bytes(raw, p)
+                header_value, p = _read_bytes(raw, p)
+                headers.append(((name or b"").decode("utf-8", "replace"), header_value))
+            if p != end:
+                raise CorruptRecords(f"record at byte {pos} of the records section declares {length} bytes, holds {p - pos}")
+            sequence = header.base_sequence + offset_delta if header.base_sequence >= 0 else -1
+            records.append(DecodedRecord(header.base_offset + offset_delta,
+                                         log_append_time if log_append_time is not None
+                                         else header.base_timestamp + timestamp_delta,
+                                         key, value, tuple(headers), sequence))
+            pos = end
+    except IndexError:
+        raise CorruptRecords(f"records section ends inside record {len(records)} of {header.record_count}") from None
+    if pos != len(raw):
+        raise CorruptRecords(f"{len(raw) - pos} bytes left after the batch's {header.record_count} records")
+    return records
+
+
+def control_marker(record: DecodedRecord) -> ControlMarker | None:
+    """The transaction marker a control batch's record holds (None when it is not one)."""
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        return None
+    _, kind = _CONTROL_KEY.unpack_from(record.key)
+    if kind not in (0, 1):
+        return None
+    value = record.value or b""
+    epoch = _CONTROL_VALUE.unpack_from(value)[1] if len(value) >= _CONTROL_VALUE.size else -1
+    return ControlMarker(commit=kind == 1, coordinator_epoch=epoch)
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """The records section of a batch compressed with `codec` (attributes bits 0-2)."""
+    if codec == 0:
+        return data
+    name = CODECS.get(codec)
+    if name is None:
+        raise CorruptRecords(f"unknown compression codec {codec}")
+    try:
+        if name == "gzip":
+            return gzip.decompress(data)
+        import cramjam  # optional: only dump-log and the cleaner read compressed records
+    except ImportError:
+        raise CorruptRecords(f"decoding {name} batches needs the cramjam package (pip install cramjam)") from None
+    except (OSError, EOFError) as exc:
+        raise CorruptRecords(f"gzip data does not decompress: {exc}") from None
+    try:
+        if name == "snappy":
+            return _snappy(cramjam, data)
+        if name == "lz4":
+            return bytes(cramjam.lz4.decompress(data))
+        return bytes(cramjam.zstd.decompress(data))
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecords(f"{name} data does not decompress: {exc}") from None
+
+
+def _snappy(cramjam, data: bytes) -> bytes:
+    """Raw snappy (librdkafka), or xerial's framing (Java clients): 16-byte header, then blocks of
+    (int32 length, raw snappy)."""
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out, pos = bytearray(), 16
+    while pos < len(data):
+        (length,) = struct.unpack_from(">i", data, pos)
+        out += cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + length])
+        pos += 4 + length
+    return bytes(out)
+
+
+def read_varint(buf, pos: int) -> tuple[int, int]:
+    """A zigzag varint (or varlong) at `pos`: (value, position after it)."""
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecords(f"varint at byte {pos} is longer than 10 bytes")
+
+
+def _read_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    length, pos = read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(buf):
+        raise CorruptRecords(f"a field of {length} bytes at byte {pos} runs past the records section")
+    return bytes(buf[pos : pos + length]), pos + length
