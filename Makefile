@@ -1,7 +1,7 @@
 # Everything a fresh Debian machine needs, installed by the targets themselves (run as root).
 VENV        := .venv
 PYTHON      ?= python3
-APT_PACKAGES := kcat
+APT_PACKAGES := kcat mariadb-server
 PYTEST_ARGS ?=
 
 .PHONY: setup system-deps test test-all demo bench clean

@@ -1,0 +1,59 @@
+"""Configuration keys of the MySQL/MariaDB source (documented in docs/cdc.md)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class SourceConfig(BaseModel):
+    """Validated source settings; unknown keys are refused so typos surface at startup."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="logical server name, the topic prefix")
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str
+    password: str = ""
+    server_id: int = Field(ge=1, lt=2**32, description="replica server id; unique among the server's replicas")
+    format: Literal["debezium", "canal"] = "debezium"
+    snapshot: Literal["initial", "when_needed", "no_data", "always"] = "initial"
+    snapshot_chunk_rows: int = Field(default=10_000, ge=1)
+    snapshot_progress: bool = False
+    table_include: tuple[str, ...] = ()
+    table_exclude: tuple[str, ...] = ()
+    topic_template: str = "{name}.{db}.{table}"
+    topic_partitions: int = Field(default=1, ge=1)
+    tombstones_on_delete: bool = True
+    transaction_metadata: bool = False
+    heartbeat_interval_s: float = Field(default=10.0, ge=0)
+    max_batch_records: int = Field(default=10_000, ge=1)
+    ddl_skip_unparseable: bool = False
+
+    @field_validator("table_include", "table_exclude")
+    @classmethod
+    def _regexes_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"table filter {pattern!r} is not a valid regex: {exc}") from None
+        return patterns
+
+    @property
+    def heartbeat_topic(self) -> str:
+        return f"__binlake-heartbeat.{self.name}"
+
+    @property
+    def transaction_topic(self) -> str:
+        return f"{self.name}.transaction"
+
+    @property
+    def schema_change_topic(self) -> str:
+        return self.name
+
+    def topic_for(self, db: str, table: str) -> str:
+        return self.topic_template.format(name=self.name, db=db, table=table)

@@ -1,0 +1,109 @@
+"""Schema history: DDL text with the binlog position it ran at, replayable to any position.
+
+`record` parses and applies a statement and appends it to the store; `recover(position)` rebuilds the
+schema from the store as it was at that position, so events read after a restart are described by the
+tables as they were when the events were written. A snapshot starts with a reset record. Where the
+records live is the store's business: in memory, a JSON-lines file, or (with the runtime) a compacted
+topic — anything with `append` and `records`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterable, Protocol
+
+from cdc.errors import UnsupportedDdlError
+from cdc.offsets import BinlogPosition
+from cdc.schema.ddl import TableChange, apply_ddl
+from cdc.schema.model import Schema
+
+log = logging.getLogger(__name__)
+
+
+class HistoryStore(Protocol):
+    def append(self, record: dict) -> None: ...
+
+    def records(self) -> Iterable[dict]: ...
+
+
+class MemoryHistoryStore:
+    def __init__(self) -> None:
+        self._records: list[dict] = []
+
+    def append(self, record: dict) -> None:
+        self._records.append(dict(record))
+
+    def records(self) -> Iterable[dict]:
+        return list(self._records)
+
+
+class FileHistoryStore:
+    """JSON lines, appended and fsynced one record at a time."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def append(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def records(self) -> Iterable[dict]:
+        if not self.path.exists():
+            return []
+        with open(self.path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def _position(record: dict) -> BinlogPosition:
+    return BinlogPosition(record["file"], record["pos"])
+
+
+class SchemaHistory:
+    """The schema as of the last recorded or recovered position. One owner (the source) mutates it."""
+
+    def __init__(self, store: HistoryStore, skip_unparseable: bool = False) -> None:
+        self.store = store
+        self.skip_unparseable = skip_unparseable
+        self.schema = Schema()
+        self._seen: set[tuple[str, int, str]] = set()
+
+    def recover(self, position: BinlogPosition) -> Schema:
+        """Replay stored records at or before `position`, from the last reset before it."""
+        records = [r for r in self.store.records() if _position(r) <= position]
+        self._seen = {(r["file"], r["pos"], r.get("ddl", "")) for r in self.store.records()}
+        start = max((k for k, r in enumerate(records) if r.get("reset")), default=0)
+        self.schema = Schema()
+        for r in records[start:]:
+            if not r.get("reset"):
+                apply_ddl(self.schema, r.get("db", ""), r["ddl"])
+        return self.schema
+
+    def reset(self, position: BinlogPosition) -> None:
+        """A snapshot begins: forget everything; the structure read next is recorded at `position`."""
+        self.schema = Schema()
+        self._append({"file": position.file, "pos": position.pos, "reset": True})
+
+    def record(self, position: BinlogPosition, db: str, ddl: str) -> list[TableChange] | None:
+        """Apply and store one statement. None if it cannot change tables (or was skipped as configured)."""
+        try:
+            changes = apply_ddl(self.schema, db, ddl)
+        except UnsupportedDdlError as exc:
+            if not self.skip_unparseable:
+                raise UnsupportedDdlError(f"at {position}: {exc}; fix the statement's support or set "
+                                          "ddl_skip_unparseable: true to skip it") from None
+            log.warning("skipping DDL at %s: %s", position, exc)
+            return None
+        if changes is not None:
+            self._append({"file": position.file, "pos": position.pos, "db": db, "ddl": ddl})
+        return changes
+
+    def _append(self, record: dict) -> None:
+        key = (record["file"], record["pos"], record.get("ddl", ""))
+        if key not in self._seen:      # a statement re-read after a restart is stored once
+            self._seen.add(key)
+            self.store.append(record)

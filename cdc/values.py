@@ -1,0 +1,204 @@
+"""Canonical JSON values of MySQL types, shared by the binlog decoder and the snapshot.
+
+One function per type family turns the binlog's binary form (cdc.rowdecoder) or the server's text form
+(the snapshot) into the same value; docs/cdc.md has the table. Rules: integers exact (BIGINT UNSIGNED
+too), DECIMAL as the server prints it, FLOAT as the shortest decimal that round-trips through float32,
+temporal values as ISO-8601 text with exactly the column's fractional digits (TIMESTAMP in UTC with
+"Z"), zero dates as null, binary strings as base64, BIT as an unsigned integer, GEOMETRY as
+{"srid", "wkb"}.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import time
+from typing import Callable
+
+_F32 = struct.Struct("<f")
+_D2B = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)          # bytes holding 0..9 decimal digits (MySQL decimal2bin)
+_FRAC_UNIT = (0, 10000, 100, 1)                 # microseconds per stored unit, by bytes of fraction
+# MySQL's latin1 is cp1252 except that five undefined bytes map to the C1 controls.
+_LATIN1 = {i: ord(bytes([i]).decode("cp1252")) for i in range(0x80, 0xA0) if i not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def float32(x: float) -> float:
+    """The shortest decimal that is the same float32 (what MySQL 8 prints; MariaDB prints 6 digits)."""
+    packed = _F32.pack(x)
+    for digits in range(6, 10):
+        candidate = float("%.*g" % (digits, x))
+        if _F32.pack(candidate) == packed:
+            return candidate
+    return x
+
+
+def latin1(raw: bytes) -> str:
+    return raw.decode("latin-1").translate(_LATIN1)
+
+
+def text_decoder(charset: str | None) -> Callable[[bytes], str]:
+    """bytes → str for a column charset as pymysqlreplication names it (its Python codec)."""
+    codec = (charset or "utf8").lower()
+    if codec in ("cp1252", "latin1"):
+        return latin1
+    if codec in ("utf8", "utf8mb4", "utf8mb3", "utf-8"):
+        return lambda raw: raw.decode("utf-8")
+    return lambda raw: raw.decode(codec)
+
+
+def geometry(raw: bytes) -> dict:
+    """MySQL's internal geometry: 4-byte little-endian SRID, then WKB."""
+    return {"srid": int.from_bytes(raw[:4], "little"), "wkb": b64(raw[4:])}
+
+
+def fraction(micros: int, fsp: int) -> str:
+    return "." + f"{micros:06d}"[:fsp] if fsp else ""
+
+
+# --- binary (binlog) forms -------------------------------------------------------------------
+
+def date_from_packed(x: int) -> str | None:
+    day, month, year = x & 31, (x >> 5) & 15, x >> 9
+    if not month or not day:
+        return None
+    return f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def make_decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes], str]]:
+    """(size in bytes, decoder) for DECIMAL(precision, scale) in MySQL's binary format."""
+    intg0, intg0x = divmod(precision - scale, 9)
+    frac0, frac0x = divmod(scale, 9)
+    fields = ([(_D2B[intg0x], intg0x)] if intg0x else []) + [(4, 9)] * intg0
+    n_int = len(fields)
+    fields += [(4, 9)] * frac0 + ([(_D2B[frac0x], frac0x)] if frac0x else [])
+    size = sum(width for width, _ in fields)
+    top, ones = 1 << (size * 8 - 1), (1 << size * 8) - 1
+    layout, shift = [], size * 8
+    for width, digits in fields:
+        shift -= width * 8
+        layout.append((shift, (1 << width * 8) - 1, 10 ** digits))
+    int_layout, frac_layout = layout[:n_int], layout[n_int:]
+
+    def decode(raw: bytes) -> str:
+        v = int.from_bytes(raw, "big")
+        negative = not v & top
+        v ^= top
+        if negative:
+            v ^= ones
+        ip = 0
+        for sh, mask, mul in int_layout:
+            ip = ip * mul + ((v >> sh) & mask)
+        text = f"-{ip}" if negative else str(ip)
+        if scale:
+            fp = 0
+            for sh, mask, mul in frac_layout:
+                fp = fp * mul + ((v >> sh) & mask)
+            text += "." + str(fp).zfill(scale)
+        return text
+
+    return size, decode
+
+
+def make_datetime2(fsp: int) -> tuple[int, Callable[[bytes], str | None]]:
+    k = (fsp + 1) // 2
+    unit, fmask = _FRAC_UNIT[k], (1 << 8 * k) - 1
+
+    def decode(raw: bytes) -> str | None:
+        v = int.from_bytes(raw, "big")
+        ip = (v >> 8 * k) - 0x8000000000
+        ymd, hms = ip >> 17, ip & 0x1FFFF
+        ym, day = ymd >> 5, ymd & 31
+        year, month = divmod(ym, 13)
+        if not month or not day:
+            return None
+        return (f"{year:04d}-{month:02d}-{day:02d}T{hms >> 12:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}"
+                + fraction((v & fmask) * unit, fsp))
+
+    return 5 + k, decode
+
+
+def make_timestamp2(fsp: int) -> tuple[int, Callable[[bytes], str | None]]:
+    k = (fsp + 1) // 2
+    unit = _FRAC_UNIT[k]
+    gmtime = time.gmtime
+
+    def decode(raw: bytes) -> str | None:
+        seconds, frac = int.from_bytes(raw[:4], "big"), int.from_bytes(raw[4:], "big")
+        if not seconds and not frac:
+            return None
+        return "%04d-%02d-%02dT%02d:%02d:%02d" % gmtime(seconds)[:6] + fraction(frac * unit, fsp) + "Z"
+
+    return 4 + k, decode
+
+
+def make_time2(fsp: int) -> tuple[int, Callable[[bytes], str]]:
+    k = (fsp + 1) // 2
+    unit, offset, fbits = _FRAC_UNIT[k], 0x800000 << (8 * k), 8 * k
+
+    def decode(raw: bytes) -> str:
+        v = int.from_bytes(raw, "big") - offset
+        sign = "-" if v < 0 else ""
+        v = -v if v < 0 else v
+        hms = v >> fbits
+        return (f"{sign}{(hms >> 12) & 0x3FF:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}"
+                + fraction((v & ((1 << fbits) - 1)) * unit, fsp))
+
+    return 3 + k, decode
+
+
+def datetime_from_packed(x: int) -> str | None:
+    """Pre-5.6 DATETIME: YYYYMMDDhhmmss as an integer."""
+    ymd, hms = divmod(x, 1000000)
+    year, md = divmod(ymd, 10000)
+    month, day = divmod(md, 100)
+    if not month or not day:
+        return None
+    return f"{year:04d}-{month:02d}-{day:02d}T{hms // 10000:02d}:{hms // 100 % 100:02d}:{hms % 100:02d}"
+
+
+def time_from_packed(x: int) -> str:
+    """Pre-5.6 TIME: ±HHMMSS as an integer."""
+    sign = "-" if x < 0 else ""
+    x = abs(x)
+    return f"{sign}{x // 10000:02d}:{x // 100 % 100:02d}:{x % 100:02d}"
+
+
+def timestamp_from_seconds(seconds: int) -> str | None:
+    return "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(seconds)[:6] if seconds else None
+
+
+def mysql_json(raw: bytes) -> str | None:
+    """MySQL 8 binary JSON re-serialized the way the server prints it."""
+    if not raw:
+        return None
+    from pymysqlreplication.json_binary import parse_json
+
+    def plain(v):
+        if isinstance(v, bytes):
+            return v.decode("utf-8")
+        if isinstance(v, dict):
+            return {plain(k): plain(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        return v
+
+    return json.dumps(plain(parse_json(raw[0], raw[1:])), ensure_ascii=False)
+
+
+# --- text (snapshot) forms -------------------------------------------------------------------
+
+def date_text(s: str) -> str | None:
+    return None if s[5:7] == "00" or s[8:10] == "00" else s
+
+
+def datetime_text(s: str) -> str | None:
+    return None if s[5:7] == "00" or s[8:10] == "00" else s.replace(" ", "T", 1)
+
+
+def timestamp_text(s: str) -> str | None:
+    return None if s.startswith("0000") else s.replace(" ", "T", 1) + "Z"
