@@ -12,16 +12,11 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from logcore.protocol import codec
 from logcore.protocol.codec import ApiKey, ErrorCode, FileRegion
 from logcore.protocol.connection import NEED_DATA, RemoteProtocolError, Request, ServerConnection
+from wire import raw_frame
 
 # A fixed table, so these tests exercise the connection alone (the broker's table is tested end to end).
 SUPPORTED = {ApiKey.PRODUCE: (3, 11), ApiKey.FETCH: (4, 17), ApiKey.METADATA: (0, 13), ApiKey.API_VERSIONS: (0, 4)}
 API_VERSIONS_V3 = ApiVersionsRequest(client_software_name="test", client_software_version="1.0")
-
-
-def frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
-    """A raw request frame with a legacy (v1) header and any body, for requests kio would not encode."""
-    payload = struct.pack(">hhih", api_key, version, correlation_id, -1) + body
-    return struct.pack(">i", len(payload)) + payload
 
 
 def joined(chunks) -> bytes:
@@ -101,7 +96,7 @@ def test_close_between_frames_ends_cleanly_after_the_last_request():
 
 def test_unknown_api_key_is_answered_with_unsupported_version():
     conn = ServerConnection(SUPPORTED)
-    conn.receive_data(frame(9999, 0, 42))
+    conn.receive_data(raw_frame(9999, 0, 42))
     event = conn.next_event()
     assert event.error is ErrorCode.unsupported_version and "9999" in event.error_message
     wire = joined(conn.send_error(event, event.error))
@@ -110,7 +105,7 @@ def test_unknown_api_key_is_answered_with_unsupported_version():
 
 def test_unsupported_api_versions_version_gets_v0_answer_with_the_table():
     conn = ServerConnection(SUPPORTED)
-    conn.receive_data(frame(ApiKey.API_VERSIONS, 99, 5))
+    conn.receive_data(raw_frame(ApiKey.API_VERSIONS, 99, 5))
     event = conn.next_event()
     assert event.error is ErrorCode.unsupported_version
     correlation_id, response = decode(joined(conn.send_error(event, event.error)), ApiKey.API_VERSIONS, 0)
@@ -122,7 +117,7 @@ def test_unsupported_api_versions_version_gets_v0_answer_with_the_table():
 def test_unsupported_version_of_a_known_api_is_answered_not_parsed():
     conn = ServerConnection(SUPPORTED)
     produce_max = SUPPORTED[ApiKey.PRODUCE][1]
-    conn.receive_data(frame(ApiKey.PRODUCE, produce_max + 1, 9, b"garbage that is never parsed"))
+    conn.receive_data(raw_frame(ApiKey.PRODUCE, produce_max + 1, 9, b"garbage that is never parsed"))
     event = conn.next_event()
     assert (event.error, event.correlation_id, event.body) == (ErrorCode.unsupported_version, 9, None)
     assert f"version {produce_max + 1}" in event.error_message
@@ -130,7 +125,7 @@ def test_unsupported_version_of_a_known_api_is_answered_not_parsed():
 
 def test_malformed_body_becomes_invalid_request():
     conn = ServerConnection(SUPPORTED)
-    conn.receive_data(frame(ApiKey.METADATA, 1, 3, b"\x7f\xff\xff\xff"))  # 2^31-1 topics, none present
+    conn.receive_data(raw_frame(ApiKey.METADATA, 1, 3, b"\x7f\xff\xff\xff"))  # 2^31-1 topics, none present
     event = conn.next_event()
     assert event.error is ErrorCode.invalid_request and event.correlation_id == 3
     correlation_id, response = decode(joined(conn.send_error(event, event.error)), ApiKey.METADATA, 1)

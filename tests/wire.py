@@ -9,6 +9,12 @@ from typing import Any
 from logcore.protocol.codec import decode_response, encode_request
 
 
+def raw_frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    """A request frame with a legacy (v1, null client id) header and any body, for requests kio would not encode."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, -1) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
 class WireClient:
     def __init__(self, address: str, timeout: float = 10) -> None:
         host, _, port = address.rpartition(":")
