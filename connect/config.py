@@ -242,27 +242,22 @@ def _describe(model: type[BaseModel], error: dict, also_known: set[str]) -> tupl
 def _walk(model: type[BaseModel], loc: tuple) -> tuple[str, set[str]]:
     """Turn a pydantic error location into a user path, and list the keys allowed where it ends.
 
-    Discriminated unions add the tag to `loc` (transforms.0.filter.field); it is dropped from the path.
+    A discriminated union (transforms) adds the chosen tag to `loc` (transforms.0.filter.field);
+    the tag is dropped from the path.
     """
-    path, models = "", [model]
-    for part in loc[:-1] if loc else ():
+    path, models, parents = "", [model], [model]
+    for part in loc:
+        parents = models
         if isinstance(part, int):
             path = _join(path, part)
             continue
-        following: list[type[BaseModel]] = []
-        tag = False
-        for m in models:
-            if part in m.model_fields:
-                following += _models_in(m.model_fields[part].annotation)
-            elif part in _tags(m):
-                following.append(m)
-                tag = True
-        models = following
-        if not tag:
-            path = _join(path, part)
-    if loc:
-        path = _join(path, loc[-1])
-    return path, {name for m in models for name in m.model_fields}
+        if len(models) > 1 and (tagged := [m for m in models if part in _tags(m)]):
+            models = tagged
+            continue
+        models = [found for m in models if part in m.model_fields
+                  for found in _models_in(m.model_fields[part].annotation)]
+        path = _join(path, part)
+    return path, {name for m in parents for name in m.model_fields}
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:

@@ -155,6 +155,11 @@ class TaskRunner:
                 except StopAsyncIteration:
                     await writer.commit()
                     return True
+                except Exception:
+                    # The source failed, not the log: what was written is good, so commit it (the
+                    # writer waits for the records' acks first) and the restart repeats nothing.
+                    await writer.commit()
+                    raise
                 pending = None
                 await self._write(batch, writer)
             await writer.commit()

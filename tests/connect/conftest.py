@@ -1,0 +1,77 @@
+"""Fixtures for the connector runtime: `binlake connect run` subprocesses and config files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from connect_testlib import CONNECT, ROOT
+
+HERE = Path(__file__).resolve().parent
+
+class ConnectProcess:
+    """`binlake connect run` in its own process, so tests can SIGTERM or SIGKILL it."""
+
+    def __init__(self, configs: list[Path], log_path: Path, rest: str | None = None) -> None:
+        args = [*CONNECT, "run", *map(str, configs)] + (["--rest", rest] if rest else [])
+        self.log_path = log_path
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen(args, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"connect did not exit within {timeout}s:\n{self.log()}") from None
+
+    def terminate(self, timeout: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def wait_for_log(self, text: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not logged (exit code {self.proc.poll()}):\n{self.log()}")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def connect(tmp_path):
+    """connect(config_path, ..., rest=None) starts a runtime; every one is killed at teardown."""
+    started: list[ConnectProcess] = []
+
+    def start(*configs: Path, rest: str | None = None) -> ConnectProcess:
+        process = ConnectProcess(list(configs), tmp_path / f"connect-{len(started)}.log", rest)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """write_config(name, **keys) writes a connector YAML file and returns its path."""
+
+    def write(filename: str = "connector.yaml", **keys) -> Path:
+        path = tmp_path / filename
+        path.write_text(yaml.safe_dump(keys, sort_keys=False))
+        return path
+
+    return write
