@@ -8,6 +8,7 @@ from binlake.demo import demo_command
 from connect.cli import connect_command
 from logcore.tools.broker_cmd import broker_command
 from logcore.tools.dump_log import dump_log_command
+from logcore.tools.groups_cmd import groups_command
 
 
 @click.group()
@@ -20,6 +21,7 @@ main.add_command(broker_command)
 main.add_command(connect_command)
 main.add_command(demo_command)
 main.add_command(dump_log_command)
+main.add_command(groups_command)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,7 @@
 
 Records go through ReplicaManager.append like any produce, as one uncompressed magic-v2 batch per
 call, so they get offsets, indexes and recovery for free. Loading reads the partition's segments
-batch by batch; coordinator batches are never compressed, so kio's plain batch reader decodes them.
-Event loop only.
+batch by batch. Event loop only.
 """
 
 from __future__ import annotations
@@ -12,9 +11,7 @@ import os
 import time
 from typing import Callable, Iterator
 
-from kio.records.readers import read_batch
-
-from ..storage.records import encode_batch
+from ..storage.records import decode_batch, encode_batch
 
 
 class StateTopic:
@@ -54,5 +51,4 @@ class StateTopic:
             for position, header in segment.headers():
                 if header.is_control or header.last_offset < log.log_start_offset:
                     continue
-                batch, _ = read_batch(os.pread(segment.fd, header.size, position), 0)
-                yield from ((r.key, r.value) for r in batch.records)
+                yield from ((r.key, r.value) for r in decode_batch(os.pread(segment.fd, header.size, position)))

@@ -1,0 +1,233 @@
+"""`binlake groups`: list, describe, reset offsets of and delete consumer groups, like
+kafka-consumer-groups.sh.
+
+It talks to the broker only over the wire, through confluent-kafka's AdminClient, so it works the
+same against Apache Kafka. A refusal prints the broker's own message and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import datetime
+from concurrent.futures import Future
+
+import click
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+TIMEOUT_S = 30.0
+INACTIVE = {"EMPTY", "DEAD"}
+
+bootstrap_option = click.option("--bootstrap-server", required=True, metavar="HOST:PORT",
+                                help="a broker to connect to")
+
+
+def _admin(bootstrap_server: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap_server, "client.id": "binlake-groups"})
+
+
+def _result(future: Future, doing: str):
+    try:
+        return future.result()
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        raise click.ClickException(f"{doing}: {error.str()} ({error.name()})") from None
+
+
+def _echo_table(headers: list[str], rows: list[list]) -> None:
+    cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def _state(description) -> str:
+    return description.state.name  # ConsumerGroupState: STABLE, EMPTY, PREPARING_REBALANCING, ...
+
+
+def _describe(admin: AdminClient, group: str):
+    return _result(admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
+                   f"cannot describe group {group}")
+
+
+def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    request = [ConsumerGroupTopicPartitions(group)]
+    found = _result(admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group],
+                    f"cannot fetch the offsets of group {group}")
+    return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions if tp.offset >= 0}
+
+
+def _list_offsets(admin: AdminClient, partitions, spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    if not partitions:
+        return {}
+    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=TIMEOUT_S)
+    return {(tp.topic, tp.partition): _result(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
+            for tp, f in futures.items()}
+
+
+@click.group("groups")
+def groups_command() -> None:
+    """List, describe, reset offsets of and delete consumer groups."""
+
+
+@groups_command.command("list")
+@bootstrap_option
+@click.option("--state", "show_state", is_flag=True, help="also show each group's state")
+def list_(bootstrap_server: str, show_state: bool) -> None:
+    """List consumer groups."""
+    admin = _admin(bootstrap_server)  # kept referenced: futures fail once the client is collected
+    listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT_S), "cannot list groups")
+    groups = sorted(listed.valid, key=lambda g: g.group_id)
+    if show_state:
+        _echo_table(["GROUP", "STATE"], [[g.group_id, g.state.name] for g in groups])
+    else:
+        for g in groups:
+            click.echo(g.group_id)
+
+
+@groups_command.command("describe")
+@bootstrap_option
+@click.option("--group", "group_ids", required=True, multiple=True, help="group to describe (repeatable)")
+def describe(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
+    """Members, assignments, and per partition the committed offset, log-end offset and lag."""
+    admin = _admin(bootstrap_server)
+    for n, group in enumerate(group_ids):
+        description = _describe(admin, group)
+        committed = _committed(admin, group)
+        owner = {}
+        for m in description.members:
+            for tp in (m.assignment.topic_partitions if m.assignment else []):
+                owner[(tp.topic, tp.partition)] = m
+        partitions = sorted(set(committed) | set(owner))
+        ends = _list_offsets(admin, partitions, OffsetSpec.latest())
+        if n:
+            click.echo()
+        click.echo(f"Group {group} is {_state(description)} with {len(description.members)} member(s)"
+                   f"{f', assignor {description.partition_assignor}' if description.partition_assignor else ''}.")
+        if partitions:
+            click.echo()
+            rows = []
+            for tp in partitions:
+                current, end, member = committed.get(tp), ends.get(tp), owner.get(tp)
+                lag = end - current if current is not None and end is not None else None
+                rows.append([group, tp[0], tp[1], current, end, lag, member.member_id if member else None,
+                             member.host if member else None, member.client_id if member else None])
+            _echo_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                         "HOST", "CLIENT-ID"], rows)
+        if description.members:
+            click.echo()
+            rows = []
+            for m in description.members:
+                assigned = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions
+                                                                       if m.assignment else []))
+                rows.append([m.member_id, m.group_instance_id, m.host, m.client_id, len(assigned),
+                             ",".join(f"{t}-{p}" for t, p in assigned) or None])
+            _echo_table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], rows)
+
+
+def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
+    """`topic` or `topic:0,2,5`."""
+    topic, sep, parts = spec.partition(":")
+    if not sep:
+        return topic, None
+    try:
+        return topic, [int(p) for p in parts.split(",") if p.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected TOPIC or TOPIC:P1,P2,..., got {spec!r}", param_hint="--topic") from None
+
+
+def _parse_datetime(value: str) -> int:
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"expected an ISO-8601 date-time such as 2024-01-31T12:00:00, got {value!r}",
+                                 param_hint="--to-datetime") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time, as kafka-consumer-groups.sh reads it
+    return int(moment.timestamp() * 1000)
+
+
+@groups_command.command("reset-offsets")
+@bootstrap_option
+@click.option("--group", required=True)
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,...]", help="topic (and partitions) to reset")
+@click.option("--all-topics", is_flag=True, help="every topic the group has committed offsets for")
+@click.option("--to-earliest", is_flag=True)
+@click.option("--to-latest", is_flag=True)
+@click.option("--to-offset", type=int)
+@click.option("--to-datetime", help="first offset at or after this ISO-8601 time")
+@click.option("--shift-by", type=int, help="move each committed offset by N (negative: back)")
+@click.option("--dry-run", is_flag=True, help="show the new offsets without changing them (the default)")
+@click.option("--execute", is_flag=True, help="commit the new offsets")
+def reset_offsets(bootstrap_server: str, group: str, topics: tuple[str, ...], all_topics: bool, to_earliest: bool,
+                  to_latest: bool, to_offset: int | None, to_datetime: str | None, shift_by: int | None,
+                  dry_run: bool, execute: bool) -> None:
+    """Reset a group's committed offsets; refused while the group has members."""
+    chosen = [name for name, on in [("--to-earliest", to_earliest), ("--to-latest", to_latest),
+                                    ("--to-offset", to_offset is not None), ("--to-datetime", to_datetime is not None),
+                                    ("--shift-by", shift_by is not None)] if on]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by")
+    if dry_run and execute:
+        raise click.UsageError("give --dry-run or --execute, not both")
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    admin = _admin(bootstrap_server)
+    state = _state(_describe(admin, group))
+    if state not in INACTIVE:
+        raise click.ClickException(f"offsets of group {group} can only be reset while it is inactive, but it is "
+                                   f"{state}; stop its consumers first")
+    committed = _committed(admin, group)
+    partitions = sorted(committed) if all_topics else _select_partitions(admin, topics)
+    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest())
+    latest = _list_offsets(admin, partitions, OffsetSpec.latest())
+    if to_earliest:
+        wanted = earliest
+    elif to_latest:
+        wanted = latest
+    elif to_datetime is not None:
+        found = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(_parse_datetime(to_datetime)))
+        wanted = {tp: (offset if offset >= 0 else latest[tp]) for tp, offset in found.items()}
+    elif to_offset is not None:
+        wanted = {tp: to_offset for tp in partitions}
+    else:
+        wanted = {tp: committed.get(tp, latest[tp]) + shift_by for tp in partitions}
+    # Like Kafka, stay inside what the log holds.
+    new = {tp: min(max(offset, earliest[tp]), latest[tp]) for tp, offset in wanted.items()}
+    _echo_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [[group, t, p, o] for (t, p), o in sorted(new.items())])
+    if not execute:
+        click.echo("(dry run: nothing changed; add --execute to commit these offsets)")
+        return
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])]
+    done = _result(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group],
+                   f"cannot reset the offsets of group {group}")
+    failed = [tp for tp in done.topic_partitions if tp.error]
+    if failed:
+        raise click.ClickException("; ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in failed))
+
+
+def _select_partitions(admin: AdminClient, specs: tuple[str, ...]) -> list[tuple[str, int]]:
+    metadata = admin.list_topics(timeout=TIMEOUT_S)
+    selected = []
+    for spec in specs:
+        topic, wanted = _parse_topic(spec)
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            raise click.ClickException(f"topic {topic} does not exist")
+        existing = sorted(info.partitions)
+        missing = [p for p in wanted or [] if p not in existing]
+        if missing:
+            raise click.ClickException(f"topic {topic} has no partition(s) {missing}; it has 0-{len(existing) - 1}")
+        selected += [(topic, p) for p in (wanted if wanted is not None else existing)]
+    return selected
+
+
+@groups_command.command("delete")
+@bootstrap_option
+@click.option("--group", "group_ids", required=True, multiple=True, help="group to delete (repeatable)")
+def delete(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
+    """Delete groups and their committed offsets; refused while a group has members."""
+    admin = _admin(bootstrap_server)
+    futures = admin.delete_consumer_groups(list(group_ids), request_timeout=TIMEOUT_S)
+    for group in group_ids:
+        _result(futures[group], f"cannot delete group {group}")
+        click.echo(f"Deleted group {group}.")
