@@ -496,3 +496,60 @@ def test_offsets_records_use_kafkas_layout():
     group = GroupValue("consumer", 5, "range", "m-1", 1_700_000_000_000, (member,))
     assert decode(encode_key(GroupKey("g")), encode_value(group)) == (GroupKey("g"), group)
     assert decode(key, None) == (OffsetKey("g", "t", 7), None)
+
+
+# -- retention -----------------------------------------------------------------------------------
+
+
+async def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
+    """In-process broker, so the test can ask for the retention check at a moment a week ahead."""
+    from logcore.broker import Broker
+    from logcore.config import BrokerConfig
+
+    config = BrokerConfig({**FAST, "offsets.retention.minutes": "60"})
+    broker = Broker(str(tmp_path / "data"), port=0, config=config)
+    await broker.start()
+    try:
+        await create_topic(broker.address, "ret", 1)
+        tp = TopicPartition("ret", 0)
+        idle = AIOKafkaConsumer(bootstrap_servers=broker.address, group_id="idle", enable_auto_commit=False)
+        await idle.start()
+        idle.assign([tp])
+        await idle.commit({tp: 3})  # outside group management: the group stays Empty
+        await idle.stop()
+        active = consumer(broker.address, "ret", "active")
+        await active.start()
+        await wait_for(lambda: parts(active) == {0}, 15, "an assignment")
+        await active.commit({tp: 4})
+
+        now = int(time.time() * 1000)
+        assert broker.groups.expire_offsets(now + 59 * 60_000) == 0
+        assert broker.groups.expire_offsets(now + 61 * 60_000) == 1  # only the empty group's
+        assert "idle" not in broker.groups.groups  # no offsets left: the group is gone too
+        assert await active.committed(tp) == 4
+        await active.stop()
+    finally:
+        await broker.stop()
+    restarted = Broker(str(tmp_path / "data"), port=0, config=config)
+    await restarted.start()  # the tombstones were logged
+    try:
+        assert await committed(restarted.address, "idle", "ret", 1) == {}
+        assert await committed(restarted.address, "active", "ret", 1) == {0: 4}
+    finally:
+        await restarted.stop()
+
+
+def test_kafka_python_group_consumes_and_commits(group_broker):
+    from kafka import KafkaConsumer
+
+    asyncio.run(create_topic(group_broker.address, "kp", 2))
+    asyncio.run(produce(group_broker.address, "kp", 40, 2))
+    c = KafkaConsumer("kp", bootstrap_servers=group_broker.address, group_id="kp-group",
+                      auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=5000)
+    try:
+        got = [m for _, m in zip(range(40), c)]
+        assert sorted((m.partition, m.offset) for m in got) == [(p, o) for p in range(2) for o in range(20)]
+        c.commit()
+    finally:
+        c.close()
+    assert asyncio.run(committed(group_broker.address, "kp-group", "kp", 2)) == {0: 20, 1: 20}
