@@ -9,6 +9,7 @@ from connect.cli import connect_command
 from logcore.tools.broker_cmd import broker_command
 from logcore.tools.dump_log import dump_log_command
 from logcore.tools.groups_cmd import groups_command
+from logcore.tools.topics_cmd import topics_command
 
 
 @click.group()
@@ -18,6 +19,7 @@ def main() -> None:
 
 
 main.add_command(broker_command)
+main.add_command(topics_command)
 main.add_command(connect_command)
 main.add_command(demo_command)
 main.add_command(dump_log_command)

@@ -7,13 +7,28 @@ immutable snapshot; altering a topic makes a new one.
 
 from __future__ import annotations
 
+import enum
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .protocol.errors import InvalidConfig
+from .protocol.errors import InvalidConfig, InvalidRequest
 
+_INTEGER = re.compile(r"\s*[-+]?[0-9]+\s*")
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a value comes from, numbered as Kafka's DescribeConfigs ConfigSource."""
+
+    TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+Synonym = tuple[str, Any, ConfigSource]  # (config name, typed value, where it is set)
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,10 @@ class ConfigDef:
 
 def _at_least(low: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be at least {low}"
+
+
+def _between(low: float, high: float) -> Callable[[Any], str | None]:
+    return lambda v: None if low <= v <= high else f"must be between {low} and {high}"
 
 
 def _one_of(*allowed: str) -> Callable[[Any], str | None]:
@@ -64,7 +83,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("message.timestamp.after.max.ms", "long", 3600000, "how far in the future a timestamp may be",
               ("log.message.timestamp.after.max.ms",), _at_least(0)),
     ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, "dirty share of the log that triggers compaction",
-              ("log.cleaner.min.cleanable.ratio",)),
+              ("log.cleaner.min.cleanable.ratio",), _between(0, 1)),
     ConfigDef("min.compaction.lag.ms", "long", 0, "min time a message stays uncompacted",
               ("log.cleaner.min.compaction.lag.ms",), _at_least(0)),
     ConfigDef("min.insync.replicas", "int", 1, "replicas that must acknowledge acks=all writes",
@@ -73,7 +92,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("retention.bytes", "long", -1, "size a partition may keep before old segments go (-1: no limit)",
               ("log.retention.bytes",)),
     ConfigDef("retention.ms", "long", 604800000, "age after which segments go (-1: keep forever)",
-              ("log.retention.ms",)),
+              ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
     ConfigDef("segment.bytes", "int", 1073741824, "segment file size before a new one is rolled",
               ("log.segment.bytes",), _at_least(14)),
     ConfigDef("segment.index.bytes", "int", 10485760, "maximum size of a segment's offset index",
@@ -133,14 +152,18 @@ def parse_value(definition: ConfigDef, raw: Any) -> Any:
         if definition.type == "boolean":
             value = raw if isinstance(raw, bool) else {"true": True, "false": False}[str(raw).strip().lower()]
         elif definition.type in ("int", "long"):
+            if isinstance(raw, str) and not _INTEGER.fullmatch(raw):
+                raise ValueError  # int() would also take "1_000"
             value = int(raw)
             limit = INT_MAX if definition.type == "int" else LONG_MAX
             if not -limit - 1 <= value <= limit:
                 raise ValueError
         elif definition.type == "double":
             value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError
         elif definition.type == "list":
-            value = raw if isinstance(raw, list) else [p.strip() for p in str(raw).split(",") if p.strip()]
+            value = raw if isinstance(raw, list) else _split_list(str(raw))
         else:
             value = str(raw)
     except (KeyError, ValueError):
@@ -148,6 +171,10 @@ def parse_value(definition: ConfigDef, raw: Any) -> Any:
     if definition.check and (why := definition.check(value)):
         raise InvalidConfig(f"invalid value {raw!r} for configuration {definition.name}: {why}")
     return value
+
+
+def _split_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
 
 
 def format_value(value: Any) -> str | None:
@@ -197,28 +224,75 @@ class BrokerConfig:
             return self.values[key]
         return BROKER_CONFIGS[key].default
 
-    def topic_default(self, definition: ConfigDef) -> tuple[Any, str, str | None]:
-        """(value, source, synonym) of a topic config when the topic does not override it."""
-        if definition.name == "retention.ms" and "log.retention.ms" not in self.values:
-            if self.values.get("log.retention.minutes") is not None:
-                return self.values["log.retention.minutes"] * 60000, "STATIC_BROKER_CONFIG", "log.retention.minutes"
-            if "log.retention.hours" in self.values:
-                return self.values["log.retention.hours"] * 3600000, "STATIC_BROKER_CONFIG", "log.retention.hours"
-        for synonym in definition.broker_synonyms:
-            if synonym in self.values:
-                return self.values[synonym], "STATIC_BROKER_CONFIG", synonym
-        return definition.default, "DEFAULT_CONFIG", None
+    def topic_synonyms(self, definition: ConfigDef) -> list[Synonym]:
+        """Broker-level places a topic config can be set, highest precedence first: the synonyms
+        set in the config file (as written there, e.g. hours), then Kafka's default."""
+        found: list[Synonym] = [(name, self.values[name], ConfigSource.STATIC_BROKER_CONFIG)
+                                for name in definition.broker_synonyms if self.values.get(name) is not None]
+        default_name = definition.broker_synonyms[0] if definition.broker_synonyms else definition.name
+        found.append((default_name, definition.default, ConfigSource.DEFAULT_CONFIG))
+        return found
+
+    def topic_default(self, definition: ConfigDef) -> tuple[Any, ConfigSource]:
+        """(value, source) of a topic config that the topic does not override."""
+        name, value, source = self.topic_synonyms(definition)[0]
+        return _in_topic_units(name, value), source
+
+    def describe(self, key: str) -> ConfigEntry:
+        """A broker setting as DescribeConfigs shows it. All are static: changing one means a restart."""
+        definition = BROKER_CONFIGS[key]
+        synonyms: list[Synonym] = []
+        if key in self.values:
+            synonyms.append((key, self.values[key], ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms.append((key, definition.default, ConfigSource.DEFAULT_CONFIG))
+        return ConfigEntry(definition, self.get(key), synonyms[0][2], tuple(synonyms), read_only=True)
+
+
+_TOPIC_UNITS = {"log.retention.minutes": 60000, "log.retention.hours": 3600000}
+
+
+def _in_topic_units(broker_key: str, value: Any) -> Any:
+    """A broker synonym's value in its topic config's unit (hours → ms); negative means unlimited."""
+    scale = _TOPIC_UNITS.get(broker_key)
+    if scale is None:
+        return value
+    return -1 if value < 0 else value * scale
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config as DescribeConfigs reports it: the effective value, where it comes from, and
+    every place it is set (`synonyms`, highest precedence first, values as written there)."""
+
+    definition: ConfigDef
+    value: Any
+    source: ConfigSource
+    synonyms: tuple[Synonym, ...]
+    read_only: bool
+
+
+class AlterOp(enum.IntEnum):
+    """IncrementalAlterConfigs operations, numbered as on the wire."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
 
 
 def validate_topic_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Typed copy of a topic's overrides; InvalidConfig names the unknown key or the bad value."""
     typed = {}
     for key, raw in overrides.items():
-        definition = TOPIC_CONFIGS.get(key)
-        if definition is None:
-            raise InvalidConfig(f"unknown topic config {key!r}; known: {', '.join(sorted(TOPIC_CONFIGS))}")
-        typed[key] = parse_value(definition, raw)
+        typed[key] = parse_value(_topic_definition(key), raw)
     return typed
+
+
+def _topic_definition(key: str) -> ConfigDef:
+    definition = TOPIC_CONFIGS.get(key)
+    if definition is None:
+        raise InvalidConfig(f"unknown topic config {key!r}; known: {', '.join(sorted(TOPIC_CONFIGS))}")
+    return definition
 
 
 class TopicConfig:
@@ -226,19 +300,47 @@ class TopicConfig:
 
     def __init__(self, broker: BrokerConfig, overrides: dict[str, Any]) -> None:
         self.broker = broker
+        self.raw = dict(overrides)
         self.overrides = validate_topic_overrides(overrides)
+        # Resolved once: produce and fetch read these on every request.
+        self._values = {key: self.overrides[key] if key in self.overrides else broker.topic_default(d)[0]
+                        for key, d in TOPIC_CONFIGS.items()}
 
     def __getitem__(self, key: str) -> Any:
-        if key in self.overrides:
-            return self.overrides[key]
-        return self.broker.topic_default(TOPIC_CONFIGS[key])[0]
+        return self._values[key]
 
-    def describe(self, key: str) -> tuple[Any, str]:
-        """(value, source) where source is Kafka's ConfigSource name."""
+    def describe(self, key: str) -> ConfigEntry:
+        definition = TOPIC_CONFIGS[key]
+        synonyms = self.broker.topic_synonyms(definition)
         if key in self.overrides:
-            return self.overrides[key], "TOPIC_CONFIG"
-        value, source, _ = self.broker.topic_default(TOPIC_CONFIGS[key])
-        return value, source
+            synonyms.insert(0, (key, self.overrides[key], ConfigSource.TOPIC_CONFIG))
+        return ConfigEntry(definition, self[key], synonyms[0][2], tuple(synonyms), read_only=False)
+
+    def altered(self, ops: list[tuple[str, AlterOp, str | None]]) -> dict[str, str]:
+        """The override set after IncrementalAlterConfigs `ops` (validated; nothing is changed here).
+        APPEND / SUBTRACT work on list configs, starting from the effective value."""
+        raw = dict(self.raw)
+        for key, op, value in ops:
+            definition = _topic_definition(key)
+            if op is AlterOp.DELETE:
+                raw.pop(key, None)
+                continue
+            if value is None:
+                raise InvalidRequest(f"{op.name} of {key} needs a value; only DELETE takes none")
+            if op is AlterOp.SET:
+                raw[key] = value
+                continue
+            if definition.type != "list":
+                raise InvalidConfig(f"{op.name} works on list configs only; {key} is a {definition.type}")
+            current = parse_value(definition, raw[key]) if key in raw else self.broker.topic_default(definition)[0]
+            items = _split_list(value)
+            if op is AlterOp.APPEND:
+                updated = current + [item for item in items if item not in current]
+            else:
+                updated = [item for item in current if item not in items]
+            raw[key] = ",".join(updated)
+        validate_topic_overrides(raw)
+        return raw
 
     @property
     def compacted(self) -> bool:

@@ -11,7 +11,7 @@ import json
 import os
 import uuid
 
-from ..protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
+from ..protocol.errors import InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 from .topics import TopicInfo, collision_key, validate_topic_name
 
 
@@ -75,16 +75,20 @@ class LocalMetadataStore:
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
-    def check_new(self, name: str, partitions: int) -> None:
-        """Everything CreateTopics must refuse, without changing anything."""
+    @property
+    def brokers(self) -> set[int]:
+        """Ids of the live brokers that can hold replicas."""
+        return {self.broker_id}
+
+    def check_new_name(self, name: str) -> None:
+        """Why a new topic cannot take `name` (Kafka's naming rules, existing and colliding topics)."""
         validate_topic_name(name)
         if name in self.topics:
             raise TopicAlreadyExists(f"topic {name!r} already exists")
         clash = next((t for t in self.topics if collision_key(t) == collision_key(name)), None)
         if clash:
-            raise TopicAlreadyExists(f"topic {name!r} collides with existing topic {clash!r} ('.' and '_' clash)")
-        if partitions < 1:
-            raise InvalidPartitions(f"number of partitions must be at least 1, got {partitions}")
+            raise InvalidTopic(f"topic {name!r} collides with existing topic {clash!r}: "
+                               f"'.' and '_' clash in metric names, so use one or the other")
 
     def create(self, info: TopicInfo) -> None:
         self.topics[info.name] = info

@@ -6,7 +6,7 @@ import re
 import uuid
 from dataclasses import dataclass, field, replace
 
-from ..protocol.errors import InvalidTopic
+from ..protocol.errors import InvalidReplicaAssignment, InvalidTopic
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -56,3 +56,34 @@ def validate_topic_name(name: str) -> None:
 def collision_key(name: str) -> str:
     """Kafka refuses topics differing only in '.' versus '_' (they collide in metric names)."""
     return name.replace(".", "_")
+
+
+def check_assignment(replicas: list[int], brokers: set[int], replication_factor: int | None = None) -> None:
+    """One partition's manual replica list: known brokers, each once, `replication_factor` long."""
+    if not replicas:
+        raise InvalidReplicaAssignment("a manual replica assignment has an empty broker list")
+    if len(set(replicas)) != len(replicas):
+        raise InvalidReplicaAssignment(f"replica assignment {replicas} names a broker more than once")
+    unknown = sorted(set(replicas) - brokers)
+    if unknown:
+        raise InvalidReplicaAssignment(
+            f"replica assignment {replicas} names unknown broker(s) {unknown}; available brokers: {sorted(brokers)}")
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise InvalidReplicaAssignment(
+            f"replica assignment {replicas} has {len(replicas)} replica(s) but the topic's replication factor "
+            f"is {replication_factor}")
+
+
+def check_topic_assignment(assignments: dict[int, list[int]], brokers: set[int]) -> tuple[int, int]:
+    """A new topic's manual assignment (partition → brokers); returns (partitions, replication factor)."""
+    if sorted(assignments) != list(range(len(assignments))):
+        raise InvalidReplicaAssignment(
+            f"assigned partitions {sorted(assignments)} must be the consecutive sequence 0..{len(assignments) - 1}")
+    replication_factor = len(assignments[0])
+    for index in sorted(assignments):
+        check_assignment(assignments[index], brokers)
+        if len(assignments[index]) != replication_factor:
+            raise InvalidReplicaAssignment(
+                f"every partition needs the same number of replicas: partition 0 has {replication_factor}, "
+                f"partition {index} has {len(assignments[index])}")
+    return len(assignments), replication_factor

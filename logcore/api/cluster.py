@@ -1,0 +1,55 @@
+"""DescribeCluster and DescribeLogDirs: who is in the cluster, and what this broker keeps on disk."""
+
+from __future__ import annotations
+
+import os
+
+from ..protocol.codec import ApiKey, ErrorCode
+from . import handles
+
+BROKERS_ENDPOINT = 1
+NOT_REQUESTED = -2147483648  # the schema's "authorized operations were not asked for"
+# With no authorizer every operation on the cluster resource is allowed, and Kafka answers with the
+# bit field of all of them: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+async def describe_cluster(ctx, request) -> dict:
+    broker = ctx.broker
+    endpoint_type = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
+    if endpoint_type != BROKERS_ENDPOINT:
+        return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
+                "error_message": f"this is a broker; endpoint type {endpoint_type} (controllers) is not served here"}
+    host, port = broker.advertised
+    return {
+        "error_code": ErrorCode.none,
+        "endpoint_type": endpoint_type,
+        "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.broker_id,
+        "brokers": [{"broker_id": broker.broker_id, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                                          else NOT_REQUESTED),
+    }
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 5)
+async def describe_log_dirs(ctx, request) -> dict:
+    broker = ctx.broker
+    wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+    topics: dict[str, list[dict]] = {}
+    for (name, index), partition in sorted(broker.replicas.partitions.items()):
+        if wanted is None or (name, index) in wanted:
+            topics.setdefault(name, []).append({
+                "partition_index": index, "partition_size": partition.log.size_bytes(),
+                "offset_lag": 0,  # the only replica is the leader: nothing to catch up
+                "is_future_key": False})
+    disk = os.statvfs(broker.data_dir)
+    return {"error_code": ErrorCode.none, "results": [{
+        "error_code": ErrorCode.none,
+        "log_dir": broker.data_dir,
+        "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
+        "total_bytes": disk.f_blocks * disk.f_frsize,
+        "usable_bytes": disk.f_bavail * disk.f_frsize,
+    }]}

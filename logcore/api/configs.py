@@ -1,0 +1,128 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and for this broker.
+
+Topic changes persist in the metadata store and reach the partition logs at once. Broker settings
+are static (the `--config` file): they can be described, not altered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from ..cluster.topics import validate_topic_name
+from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, AlterOp, ConfigEntry, TopicConfig, format_value
+from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError, InvalidRequest
+from . import handles
+from .topics import error_fields
+
+TOPIC, BROKER = 2, 4  # Kafka's ConfigResource types
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+                "password": 9}
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
+async def describe_configs(ctx, request) -> dict:
+    synonyms = request.include_synonyms
+    documentation = getattr(request, "include_documentation", False)
+    results = []
+    for resource in request.resources:
+        result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                  "error_code": ErrorCode.none, "error_message": None, "configs": []}
+        try:
+            entries = _describe(ctx.broker, resource.resource_type, resource.resource_name,
+                                resource.configuration_keys)
+            result["configs"] = [_entry(e, synonyms, documentation) for e in entries]
+        except BrokerError as exc:
+            result.update(error_fields(exc))
+        results.append(result)
+    return {"results": results}
+
+
+def _describe(broker, resource_type: int, name: str, keys) -> list[ConfigEntry]:
+    if resource_type == TOPIC:
+        validate_topic_name(name)
+        describe, known = broker.topic_config(broker.metadata.get(name)).describe, TOPIC_CONFIGS
+    elif resource_type == BROKER:
+        if not _is_this_broker(broker, name):
+            return []  # the cluster-wide dynamic defaults: there are none
+        describe, known = broker.config.describe, BROKER_CONFIGS
+    else:
+        raise InvalidRequest(f"resource type {resource_type} is not supported; use topic (2) or broker (4)")
+    wanted = sorted(known) if keys is None else dict.fromkeys(keys)
+    return [describe(key) for key in wanted if key in known]
+
+
+def _is_this_broker(broker, name: str) -> bool:
+    """True for this broker's id, False for "" (the cluster-wide default); any other name is wrong."""
+    if name == "":
+        return False
+    if not name.isdigit():
+        raise InvalidRequest(f"a broker resource is named by a broker id, got {name!r}")
+    if int(name) != broker.broker_id:
+        raise InvalidRequest(f"this is broker {broker.broker_id}; send the request for broker {name} to that broker")
+    return True
+
+
+def _entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict:
+    definition = entry.definition
+    return {
+        "name": definition.name,
+        "value": format_value(entry.value),
+        "read_only": entry.read_only,
+        "config_source": entry.source,
+        "is_sensitive": False,
+        "synonyms": [{"name": name, "value": format_value(value), "source": source}
+                     for name, value, source in entry.synonyms] if include_synonyms else [],
+        "config_type": CONFIG_TYPES[definition.type],
+        "documentation": definition.doc if include_documentation else None,
+    }
+
+
+@handles(ApiKey.ALTER_CONFIGS, 0, 2)
+async def alter_configs(ctx, request) -> dict:
+    """Replaces a topic's whole override set; a null value (or a missing key) means the default."""
+    return {"responses": _alter(ctx.broker, request, lambda _config, configs: {
+        c.name: c.value for c in configs if c.value is not None})}
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def incremental_alter_configs(ctx, request) -> dict:
+    return {"responses": _alter(ctx.broker, request, lambda config, configs: config.altered(
+        [(c.name, _operation(c.config_operation), c.value) for c in configs]))}
+
+
+def _operation(code: int) -> AlterOp:
+    try:
+        return AlterOp(code)
+    except ValueError:
+        raise InvalidRequest(f"unknown config operation {code}; use SET (0), DELETE (1), APPEND (2) "
+                             f"or SUBTRACT (3)") from None
+
+
+def _alter(broker, request, new_overrides: Callable[[TopicConfig, tuple], dict[str, str]]) -> list[dict]:
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    results = []
+    for resource in request.resources:
+        result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                  "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise InvalidRequest(f"resource {resource.resource_name!r} appears more than once in the request")
+            repeated = sorted(k for k, n in Counter(c.name for c in resource.configs).items() if n > 1)
+            if repeated:
+                raise InvalidRequest(f"config(s) {', '.join(repeated)} appear more than once for one resource")
+            if resource.resource_type == BROKER:
+                _is_this_broker(broker, resource.resource_name)
+                raise InvalidRequest("broker configs cannot be changed at runtime (no dynamic broker configs): "
+                                     "set them in the broker's --config file or --override and restart it")
+            if resource.resource_type != TOPIC:
+                raise InvalidRequest(f"resource type {resource.resource_type} is not supported; use topic (2)")
+            validate_topic_name(resource.resource_name)
+            config = broker.topic_config(broker.metadata.get(resource.resource_name))
+            broker.set_topic_configs(resource.resource_name, new_overrides(config, resource.configs),
+                                     validate_only=request.validate_only)
+        except BrokerError as exc:
+            result.update(error_fields(exc))
+        results.append(result)
+    return results

@@ -1,0 +1,105 @@
+"""Topic lifecycle: CreateTopics, DeleteTopics, CreatePartitions. Each topic succeeds or fails on
+its own; a refused topic gets its error code and a message saying what to change."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from ..config import TOPIC_CONFIGS, format_value
+from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError, InvalidRequest, UnknownTopicId
+from . import handles
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def split_repeated(items, name_of) -> tuple[list, list[dict]]:
+    """(items named once, error results for names given more than once): like Kafka, a repeated
+    name is refused outright rather than applied twice."""
+    counts = Counter(name_of(item) for item in items)
+    errors = [{"name": name, **error_fields(InvalidRequest(f"{name!r} appears more than once in the request"))}
+              for name, count in counts.items() if count > 1]
+    return [item for item in items if counts[name_of(item)] == 1], errors
+
+
+def error_fields(exc: BrokerError) -> dict:
+    return {"error_code": exc.code, "error_message": exc.message}
+
+
+def created_topic(broker, info, validate_only: bool) -> dict:
+    """The v5+ description of a (would-be) created topic: counts, id and every config."""
+    topic_config = broker.topic_config(info)
+    configs = []
+    for key in sorted(TOPIC_CONFIGS):
+        entry = topic_config.describe(key)
+        configs.append({"name": key, "value": format_value(entry.value), "read_only": entry.read_only,
+                        "config_source": entry.source, "is_sensitive": False})
+    return {"name": info.name, "topic_id": ZERO_UUID if validate_only else info.topic_id,
+            "error_code": ErrorCode.none, "error_message": None, "num_partitions": info.partitions,
+            "replication_factor": info.replication_factor, "configs": configs}
+
+
+@handles(ApiKey.CREATE_TOPICS, 2, 7)
+async def create_topics(ctx, request) -> dict:
+    broker = ctx.broker
+    topics, results = split_repeated(request.topics, lambda t: t.name)
+    for topic in topics:
+        try:
+            info = broker.create_topic(
+                topic.name, topic.num_partitions, topic.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in topic.assignments},
+                configs=_configs(topic.configs), validate_only=request.validate_only)
+            results.append(created_topic(broker, info, request.validate_only))
+        except BrokerError as exc:
+            results.append({"name": topic.name, **error_fields(exc)})
+    return {"topics": results}
+
+
+def _configs(entries) -> dict[str, str | None]:
+    configs: dict[str, str | None] = {}
+    for entry in entries:
+        if entry.name in configs:
+            raise InvalidRequest(f"config {entry.name} is given more than once")
+        configs[entry.name] = entry.value
+    return configs
+
+
+@handles(ApiKey.DELETE_TOPICS, 1, 6)
+async def delete_topics(ctx, request) -> dict:
+    broker = ctx.broker
+    # v1-5 name topics in `topic_names`; v6 in `topics`, each by name or by id.
+    wanted = ([(name, None) for name in request.topic_names] if hasattr(request, "topic_names")
+              else [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in request.topics])
+    results = []
+    for name, topic_id in wanted:
+        result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.none}
+        try:
+            if name is not None and topic_id is not None:
+                raise InvalidRequest("name a topic by name or by id, not both")
+            if topic_id is not None:
+                info = broker.metadata.by_id(topic_id)
+                if info is None:
+                    raise UnknownTopicId(f"no topic has id {topic_id}")
+                name = result["name"] = info.name
+            result["topic_id"] = broker.delete_topic(name).topic_id
+        except BrokerError as exc:
+            result.update(error_fields(exc))
+            if exc.code == ErrorCode.topic_deletion_disabled and ctx.api_version < 3:
+                result["error_code"] = ErrorCode.invalid_request  # v0-2 predate TOPIC_DELETION_DISABLED
+        results.append(result)
+    return {"responses": results}
+
+
+@handles(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def create_partitions(ctx, request) -> dict:
+    broker = ctx.broker
+    topics, results = split_repeated(request.topics, lambda t: t.name)
+    for topic in topics:
+        try:
+            assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+            broker.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
+            results.append({"name": topic.name, "error_code": ErrorCode.none, "error_message": None})
+        except BrokerError as exc:
+            results.append({"name": topic.name, **error_fields(exc)})
+    return {"results": results}
