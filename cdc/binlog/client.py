@@ -101,8 +101,8 @@ class PyMySqlReplicationClient:
             return Commit(*head, xid=e.xid)
         if cls is MariadbGtidEvent:
             return Gtid(*head, gtid=e.gtid, standalone=bool(e.flags & 1))
-        if cls is GtidEvent:
-            return Gtid(*head, gtid=e.gtid)
+        if cls is GtidEvent:             # MySQL: a BEGIN query follows unless the group is one DDL
+            return Gtid(*head, gtid=e.gtid, standalone=True)
         if cls is RotateEvent:
             self._file = e.next_binlog
             return Rotate(*head, next_file=e.next_binlog, next_pos=e.position)

@@ -1,0 +1,105 @@
+"""Between the sources and the output: table filters, transaction metadata, heartbeats and batching.
+
+Row changes accumulate in the open batch; a batch closes at a transaction commit, a DDL, a snapshot
+chunk, or when it reaches `max_batch_records` (then the source closes it with a mid-transaction
+offset), so memory stays bounded however large a transaction is.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+
+from cdc.config import SourceConfig
+from cdc.emitter import Emitter, TableContext
+from cdc.offsets import Offset
+from cdc.records import Batch, Record
+
+SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+class TableFilter:
+    """Anchored regexes over `db.table`: captured if some include matches (or there are none) and no
+    exclude matches. System databases are captured only when an include names them."""
+
+    def __init__(self, include: tuple[str, ...], exclude: tuple[str, ...]) -> None:
+        self._include = [re.compile(p) for p in include]
+        self._exclude = [re.compile(p) for p in exclude]
+        self._cache: dict[tuple[str, str], bool] = {}
+
+    def __call__(self, db: str, table: str) -> bool:
+        hit = self._cache.get((db, table))
+        if hit is None:
+            name = f"{db}.{table}"
+            if self._include:
+                hit = any(p.fullmatch(name) for p in self._include)
+            else:
+                hit = db not in SYSTEM_DATABASES
+            hit = hit and not any(p.fullmatch(name) for p in self._exclude)
+            self._cache[(db, table)] = hit
+        return hit
+
+
+class Dispatcher:
+    """Owned by one source thread. `ready` holds closed batches for the source to yield."""
+
+    def __init__(self, config: SourceConfig, emitter: Emitter, clock=time.monotonic) -> None:
+        self.config = config
+        self.emitter = emitter
+        self.captured = TableFilter(config.table_include, config.table_exclude)
+        self.clock = clock
+        self.ready: deque[Batch] = deque()
+        self._records: list[Record] = []
+        self._last_flush = clock()
+        self._txid: str | None = None
+        self._counts: dict[str, int] = {}
+        self._order = 0
+
+    @property
+    def full(self) -> bool:
+        return len(self._records) >= self.config.max_batch_records
+
+    # --- transactions ----------------------------------------------------------------------
+    def begin(self, txid: str, already_emitted: int = 0) -> None:
+        self._txid, self._counts, self._order = txid, {}, already_emitted
+
+    def change(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: dict) -> None:
+        txn = None
+        if self._txid is not None:
+            if self.config.transaction_metadata and self._order == 0 and not self._counts:
+                self.emitter.transaction("BEGIN", self._txid, None, self._records)
+            self._order += 1
+            collection = f"{table.db}.{table.table}"
+            n = self._counts.get(collection, 0) + 1
+            self._counts[collection] = n
+            txn = {"id": self._txid, "total_order": self._order, "data_collection_order": n}
+        self.emitter.row(table, op, before, after, source, txn, self._records)
+
+    def commit(self, offset: Offset) -> None:
+        if self._txid is not None and self._counts and self.config.transaction_metadata:
+            self.emitter.transaction("END", self._txid, self._counts, self._records)
+        self._txid = None
+        if self._records:
+            self.flush(offset)
+        else:
+            self.heartbeat(offset)      # filtered-out traffic still moves the offset
+
+    # --- other events ----------------------------------------------------------------------
+    def schema_change(self, db: str, ddl: str, changes: list, source: dict) -> None:
+        """Records for captured tables' changes; they go out with the DDL group's commit."""
+        captured = [c for c in changes if self.captured(c.db, c.table)]
+        if captured:
+            self.emitter.schema_change(db, ddl, captured, source, self._records)
+
+    def heartbeat(self, offset: Offset) -> None:
+        """Emit a heartbeat with `offset` if nothing was flushed for heartbeat_interval_s."""
+        interval = self.config.heartbeat_interval_s
+        if interval and self._txid is None and not self._records and self.clock() - self._last_flush >= interval:
+            self.emitter.heartbeat(self._records)
+            self.flush(offset)
+
+    def flush(self, offset: Offset) -> None:
+        self.ready.append(Batch(self._records, offset.to_dict()))
+        self._records = []
+        self._last_flush = self.clock()

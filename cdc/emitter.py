@@ -1,0 +1,99 @@
+"""Turns one row change (or one DDL) into records: topic, key, value, partition.
+
+Keys are the primary-key columns as a JSON object in key order, partitioned with Kafka's murmur2.
+A primary-key update becomes a delete of the old key and a create of the new one; a delete is followed
+by a tombstone where the format has them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import orjson
+
+from cdc.config import SourceConfig
+from cdc.formats import CanalFormat, DebeziumFormat
+from cdc.murmur2 import murmur2
+from cdc.records import Record
+from cdc.schema.model import TableDef
+
+_dumps = orjson.dumps
+
+
+@dataclass(slots=True)
+class TableContext:
+    """A captured table as the emitter needs it; built once per table layout."""
+
+    db: str
+    table: str
+    topic: str
+    partitions: int
+    primary_key: tuple[str, ...]
+    mysql_types: dict = field(default_factory=dict)
+    sql_types: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, config: SourceConfig, partitions: Callable[[str], int], db: str, table: str,
+              primary_key: tuple[str, ...], definition: TableDef | None) -> "TableContext":
+        topic = config.topic_for(db, table)
+        cols = definition.columns if definition else ()
+        return cls(db, table, topic, partitions(topic), primary_key,
+                   {c.name: c.mysql_type for c in cols}, {c.name: c.jdbc_type for c in cols})
+
+
+class Emitter:
+    def __init__(self, config: SourceConfig, partitions: Callable[[str], int], clock=time.time) -> None:
+        self.config = config
+        self.format = CanalFormat if config.format == "canal" else DebeziumFormat
+        self.tombstones = self.format.tombstones and config.tombstones_on_delete
+        self.partitions = partitions
+        self.clock = clock
+
+    def _key(self, table: TableContext, row: dict) -> tuple[bytes | None, int]:
+        if not table.primary_key:
+            return None, 0
+        key = _dumps({k: row[k] for k in table.primary_key})
+        return key, (murmur2(key) & 0x7FFFFFFF) % table.partitions
+
+    def row(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: dict,
+            txn: dict | None, out: list[Record]) -> None:
+        """Append the records of one row change to `out`."""
+        now = int(self.clock() * 1000)
+        fmt = self.format
+        if op == "u" and table.primary_key and any(before[k] != after[k] for k in table.primary_key):
+            self.row(table, "d", before, None, source, txn, out)
+            self.row(table, "c", None, after, source, txn, out)
+            return
+        key, partition = self._key(table, after if after is not None else before)
+        out.append(Record(table.topic, key, fmt.row(table, op, before, after, source, now, txn), partition))
+        if op == "d" and self.tombstones and key is not None:
+            out.append(Record(table.topic, key, None, partition))
+
+    def schema_change(self, db: str, ddl: str, changes: list, source: dict, out: list[Record]) -> None:
+        now = int(self.clock() * 1000)
+        if self.format is CanalFormat:
+            for change in changes:
+                topic = self.config.topic_for(change.db, change.table)
+                out.append(Record(topic, None, CanalFormat.ddl(change, ddl, source, now), 0))
+            return
+        topic = self.config.schema_change_topic
+        key = _dumps({"databaseName": db})
+        value = DebeziumFormat.schema_change(db, ddl, changes, source, now)
+        out.append(Record(topic, key, value, (murmur2(key) & 0x7FFFFFFF) % self.partitions(topic)))
+
+    def heartbeat(self, out: list[Record]) -> None:
+        topic = self.config.heartbeat_topic
+        key = _dumps({"serverName": self.config.name})
+        value = _dumps({"ts_ms": int(self.clock() * 1000)})
+        out.append(Record(topic, key, value, (murmur2(key) & 0x7FFFFFFF) % self.partitions(topic)))
+
+    def transaction(self, status: str, txid: str, counts: dict[str, int] | None, out: list[Record]) -> None:
+        topic = self.config.transaction_topic
+        key = _dumps({"id": txid})
+        body = {"status": status, "id": txid, "ts_ms": int(self.clock() * 1000)}
+        if counts is not None:
+            body["event_count"] = sum(counts.values())
+            body["data_collections"] = [{"data_collection": k, "event_count": n} for k, n in counts.items()]
+        out.append(Record(topic, key, _dumps(body), (murmur2(key) & 0x7FFFFFFF) % self.partitions(topic)))

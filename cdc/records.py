@@ -1,0 +1,22 @@
+"""What the source hands the runtime: batches of records, each batch with the offset to store with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    key: bytes | None
+    value: bytes | None      # None = tombstone
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One MySQL transaction (or a bounded slice of a large one, or one snapshot chunk) and the source
+    offset after it. Write `records` and `offset` in one Kafka transaction, in order."""
+
+    records: list[Record] = field(default_factory=list)
+    offset: dict = field(default_factory=dict)

@@ -1,0 +1,69 @@
+"""Snapshot rows: the SELECT for each column and the mapping of its text to the canonical value."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlalchemy import and_, column, literal_column, or_, select, table
+from sqlalchemy.sql import Select
+
+from cdc import values as V
+from cdc.schema.model import (BINARY_TYPES, GEOMETRY_TYPES, INTEGER_TYPES, TEXT_TYPES, ColumnDef, TableDef)
+
+
+def _text(v):
+    return V.b64(v) if isinstance(v, bytes) else v
+
+
+def converter(col: ColumnDef) -> Callable:
+    t = col.type
+    if t in INTEGER_TYPES or t == "year":
+        return int
+    if t == "float":
+        return lambda s: V.float32(float(s))
+    if t == "double":
+        return float
+    if t == "decimal" or t == "time":
+        return str
+    if t == "date":
+        return V.date_text
+    if t == "datetime":
+        return V.datetime_text
+    if t == "timestamp":
+        return V.timestamp_text
+    if t in BINARY_TYPES:
+        return V.b64
+    if t == "bit":
+        return lambda raw: int.from_bytes(raw, "big")
+    if t in GEOMETRY_TYPES:
+        return V.geometry
+    if t in TEXT_TYPES or t in ("enum", "set", "json"):
+        return _text
+    raise ValueError(f"no snapshot mapping for column {col.name} of type {col.type}")
+
+
+def chunk_query(definition: TableDef, after: tuple | None, limit: int | None) -> Select:
+    """Rows in primary-key order after the key `after` (keyset pagination)."""
+    t = table(definition.name, *[column(c.name) for c in definition.columns], schema=definition.db)
+    exprs = [(t.c[c.name] + literal_column("0e0")).label(c.name) if c.type == "float" else t.c[c.name]
+             for c in definition.columns]
+    query = select(*exprs)
+    pk = [t.c[name] for name in _pk_names(definition)]
+    if pk:
+        query = query.order_by(*pk)
+        if after is not None:
+            query = query.where(or_(*(and_(*(pk[j] == after[j] for j in range(i)), pk[i] > after[i])
+                                      for i in range(len(pk)))))
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def _pk_names(definition: TableDef) -> list[str]:
+    names = {c.name.lower(): c.name for c in definition.columns}
+    return [names.get(p.lower(), p) for p in definition.primary_key]
+
+
+def key_positions(definition: TableDef) -> list[int]:
+    lower = [c.name.lower() for c in definition.columns]
+    return [lower.index(p.lower()) for p in definition.primary_key]

@@ -1,0 +1,79 @@
+"""MySqlSource: what the connector runtime runs.
+
+    source = MySqlSource(config, history_store, stored_offset)
+    for batch in source.batches():      # per MySQL transaction, snapshot chunk, DDL or heartbeat
+        write batch.records and batch.offset in one Kafka transaction
+
+Startup checks run first; the snapshotter decides whether to snapshot; then the binlog is streamed
+from the resulting offset until `stop()` (or, with follow=False, until the server has nothing more).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from cdc.binlog.client import BinlogClient, PyMySqlReplicationClient
+from cdc.checks import check_privileges, check_server, position_available
+from cdc.config import SourceConfig
+from cdc.connection import make_engine
+from cdc.dispatcher import Dispatcher
+from cdc.emitter import Emitter
+from cdc.offsets import BinlogPosition, Offset
+from cdc.records import Batch
+from cdc.schema.history import HistoryStore, SchemaHistory
+from cdc.snapshot import SnapshotSource, Snapshotter
+from cdc.streaming import StreamingSource
+
+ClientFactory = Callable[[BinlogPosition], BinlogClient]
+
+
+class MySqlSource:
+    def __init__(self, config: SourceConfig | dict, history_store: HistoryStore, offset: dict | None = None, *,
+                 partitions: Callable[[str], int] | None = None, follow: bool = True,
+                 client_factory: ClientFactory | None = None) -> None:
+        self.config = config if isinstance(config, SourceConfig) else SourceConfig(**config)
+        self.partitions = partitions or (lambda topic: self.config.topic_partitions)
+        self.history = SchemaHistory(history_store, self.config.ddl_skip_unparseable)
+        self.dispatcher = Dispatcher(self.config, Emitter(self.config, self.partitions))
+        self.streaming = StreamingSource(self.config, self.dispatcher, self.history, self.partitions)
+        self._stored = Offset.from_dict(offset) if offset else None
+        self._follow = follow
+        self._client_factory = client_factory or self._binlog_client
+        self.engine = make_engine(self.config)
+
+    def stop(self) -> None:
+        self.streaming.stop()
+
+    def _binlog_client(self, start: BinlogPosition) -> BinlogClient:
+        c = self.config
+        return PyMySqlReplicationClient({"host": c.host, "port": c.port, "user": c.user, "password": c.password},
+                                        c.server_id, start, blocking=self._follow,
+                                        heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0))
+
+    def check(self) -> bool:
+        """Startup checks; returns whether the stored position is still on the server."""
+        with self.engine.connect() as conn:
+            check_server(conn)
+            check_privileges(conn, self.config)
+            return self._stored is not None and position_available(conn, self._stored.position)
+
+    def batches(self) -> Iterator[Batch]:
+        available = self.check()
+        offset = self._stored
+        decision = Snapshotter(self.config.snapshot).decide(offset, available)
+        snapshot = SnapshotSource(self.config, self.engine, self.history, self.dispatcher, self.partitions)
+        if decision.snapshot_data:
+            resume = offset if decision.resume else None
+            if resume is not None:
+                self.history.recover(resume.position)
+            for batch in snapshot.run(resume, record_schema=decision.snapshot_schema):
+                offset = Offset.from_dict(batch.offset)
+                yield batch
+        elif decision.snapshot_schema:
+            offset = snapshot.structure_only()
+            self.dispatcher.flush(offset)
+            while self.dispatcher.ready:
+                yield self.dispatcher.ready.popleft()
+        else:
+            self.history.recover(offset.position)
+        yield from self.streaming.run(self._client_factory(offset.position), offset)

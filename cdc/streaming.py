@@ -1,0 +1,178 @@
+"""The streaming source: binlog events in, batches out, one handler per event type.
+
+Positions: a transaction's restart position is where its group starts (the GTID event, or BEGIN
+without GTIDs); after its commit the offset moves past the commit event. Rows of a large transaction
+already emitted before a restart are skipped by count (`skip_rows`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterator
+
+from cdc.binlog.client import BinlogClient
+from cdc.binlog.events import Begin, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows, TableMap
+from cdc.config import SourceConfig
+from cdc.dispatcher import Dispatcher
+from cdc.emitter import TableContext
+from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
+from cdc.records import Batch
+from cdc.rowdecoder import compile_rows_decoder
+from cdc.schema.history import SchemaHistory
+
+log = logging.getLogger(__name__)
+
+
+class _MappedTable:
+    __slots__ = ("decode", "context")
+
+    def __init__(self, decode, context: TableContext | None) -> None:
+        self.decode = decode
+        self.context = context
+
+
+class StreamingSource:
+    """Single-threaded; `stop()` may be called from another thread and takes effect at the next event."""
+
+    def __init__(self, config: SourceConfig, dispatcher: Dispatcher, history: SchemaHistory,
+                 partitions: Callable[[str], int]) -> None:
+        self.config = config
+        self.dispatcher = dispatcher
+        self.history = history
+        self.partitions = partitions
+        self.source = SourceInfo(config.name)
+        self._tables: dict[int, _MappedTable] = {}
+        self._contexts: dict[tuple, TableContext] = {}
+        self._handlers: dict[type, Callable[[Event], None]] = {
+            Rows: self._on_rows, TableMap: self._on_table_map, Commit: self._on_commit, Gtid: self._on_gtid,
+            Begin: self._on_begin, Query: self._on_query, Rotate: self._on_rotate, Heartbeat: self._on_heartbeat}
+        self._stopping = False
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def run(self, client: BinlogClient, offset: Offset) -> Iterator[Batch]:
+        self._offset = offset                   # committed: where to restart between transactions
+        self._gtids = GtidSet(offset.gtids)
+        self._skip = offset.skip_rows
+        self._skip_at = offset.position
+        self._in_group = self._dml_txn = False
+        self._txn_start: BinlogPosition | None = None
+        self._txn_gtid: str | None = None
+        self._emitted = 0
+        handlers = self._handlers
+        ready = self.dispatcher.ready
+        try:
+            for event in client.events():
+                handlers[type(event)](event)
+                while ready:
+                    yield ready.popleft()
+                if self._stopping:
+                    return
+        finally:
+            client.close()
+
+    # --- handlers --------------------------------------------------------------------------
+    def _start_group(self, event: Event, gtid: str | None) -> None:
+        self._in_group = True
+        self._txn_start = BinlogPosition(event.file, event.start)
+        self._txn_gtid = gtid
+        self._emitted = 0
+        if self._txn_start != self._skip_at:
+            self._skip = 0
+        self.dispatcher.begin(gtid or str(self._txn_start), already_emitted=self._skip)
+
+    def _on_gtid(self, event: Gtid) -> None:
+        self._start_group(event, event.gtid)
+        self._dml_txn = not event.standalone
+
+    def _on_begin(self, event: Begin) -> None:
+        if not self._in_group:
+            self._start_group(event, None)
+        self._dml_txn = True
+
+    def _on_table_map(self, event: TableMap) -> None:
+        captured = self.dispatcher.captured(event.db, event.table)
+        context = None
+        if captured:
+            pk = tuple(event.columns[i].name for i in event.primary_key)
+            definition = self.history.schema.get(event.db, event.table)
+            if not pk and definition is not None:
+                pk = definition.primary_key
+            key = (event.db, event.table, pk, definition)
+            context = self._contexts.get(key)
+            if context is None:
+                context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
+                self._contexts[key] = context
+        decode = compile_rows_decoder(event.columns) if captured else None
+        self._tables[event.table_id] = _MappedTable(decode, context)
+
+    def _on_rows(self, event: Rows) -> None:
+        mapped = self._tables.get(event.table_id)
+        if mapped is None or mapped.context is None:
+            return
+        if not self._in_group:
+            self._start_group(event, None)
+            self._dml_txn = True
+        rows = mapped.decode(event.data, event.begin, event.stop)
+        source = self.source
+        source.server_id, source.file, source.pos, source.gtid = event.server_id, event.file, event.start, self._txn_gtid
+        source.db, source.table, source.ts_ms = mapped.context.db, mapped.context.table, event.ts * 1000
+        base = source.to_dict()
+        change = self.dispatcher.change
+        ctx = mapped.context
+        kind = event.kind
+        pairs = zip(rows[::2], rows[1::2]) if kind == "u" else rows
+        for index, row in enumerate(pairs):
+            if self._skip:
+                self._skip -= 1
+                self._emitted += 1
+                continue
+            src = {**base, "row": index}
+            if kind == "c":
+                change(ctx, "c", None, row, src)
+            elif kind == "d":
+                change(ctx, "d", row, None, src)
+            else:
+                change(ctx, "u", row[0], row[1], src)
+            self._emitted += 1
+            if self.dispatcher.full:
+                # A slice of a large transaction: restart at its start and skip what was emitted.
+                self.dispatcher.flush(Offset(self._txn_start, str(self._gtids), self._emitted))
+
+    def _on_commit(self, event: Commit) -> None:
+        self._end_group(event)
+
+    def _group_end_offset(self, event: Event) -> Offset:
+        if self._txn_gtid:
+            self._gtids.add(self._txn_gtid)
+        return Offset(BinlogPosition(event.file, event.end), str(self._gtids))
+
+    def _end_group(self, event: Event) -> None:
+        self._offset = self._group_end_offset(event)
+        self._in_group = self._dml_txn = False
+        self._txn_gtid = None
+        self._skip = 0
+        self.dispatcher.commit(self._offset)
+
+    def _on_query(self, event: Query) -> None:
+        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
+        if changes:
+            self._tables.clear()        # table ids are reassigned after DDL; maps follow
+            src = self.source
+            src.server_id, src.file, src.pos, src.row = event.server_id, event.file, event.start, 0
+            db = event.db or changes[0].db
+            src.gtid, src.db, src.table, src.ts_ms = self._txn_gtid, db, "", event.ts * 1000
+            self.dispatcher.schema_change(db, event.sql, changes, src.to_dict())
+        if not self._dml_txn:           # a DDL is a group of its own
+            self._end_group(event)
+
+    def _on_rotate(self, event: Rotate) -> None:
+        self._tables.clear()            # table ids are per server run; a restart always rotates
+        if not self._in_group:
+            self._offset = Offset(BinlogPosition(event.next_file, event.next_pos), str(self._gtids))
+
+    def _on_heartbeat(self, event: Heartbeat) -> None:
+        if not self._in_group:
+            self.dispatcher.heartbeat(self._offset)
+
