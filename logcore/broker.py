@@ -15,6 +15,9 @@ from .cluster.local import LocalMetadataStore
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
 from .config import BrokerConfig, TopicConfig
 from .coordinator.group_coordinator import GroupCoordinator
+from .coordinator.producer_ids import ProducerIdManager
+from .coordinator.transaction_coordinator import TransactionCoordinator
+from .coordinator.transaction_markers import MarkerWriter
 from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                               InvalidRequest, StorageError, TopicDeletionDisabled)
 from .protocol.fetch_session import FetchSessionCache
@@ -35,6 +38,9 @@ class Broker:
         self.replicas = ReplicaManager(self.data_dir, broker_id, self.config)
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
+        self.txn_markers = MarkerWriter(self.replicas, self.metadata)
+        self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
+                                                   ProducerIdManager(self.data_dir, broker_id), self.txn_markers)
         self.server = KafkaServer(self, host, port, load_handlers(), self.config.get("socket.request.max.bytes"))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
@@ -63,6 +69,7 @@ class Broker:
                 self.replicas.host(info.name, index, topic_config)
         self.replicas.started()
         await self.groups.start()
+        await self.transactions.start()
         await self.server.start()
         self.started_ms = int(time.time() * 1000)
         self._tasks = [
@@ -80,6 +87,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.groups.stop()
+        await self.transactions.stop()
         await self.server.stop()
         self.replicas.shutdown()
         log.info("broker %d stopped cleanly", self.broker_id)

@@ -136,6 +136,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               check=_at_least(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset",
               check=_at_least(0)),
+    # idempotent and transactional producers (logcore/coordinator/transaction*.py, storage/producer_state.py)
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, "partitions of __transaction_state",
+              check=_at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, "segment size of __transaction_state",
+              check=_at_least(14)),
+    ConfigDef("transaction.max.timeout.ms", "int", 900000, "largest transaction.timeout.ms a producer may ask for",
+              check=_at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+              "how often transactions past their timeout are aborted", check=_at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", "int", 604800000,
+              "how long an idle transactional id is remembered", check=_at_least(1)),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000,
+              "how long a partition remembers an idle producer's sequence numbers", check=_at_least(1)),
 ]}
 # Broker-level synonyms of topic configs are valid broker config keys too.
 for _topic_def in TOPIC_CONFIGS.values():

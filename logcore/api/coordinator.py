@@ -21,12 +21,12 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         return {**missing, "error_code": ErrorCode.invalid_request,
                 "error_message": f"coordinator key type {key_type} is not supported; use 0 (group) or 1 (transaction)"}
-    if key_type == GROUP:
-        try:
-            ctx.broker.groups.ensure_topic()
-        except BrokerError as exc:
-            return {**missing, "error_code": ErrorCode.coordinator_not_available,
-                    "error_message": f"cannot create __consumer_offsets: {exc.message}"}
+    coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
+    try:
+        coordinator.ensure_topic()
+    except BrokerError as exc:
+        return {**missing, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": f"cannot create {coordinator.topic.name}: {exc.message}"}
     return found
 
 

@@ -18,6 +18,7 @@ from . import handles
 from .offsets import check_leader_epoch
 
 NO_TOPIC_ID = uuid.UUID(int=0)
+READ_COMMITTED = 1  # isolation_level: stop at the last stable offset, list aborted transactions
 
 
 @handles(ApiKey.FETCH, 4, 17)
@@ -29,8 +30,10 @@ async def fetch(ctx, request) -> dict:
     names = {p.topic: _topic_name(broker, p.topic) for p in context.partitions}
     wanted = [(names[p.topic], p.partition) for p in context.partitions if names[p.topic]]
     deadline = time.monotonic() + request.max_wait.total_seconds()
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     while True:
-        results, total, failed = _read_all(broker.replicas, context.partitions, names, request.max_bytes)
+        results, total, failed = _read_all(broker.replicas, context.partitions, names, request.max_bytes,
+                                           read_committed)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
@@ -72,7 +75,8 @@ def _topic_id(broker, key) -> uuid.UUID:
     return info.topic_id if info else NO_TOPIC_ID
 
 
-def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes: int) -> tuple[dict, int, bool]:
+def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes: int,
+              read_committed: bool) -> tuple[dict, int, bool]:
     """({(topic key, partition): result}, bytes read, whether any partition failed)."""
     budget = max_bytes
     total = 0
@@ -87,10 +91,13 @@ def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes
                 raise UnknownTopicId(f"no topic has id {p.topic}; refresh metadata")
             check_leader_epoch(replicas.get(name, p.partition), p.current_leader_epoch)
             got = replicas.read(name, p.partition, p.fetch_offset, max(0, min(p.max_bytes, budget)),
-                                min_one_batch=total == 0)
+                                min_one_batch=total == 0, read_committed=read_committed)
             result.update(error_code=ErrorCode.none, high_watermark=got.high_watermark,
                           last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
                           records=got.records or b"")
+            if read_committed:
+                result["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                                  for a in got.aborted or ()]
             budget -= got.size
             total += got.size
         except BrokerError as exc:

@@ -20,13 +20,15 @@ def check_leader_epoch(partition, current_leader_epoch: int) -> None:
                              f"is newer than this broker's {partition.leader_epoch}; retry after metadata catches up")
 
 
-def _list_offset(replicas, topic: str, index: int, timestamp: int, current_leader_epoch: int) -> dict:
+def _list_offset(replicas, topic: str, index: int, timestamp: int, current_leader_epoch: int,
+                 read_committed: bool = False) -> dict:
     partition = replicas.get(topic, index)
     partition.check_online()
     check_leader_epoch(partition, current_leader_epoch)
     log = partition.log
-    if timestamp == LATEST:
-        return {"timestamp": -1, "offset": partition.high_watermark, "leader_epoch": partition.leader_epoch}
+    if timestamp == LATEST:  # read_committed consumers end at the last stable offset
+        end = partition.last_stable_offset if read_committed else partition.high_watermark
+        return {"timestamp": -1, "offset": end, "leader_epoch": partition.leader_epoch}
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return {"timestamp": -1, "offset": log.log_start_offset, "leader_epoch": partition.leader_epoch}
     if timestamp == MAX_TIMESTAMP:
@@ -53,7 +55,8 @@ async def list_offsets(ctx, request) -> dict:
                     raise UnsupportedVersion(f"timestamp {p.timestamp} needs ListOffsets "
                                              f"v{_SINCE_VERSION[p.timestamp]} or later")
                 result.update(_list_offset(ctx.broker.replicas, topic.name, p.partition_index, p.timestamp,
-                                           getattr(p, "current_leader_epoch", -1)))
+                                           getattr(p, "current_leader_epoch", -1),
+                                           getattr(request, "isolation_level", 0) == 1))
                 result["error_code"] = ErrorCode.none
             except BrokerError as exc:
                 result["error_code"] = exc.code

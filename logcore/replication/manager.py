@@ -36,6 +36,7 @@ class FetchSlice:
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
+    aborted: list | None = None  # read_committed: aborted transactions within the slice
 
     @property
     def size(self) -> int:
@@ -124,13 +125,17 @@ class ReplicaManager:
 
     # -- produce / fetch -----------------------------------------------------------------------
 
-    def append(self, topic: str, index: int, records: bytes):
-        return self.get(topic, index).append_as_leader(records)
+    def append(self, topic: str, index: int, records: bytes, from_client: bool = True):
+        return self.get(topic, index).append_as_leader(records, from_client)
 
-    def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool) -> FetchSlice:
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
+             read_committed: bool = False) -> FetchSlice:
+        """read_committed stops at the last stable offset and lists the aborted transactions to skip."""
         partition = self.get(topic, index)
-        region = partition.read(offset, max_bytes, min_one_batch)
-        return FetchSlice(region, partition.high_watermark, partition.log.log_start_offset, partition.high_watermark)
+        region = partition.read(offset, max_bytes, min_one_batch, read_committed)
+        lso = partition.last_stable_offset
+        aborted = partition.log.aborted_transactions(offset, lso) if read_committed and region else None
+        return FetchSlice(region, partition.high_watermark, partition.log.log_start_offset, lso, aborted)
 
     async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> None:
         """Sleep until any of `tps` gets new committed data, or the timeout."""
@@ -158,6 +163,7 @@ class ReplicaManager:
                 continue
             try:
                 deleted |= bool(partition.log.apply_retention(partition.high_watermark, now_ms))
+                partition.log.producers.remove_expired(now_ms, self.config.get("producer.id.expiration.ms"))
             except (BrokerError, OSError) as exc:
                 log.error("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
         if deleted:

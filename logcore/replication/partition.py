@@ -36,11 +36,11 @@ class Partition:
         if self.offline_reason:
             raise StorageError(self.offline_reason)
 
-    def append_as_leader(self, records: bytes) -> AppendResult:
+    def append_as_leader(self, records: bytes, from_client: bool = True) -> AppendResult:
         """Validate, then write, then advance the high watermark: no await in between."""
         self.check_online()
         headers = self.log.validate(records)
-        result = self.log.append(records, headers)
+        result = self.log.append(records, headers, from_client)
         self._advance_high_watermark(self.log.log_end_offset)
         return result
 
@@ -61,9 +61,16 @@ class Partition:
     def remove_waiter(self, future: asyncio.Future) -> None:
         self._waiters.discard(future)
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool):
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided: where read_committed readers stop."""
+        unstable = self.log.producers.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool, read_committed: bool = False):
         self.check_online()
-        return self.log.read(offset, max_bytes, self.high_watermark, min_one_batch)
+        upper = self.last_stable_offset if read_committed else self.high_watermark
+        return self.log.read(offset, max_bytes, upper, min_one_batch)
 
     def delete_records_before(self, offset: int) -> int:
         self.check_online()

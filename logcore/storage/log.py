@@ -19,8 +19,10 @@ from ..protocol.codec import FileRegion
 from ..protocol.errors import OffsetOutOfRange, StorageError
 from .batch import BatchHeader, assign_offsets, validate_produce
 from .epochs import LeaderEpochCache
+from .producer_state import ProducerStateManager
 from .retention import deletable_segments
 from .segment import Segment, fsync_dir
+from .txn_index import AbortedTxn, collect_aborted
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class PartitionLog:
         self.last_flush_ms = int(time.time() * 1000)
         self.epochs = LeaderEpochCache(directory)
         self.leader_epoch = 0
+        self.producers = ProducerStateManager(directory, f"{topic}-{partition}")
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.partition}"
@@ -92,6 +95,7 @@ class PartitionLog:
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = self.log_end_offset
         self._load_epochs(recovered_epochs)
+        self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 
     def _remove_orphan_indexes(self) -> None:
         """Index files whose segment is gone (a deletion interrupted by a crash)."""
@@ -139,6 +143,7 @@ class PartitionLog:
         if flush and self.segments:
             self.active.seal()
             self.flush()
+            self.producers.take_snapshot(self.log_end_offset)  # the next start replays nothing
         for segment in self.segments:
             segment.close()
 
@@ -162,12 +167,18 @@ class PartitionLog:
     def validate(self, records: bytes) -> list[BatchHeader]:
         return validate_produce(records, self.config["max.message.bytes"])
 
-    def append(self, records: bytes, headers: list[BatchHeader]) -> AppendResult:
-        """Assign offsets to already validated batches and write them. No await inside."""
+    def append(self, records: bytes, headers: list[BatchHeader], from_client: bool = True) -> AppendResult:
+        """Assign offsets to already validated batches and write them. No await inside. A batch an
+        idempotent producer already wrote is answered with its original offset and not written;
+        control batches (transaction markers) come only from the coordinator (`from_client=False`)."""
         now_ms = int(time.time() * 1000)
         append_time = now_ms if self.config["message.timestamp.type"] == "LogAppendTime" else None
-        buf = bytearray(records)
         base = self.log_end_offset
+        pending = self.producers.prepare(records, headers, base, from_client)  # raises; mutates nothing
+        if pending is not None and pending.duplicate is not None:
+            return AppendResult(pending.duplicate.first_offset, pending.duplicate.last_offset + 1, -1,
+                                self.log_start_offset, 0)
+        buf = bytearray(records)
         assign_offsets(buf, headers, base, self.leader_epoch, append_time)
         patched = [h._replace(base_offset=o, leader_epoch=self.leader_epoch,
                               max_timestamp=append_time if append_time is not None else h.max_timestamp)
@@ -175,6 +186,7 @@ class PartitionLog:
         try:
             self._maybe_roll(len(buf), patched[-1].last_offset, now_ms)
             self.active.append(buf, patched)
+            self.producers.commit(pending, self.active)
             if self.active.unflushed >= self.config["flush.messages"]:
                 self.flush()
         except OSError as exc:
@@ -202,6 +214,7 @@ class PartitionLog:
         segment = Segment.create(self.directory, self.log_end_offset, self.config["index.interval.bytes"])
         fsync_dir(self.directory)
         self.segments.append(segment)
+        self.producers.take_snapshot(segment.base_offset)
         log.info("%s: rolled new segment %s", self, segment.path)
         return segment
 
@@ -276,6 +289,10 @@ class PartitionLog:
         found = best.find_batch(best.offset_of_max_timestamp) if best.max_timestamp >= 0 else None
         return (found[1].last_offset, best.max_timestamp) if found else (-1, -1)
 
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """What a read_committed fetch of [fetch_offset, upper_offset) must skip."""
+        return collect_aborted(self.segments, fetch_offset, upper_offset)
+
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
@@ -292,6 +309,7 @@ class PartitionLog:
                 below += 1
             self._delete_leading(below, f"log start offset {offset}")
             self.epochs.truncate_from_start(self.log_start_offset)
+            self.producers.truncate_head(self.log_start_offset)
         return self.log_start_offset
 
     def apply_retention(self, high_watermark: int, now_ms: int | None = None) -> int:
@@ -313,6 +331,7 @@ class PartitionLog:
             _close_later(segment, self.config["file.delete.delay.ms"])
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
+        self.producers.truncate_head(self.log_start_offset)
         log.info("%s: deleted %d segment(s) (%s); log start offset now %d", self, count, why, self.log_start_offset)
 
     def truncate_to(self, offset: int) -> None:
@@ -330,6 +349,7 @@ class PartitionLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 
     def _truncate_fully(self, offset: int) -> None:
         """Empty the log and restart it at `offset`."""
@@ -340,6 +360,7 @@ class PartitionLog:
         fsync_dir(self.directory)
         self.log_start_offset = self.recovery_point = offset
         self.epochs.reset([])
+        self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 
 
 def _base_offsets(headers: list[BatchHeader], first: int):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, crc_matches, read_header
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Segment:
         self.path = os.path.join(directory, segment_name(base_offset, ".log"))
         self.index = OffsetIndex(os.path.join(directory, segment_name(base_offset, ".index")), base_offset)
         self.time_index = TimeIndex(os.path.join(directory, segment_name(base_offset, ".timeindex")), base_offset)
+        self.txn_index = TxnIndex(os.path.join(directory, segment_name(base_offset, ".txnindex")))
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -260,6 +262,7 @@ class Segment:
         self.size = position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(first_dropped.base_offset)
+        self.txn_index.truncate_to(first_dropped.base_offset)
         self._scan_tail()
         self.next_offset = max(self.next_offset, min(offset, first_dropped.base_offset))
 
@@ -267,6 +270,7 @@ class Segment:
         os.fdatasync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.unflushed = 0
 
     # -- reading -------------------------------------------------------------------------------
@@ -307,6 +311,7 @@ class Segment:
     def close(self) -> None:
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.close_fd()
 
     def close_fd(self) -> None:
@@ -318,7 +323,8 @@ class Segment:
         """Unlink the files now; the caller closes the descriptor later so in-flight sendfiles finish."""
         self.index.close()
         self.time_index.close()
-        for path in (self.path, self.index.path, self.time_index.path):
+        self.txn_index.close()
+        for path in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -1,0 +1,193 @@
+"""Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, and
+the operator APIs DescribeTransactions, ListTransactions and DescribeProducers. The transaction
+coordinator (and, for markers, each partition's producer state) does the work; these translate.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from ..coordinator.offsets_codec import OFFSETS_TOPIC, partition_for
+from ..coordinator.transaction_log import TxnState
+from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError
+from . import handles
+
+# PRODUCER_FENCED (KIP-588) reaches only versions that know it; older ones get INVALID_PRODUCER_EPOCH.
+_FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, ApiKey.ADD_OFFSETS_TO_TXN: 2,
+                 ApiKey.END_TXN: 2}
+
+
+def _code(ctx, api_key: ApiKey, exc: BrokerError) -> ErrorCode:
+    if exc.code == ErrorCode.producer_fenced and ctx.api_version < _FENCED_SINCE[api_key]:
+        return ErrorCode.invalid_producer_epoch
+    return exc.code
+
+
+def _ms(value: datetime.timedelta | int) -> int:
+    return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else value
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+async def init_producer_id(ctx, request) -> dict:
+    try:
+        pid, epoch = ctx.broker.transactions.init_producer_id(
+            request.transactional_id, _ms(request.transaction_timeout),
+            getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
+    except BrokerError as exc:
+        return {"error_code": _code(ctx, ApiKey.INIT_PRODUCER_ID, exc), "producer_id": -1, "producer_epoch": -1}
+    return {"error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch}
+
+
+def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: int, topics,
+                    verify_only: bool = False) -> list[dict]:
+    """Per-topic results: unknown partitions fail alone and the rest are not attempted, as in Kafka."""
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for topic, partition in wanted:
+        info = ctx.broker.metadata.topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+    if errors:
+        for tp in wanted:
+            errors.setdefault(tp, ErrorCode.operation_not_attempted)
+    elif verify_only:
+        coordinator = ctx.broker.transactions
+        for tp in wanted:
+            errors[tp] = ErrorCode.none if coordinator.verify(producer_id, epoch, tp) else ErrorCode.invalid_txn_state
+    else:
+        try:
+            ctx.broker.transactions.add_partitions(transactional_id, producer_id, epoch, wanted)
+            code = ErrorCode.none
+        except BrokerError as exc:
+            code = _code(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, exc)
+        errors = {tp: code for tp in wanted}
+    results: dict[str, list[dict]] = {}
+    for (topic, partition) in wanted:
+        results.setdefault(topic, []).append({"partition_index": partition,
+                                              "partition_error_code": errors[(topic, partition)]})
+    return [{"name": name, "results_by_partition": parts} for name, parts in results.items()]
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+async def add_partitions_to_txn(ctx, request) -> dict:
+    if hasattr(request, "transactions"):  # v4+: brokers batching several transactions
+        return {"error_code": ErrorCode.none, "results_by_transaction": [
+            {"transactional_id": t.transactional_id,
+             "topic_results": _add_partitions(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
+                                              t.verify_only)}
+            for t in request.transactions]}
+    return {"results_by_topic_v3_and_below": _add_partitions(
+        ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch, request.v3_and_below_topics)}
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def add_offsets_to_txn(ctx, request) -> dict:
+    broker = ctx.broker
+    try:
+        broker.groups.ensure_topic()
+        partition = partition_for(request.group_id, broker.groups.topic.partitions)
+        broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           [(OFFSETS_TOPIC, partition)])
+    except BrokerError as exc:
+        return {"error_code": _code(ctx, ApiKey.ADD_OFFSETS_TO_TXN, exc)}
+    return {"error_code": ErrorCode.none}
+
+
+@handles(ApiKey.END_TXN, 0, 4)
+async def end_txn(ctx, request) -> dict:
+    try:
+        meta = ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
+                                               request.producer_epoch, request.committed)
+    except BrokerError as exc:
+        return {"error_code": _code(ctx, ApiKey.END_TXN, exc)}
+    return {"error_code": ErrorCode.none, "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch}
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS, 1, 1)
+async def write_txn_markers(ctx, request) -> dict:
+    """Markers from a coordinator, or from `binlake transactions abort` for a hanging transaction."""
+    markers = ctx.broker.txn_markers
+    results = []
+    for m in request.markers:
+        topics = []
+        for topic in m.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                try:
+                    markers.write_one(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
+                                      topic.name, index)
+                    code = ErrorCode.none
+                except BrokerError as exc:
+                    code = exc.code
+                partitions.append({"partition_index": index, "error_code": code})
+            topics.append({"name": topic.name, "partitions": partitions})
+        results.append({"producer_id": m.producer_id, "topics": topics})
+    return {"markers": results}
+
+
+# -- operators ---------------------------------------------------------------------------------
+
+
+def _topics(partitions) -> list[dict]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return [{"topic": t, "partitions": p} for t, p in by_topic.items()]
+
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+async def describe_transactions(ctx, request) -> dict:
+    states = []
+    for txn_id in request.transactional_ids:
+        try:
+            meta = ctx.broker.transactions.describe(txn_id)
+        except BrokerError as exc:
+            states.append({"error_code": exc.code, "transactional_id": txn_id, "transaction_state": "",
+                           "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
+                           "producer_epoch": -1, "topics": []})
+            continue
+        states.append({"error_code": ErrorCode.none, "transactional_id": txn_id,
+                       "transaction_state": meta.state.kafka_name, "transaction_timeout": meta.timeout_ms,
+                       "transaction_start_time": meta.start_ms, "producer_id": meta.producer_id,
+                       "producer_epoch": meta.producer_epoch, "topics": _topics(meta.partitions)})
+    return {"transaction_states": states}
+
+
+@handles(ApiKey.LIST_TRANSACTIONS, 0, 2)
+async def list_transactions(ctx, request) -> dict:
+    known = {s.kafka_name: s for s in TxnState}
+    unknown = [name for name in request.state_filters if name not in known]
+    listed = ctx.broker.transactions.listed(
+        states={known[n] for n in request.state_filters if n in known} or None,
+        producer_ids=set(request.producer_id_filters) or None,
+        min_duration_ms=getattr(request, "duration_filter", -1),
+        pattern=getattr(request, "transactional_id_pattern", None))
+    if unknown and len(unknown) == len(request.state_filters):
+        listed = []  # only unknown states asked for: nothing can match
+    return {"error_code": ErrorCode.none, "unknown_state_filters": unknown, "transaction_states": [
+        {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+         "transaction_state": m.state.kafka_name} for m in listed]}
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+async def describe_producers(ctx, request) -> dict:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            result = {"partition_index": index, "error_code": ErrorCode.none, "active_producers": []}
+            try:
+                partition = ctx.broker.replicas.get(topic.name, index)
+                partition.check_online()
+                result["active_producers"] = [
+                    {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                     "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                     "current_txn_start_offset": e.txn_first_offset}
+                    for e in partition.log.producers.active_producers()]
+            except BrokerError as exc:
+                result.update(error_code=exc.code, error_message=exc.message)
+            partitions.append(result)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics}

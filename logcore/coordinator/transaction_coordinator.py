@@ -1,0 +1,380 @@
+"""Transaction coordinator: Kafka's transaction protocol (KIP-98) over `__transaction_state`.
+
+Each transactional id has one `TxnMetadata`: its producer id and epoch, timeout, state and the
+partitions its open transaction wrote to. A request computes the next metadata without mutating
+anything, appends it to the transaction log, then `replay`s it; `replay` is the only mutator and
+also the loading path, so state after a restart is exactly what the log says.
+
+Ending a transaction logs PrepareCommit/PrepareAbort (the decision), writes a commit/abort marker to
+every partition of the transaction, then logs CompleteCommit/CompleteAbort. With every partition
+on this broker that all happens before EndTxn is answered. A decision whose markers could not all be
+written, or that a crash interrupted, is completed by `sweep` and on load.
+
+Zombies are fenced by epoch: InitProducerId bumps it (aborting an open transaction with the bumped
+epoch first), and so does aborting a transaction that ran past its timeout.
+
+Event loop only; no `await` between computing a transition and replaying it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from dataclasses import dataclass, field, replace
+
+from ..protocol.errors import (
+    BrokerError,
+    ConcurrentTransactions,
+    CoordinatorNotAvailable,
+    InvalidProducerIdMapping,
+    InvalidRequest,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+    TransactionalIdNotFound,
+)
+from .producer_ids import ProducerIdManager
+from .state_topic import StateTopic
+from .transaction_log import (
+    TRANSACTION_TOPIC,
+    CorruptTxnRecord,
+    TxnLogValue,
+    TxnState,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+from .transaction_markers import MarkerWriter
+
+log = logging.getLogger(__name__)
+
+S = TxnState
+NO_EPOCH = -1
+MAX_EPOCH = 32767  # epochs are int16; an id whose epoch reaches MAX_EPOCH - 1 gets a new producer id
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition] = frozenset()
+    start_ms: int = -1
+    last_update_ms: int = -1
+    # The epoch before the last bump, so a retried InitProducerId (KIP-360) gets the same answer.
+    # Not logged (as in Kafka): a reloaded coordinator knows none.
+    last_producer_epoch: int = NO_EPOCH
+
+    def to_log(self) -> TxnLogValue:
+        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, self.partitions,
+                           self.last_update_ms, self.start_ms)
+
+    @property
+    def completing(self) -> bool:
+        return self.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+
+
+@dataclass
+class _Pending:
+    """A logged decision whose markers are not all written yet."""
+
+    metadata: TxnMetadata
+    remaining: set[TopicPartition] = field(default_factory=set)
+
+
+class TransactionCoordinator:
+    def __init__(self, replicas, metadata, config, create_topic, producer_ids: ProducerIdManager,
+                 markers: MarkerWriter) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.topic = StateTopic(TRANSACTION_TOPIC, config.get("transaction.state.log.num.partitions"),
+                                {"cleanup.policy": "compact",
+                                 "segment.bytes": str(config.get("transaction.state.log.segment.bytes"))},
+                                replicas, metadata, create_topic)
+        self.txns: dict[str, TxnMetadata] = {}
+        self._by_producer: dict[int, str] = {}  # producer id -> transactional id
+        self._pending: dict[str, _Pending] = {}
+        self._task: asyncio.Task | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.load()
+        self._task = asyncio.create_task(self._sweep_forever())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def load(self) -> None:
+        """Rebuild every transactional id from the log, then finish the decisions a crash interrupted."""
+        if not self.topic.exists:
+            return
+        started, records = time.monotonic(), 0
+        for partition in range(self.topic.partitions):
+            for key, value in self.topic.read(partition):
+                if key is None:
+                    continue
+                try:
+                    self.replay(decode_key(key), decode_value(value))
+                    records += 1
+                except CorruptTxnRecord as exc:
+                    log.error("%s-%d: skipping undecodable record: %s", TRANSACTION_TOPIC, partition, exc)
+        for meta in self.txns.values():
+            self.producer_ids.seen(meta.producer_id)
+        log.info("loaded %d transactional id(s) from %d %s record(s) in %.2fs", len(self.txns), records,
+                 TRANSACTION_TOPIC, time.monotonic() - started)
+        for txn_id in [t for t, m in self.txns.items() if m.completing]:
+            log.info("transaction %s was in %s at shutdown; completing it", txn_id, self.txns[txn_id].state.kafka_name)
+            self._complete(txn_id)
+
+    def ensure_topic(self) -> None:
+        """Kafka creates `__transaction_state` on the first FindCoordinator for a transactional id."""
+        self.topic.ensure()
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.topic.partitions)
+
+    # -- the only mutator ----------------------------------------------------------------------
+
+    def replay(self, transactional_id: str, value: TxnLogValue | None, last_producer_epoch: int = NO_EPOCH) -> None:
+        old = self.txns.pop(transactional_id, None)
+        if old is not None:
+            self._by_producer.pop(old.producer_id, None)
+        if value is None:
+            self._pending.pop(transactional_id, None)
+            return
+        meta = TxnMetadata(transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms, value.state,
+                           value.partitions, value.start_ms, value.last_update_ms, last_producer_epoch)
+        self.txns[transactional_id] = meta
+        self._by_producer[meta.producer_id] = transactional_id
+        if meta.completing:
+            self._pending[transactional_id] = _Pending(meta, set(meta.partitions))
+        else:
+            self._pending.pop(transactional_id, None)
+
+    def _log(self, meta: TxnMetadata) -> None:
+        """The commit half: append the new metadata, then replay it. Raises the log's BrokerError."""
+        tid = meta.transactional_id
+        try:
+            self.topic.append(self.partition_of(tid), [(encode_key(tid), encode_value(meta.to_log()))])
+        except BrokerError as exc:
+            raise CoordinatorNotAvailable(f"cannot write the transaction log for {tid!r}: {exc.message}") from exc
+        self.replay(tid, meta.to_log(), meta.last_producer_epoch)
+
+    # -- InitProducerId ------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int = -1,
+                         producer_epoch: int = NO_EPOCH) -> tuple[int, int]:
+        """(producer id, epoch) for a producer starting up; an open transaction is aborted first."""
+        if transactional_id is None:
+            return self.producer_ids.next_id(), 0
+        if not transactional_id:
+            raise InvalidRequest("transactional.id must not be empty; leave it unset for a non-transactional producer")
+        limit = self.config.get("transaction.max.timeout.ms")
+        if not 0 < timeout_ms <= limit:
+            raise InvalidTransactionTimeout(
+                f"transaction.timeout.ms={timeout_ms} must be positive and at most the broker's "
+                f"transaction.max.timeout.ms={limit}; lower it in the producer")
+        self.ensure_topic()
+        now = _now_ms()
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TxnMetadata(transactional_id, self.producer_ids.next_id(), NO_EPOCH, timeout_ms, S.EMPTY,
+                               last_update_ms=now)
+        expected = producer_epoch if producer_id >= 0 else None
+        if expected is not None and not self._is_same_producer(meta, producer_id, producer_epoch):
+            raise ProducerFenced(f"producer {producer_id} epoch {producer_epoch} is no longer current for "
+                                 f"transactional id {transactional_id}: another producer with this id took over")
+        if meta.completing:
+            self._complete(transactional_id)
+            meta = self.txns[transactional_id]
+            if meta.completing:
+                raise ConcurrentTransactions(f"the last transaction of {transactional_id} is still completing; retry")
+        if meta.state == S.ONGOING:
+            self._abort_fenced(meta, "a new producer with the same transactional id started")
+            meta = self.txns[transactional_id]
+            expected = None  # the abort bumped the epoch; the new producer gets the next one
+        self._log(self._next_epoch(meta, expected, timeout_ms, now))
+        meta = self.txns[transactional_id]
+        return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _is_same_producer(meta: TxnMetadata, producer_id: int, epoch: int) -> bool:
+        return producer_id == meta.producer_id and epoch in (meta.producer_epoch, meta.last_producer_epoch)
+
+    def _next_epoch(self, meta: TxnMetadata, expected: int | None, timeout_ms: int, now: int) -> TxnMetadata:
+        base = replace(meta, timeout_ms=timeout_ms, state=S.EMPTY, partitions=frozenset(), start_ms=-1,
+                       last_update_ms=now)
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            log.info("transactional id %s exhausted the epochs of producer %d; allocating a new producer id",
+                     meta.transactional_id, meta.producer_id)
+            return replace(base, producer_id=self.producer_ids.next_id(), producer_epoch=0,
+                           last_producer_epoch=NO_EPOCH)
+        if expected is None:
+            return replace(base, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=NO_EPOCH)
+        if meta.producer_epoch == NO_EPOCH or expected == meta.producer_epoch:
+            return replace(base, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch)
+        return base  # a retry of a bump that succeeded: the same epoch again
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
+
+    def _current(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMapping(
+                f"producer id {producer_id} is not the one of transactional id {transactional_id!r}; "
+                f"the producer must call InitProducerId first")
+        if meta.producer_epoch != epoch:
+            raise ProducerFenced(
+                f"producer {producer_id} epoch {epoch} of {transactional_id!r} was fenced by epoch "
+                f"{meta.producer_epoch} (a newer producer instance, or its transaction timed out and was aborted)")
+        return meta
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: list[TopicPartition]) -> None:
+        meta = self._current(transactional_id, producer_id, epoch)
+        if meta.completing:
+            raise ConcurrentTransactions(f"the previous transaction of {transactional_id!r} is still completing; retry")
+        if meta.state not in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            raise InvalidTxnState(f"cannot add partitions to {transactional_id!r} in state {meta.state.kafka_name}")
+        if meta.state == S.ONGOING and meta.partitions.issuperset(partitions):
+            return
+        now = _now_ms()
+        start = meta.start_ms if meta.state == S.ONGOING else now
+        self._log(replace(meta, state=S.ONGOING, partitions=meta.partitions | frozenset(partitions), start_ms=start,
+                          last_update_ms=now))
+
+    def verify(self, producer_id: int, epoch: int, tp: TopicPartition) -> bool:
+        """Whether a transactional produce to `tp` belongs to an open transaction that added it."""
+        meta = self.txns.get(self._by_producer.get(producer_id, ""))
+        return meta is not None and meta.producer_epoch == epoch and meta.state == S.ONGOING and tp in meta.partitions
+
+    # -- EndTxn --------------------------------------------------------------------------------
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnMetadata:
+        meta = self._current(transactional_id, producer_id, epoch)
+        wanted = "commit" if commit else "abort"
+        if meta.state == S.ONGOING:
+            self._log(replace(meta, state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, last_update_ms=_now_ms()))
+            self._complete(transactional_id)
+            return self.txns[transactional_id]
+        done, doing = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        if meta.state == done:
+            return meta  # a retry of an EndTxn that succeeded
+        if meta.state == doing:
+            self._complete(transactional_id)
+            if self.txns[transactional_id].state == done:
+                return self.txns[transactional_id]
+            raise ConcurrentTransactions(f"the {wanted} of {transactional_id!r} is still writing its markers; retry")
+        raise InvalidTxnState(f"cannot {wanted} {transactional_id!r}: it is in state {meta.state.kafka_name}"
+                              + (" (no partition was added)" if meta.state == S.EMPTY else ""))
+
+    def _abort_fenced(self, meta: TxnMetadata, reason: str) -> None:
+        """Abort an open transaction with a bumped epoch, so its producer can neither write nor commit."""
+        log.info("aborting transaction of %s (producer %d epoch %d): %s", meta.transactional_id, meta.producer_id,
+                 meta.producer_epoch, reason)
+        bumped = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
+        self._log(replace(meta, producer_epoch=bumped, last_producer_epoch=NO_EPOCH, state=S.PREPARE_ABORT,
+                          last_update_ms=_now_ms()))
+        self._complete(meta.transactional_id)
+
+    def _complete(self, transactional_id: str) -> None:
+        """Write the markers still missing for a logged decision, then log its completion."""
+        pending = self._pending.get(transactional_id)
+        if pending is None:
+            return
+        meta = pending.metadata
+        commit = meta.state == S.PREPARE_COMMIT
+        coordinator_epoch = self._coordinator_epoch(transactional_id)
+        pending.remaining -= self.markers.write(meta.producer_id, meta.producer_epoch, coordinator_epoch, commit,
+                                                sorted(pending.remaining))
+        if pending.remaining:
+            log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
+                        sorted(pending.remaining))
+            return
+        try:
+            self._log(replace(meta, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=frozenset(),
+                              last_update_ms=_now_ms(), last_producer_epoch=meta.last_producer_epoch))
+        except BrokerError as exc:
+            log.error("transaction %s: cannot log its completion (%s); will retry", transactional_id, exc)
+
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        try:
+            return self.replicas.get(TRANSACTION_TOPIC, self.partition_of(transactional_id)).leader_epoch
+        except BrokerError:
+            return 0
+
+    # -- operators -----------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TxnMetadata:
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.state == S.DEAD:
+            raise TransactionalIdNotFound(f"no transactional id {transactional_id!r} is known to this coordinator")
+        return meta
+
+    def listed(self, states: set[TxnState] | None = None, producer_ids: set[int] | None = None,
+               min_duration_ms: int = -1, pattern: str | None = None) -> list[TxnMetadata]:
+        now = _now_ms()
+        regex = re.compile(pattern) if pattern else None
+        found = []
+        for meta in self.txns.values():
+            if meta.state == S.DEAD or (states and meta.state not in states):
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (meta.state != S.ONGOING or now - meta.start_ms < min_duration_ms):
+                continue
+            if regex and not regex.search(meta.transactional_id):
+                continue
+            found.append(meta)
+        return sorted(found, key=lambda m: m.transactional_id)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        interval = self.config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.sweep(_now_ms())
+            except Exception:
+                log.exception("transaction coordinator sweep failed")
+
+    def sweep(self, now_ms: int) -> None:
+        """Abort transactions past their timeout, retry unfinished markers, expire idle ids."""
+        for txn_id in list(self._pending):
+            self._complete(txn_id)
+        for meta in list(self.txns.values()):
+            if meta.state == S.ONGOING and now_ms - meta.start_ms > meta.timeout_ms:
+                try:
+                    self._abort_fenced(meta, f"it ran longer than its transaction.timeout.ms={meta.timeout_ms}")
+                except BrokerError as exc:
+                    log.error("cannot abort timed-out transaction %s: %s", meta.transactional_id, exc)
+        expiration = self.config.get("transactional.id.expiration.ms")
+        for meta in list(self.txns.values()):
+            idle = meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+            if idle and now_ms - meta.last_update_ms > expiration:
+                tid = meta.transactional_id
+                try:
+                    self.topic.append(self.partition_of(tid), [(encode_key(tid), None)])
+                    self.replay(tid, None)
+                    log.info("transactional id %s expired after %d ms without use", tid, expiration)
+                except BrokerError as exc:
+                    log.error("cannot expire transactional id %s: %s", tid, exc)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
