@@ -16,7 +16,7 @@ after (at-least-once); on restart the task reads where to resume with `context.o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -97,8 +97,9 @@ class SourceTask(ABC):
         """Open connections; read `self.context.offsets` to find where to resume."""
 
     @abstractmethod
-    def batches(self) -> AsyncIterator[Batch]:
-        """Yield batches forever, or until the source is exhausted (the task then finishes)."""
+    def batches(self) -> AsyncGenerator[Batch, None]:
+        """An async generator: yield batches forever, or return when the source is exhausted (the task
+        then finishes). The runtime closes it (`aclose`) when the task stops."""
 
     async def stop(self) -> None:
         """Release what `start` opened. Must not raise when `start` failed halfway."""

@@ -73,7 +73,7 @@ async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None) 
     if rest is not None:
         from .rest import serve  # aiohttp only when asked for
         server = await serve(worker, *rest)
-        log.info("REST API on http://%s:%d", *rest)
+        log.info("REST API on http://%s:%d", *server.addresses[0][:2])
     worker.start()
     done = asyncio.ensure_future(worker.wait())
     stopped = asyncio.ensure_future(stop.wait())

@@ -144,7 +144,7 @@ def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Connecto
     except yaml.YAMLError as exc:
         raise ConfigError(source, [("", f"not valid YAML: {exc}")]) from None
     if not isinstance(raw, dict):
-        raise ConfigError(source, [("", "the file must be a YAML mapping of keys to values (name: ..., connector: ...)")])
+        raise ConfigError(source, [("", "the file must be a YAML mapping: name: ..., connector: ..., ...")])
     return validate(raw, source, os.environ if environ is None else environ)
 
 

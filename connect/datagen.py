@@ -7,7 +7,7 @@ source offset is {"next": i+1}, so a restarted task continues exactly where the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from pydantic import Field
 
@@ -31,7 +31,7 @@ def record(topic: str, i: int) -> SourceRecord:
 class DatagenTask(SourceTask):
     config: DatagenConfig
 
-    async def batches(self) -> AsyncIterator[Batch]:
+    async def batches(self) -> AsyncGenerator[Batch, None]:
         topic = self.config.topic or f"{self.context.connector}.datagen"
         partition = {"datagen": self.context.connector}
         stored = self.context.offsets.get(partition)

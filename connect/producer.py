@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaProducer
@@ -72,7 +73,7 @@ async def start_producer(producer: AIOKafkaProducer, runtime: RuntimeConfig) -> 
         raise
 
 
-class Writer:
+class Writer(ABC):
     """Sends a task's batches; subclasses decide when offsets are committed. Event loop only."""
 
     def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str) -> None:
@@ -88,9 +89,9 @@ class Writer:
     async def _send_offset(self, offset: OffsetRecord) -> asyncio.Future:
         return await self.producer.send(offset.topic, offset.value, key=offset.key)
 
+    @abstractmethod
     async def write(self, records: Sequence[SourceRecord], source_partition: Mapping[str, Json],
-                    source_offset: Mapping[str, Json] | None) -> None:
-        raise NotImplementedError
+                    source_offset: Mapping[str, Json] | None) -> None: ...
 
     def commit_due_in(self) -> float | None:
         """Seconds until offsets must be committed, or None when nothing is waiting."""

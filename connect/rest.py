@@ -6,6 +6,7 @@ Same paths, verbs and status codes as Kafka Connect where the feature exists; er
 
 from __future__ import annotations
 
+import socket
 from importlib.metadata import version
 
 from aiohttp import web
@@ -29,6 +30,7 @@ async def _errors(request: web.Request, handler):
 
 def make_app(worker: Worker, worker_id: str) -> web.Application:
     routes = web.RouteTableDef()
+    app = web.Application(middlewares=[_errors])
 
     def connector_of(request: web.Request) -> Connector:
         name = request.match_info["name"]
@@ -121,14 +123,15 @@ def make_app(worker: Worker, worker_id: str) -> web.Application:
         worker.resume(connector_of(request).spec.name)
         return web.Response(status=202)
 
-    app = web.Application(middlewares=[_errors])
     app.add_routes(routes)
     return app
 
 
 async def serve(worker: Worker, host: str, port: int) -> web.AppRunner:
-    """Start listening; the caller awaits `runner.cleanup()` on shutdown."""
-    runner = web.AppRunner(make_app(worker, f"{host}:{port}"), access_log=None)
+    """Start listening (port 0 picks a free one); the caller awaits `runner.cleanup()` on shutdown."""
+    sock = socket.create_server((host, port))  # bound first, so the worker id names the real port
+    bound_host, bound_port = sock.getsockname()[:2]
+    runner = web.AppRunner(make_app(worker, f"{bound_host}:{bound_port}"), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await web.SockSite(runner, sock).start()
     return runner

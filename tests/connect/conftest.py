@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from connect_testlib import CONNECT, ROOT
 
 HERE = Path(__file__).resolve().parent

@@ -58,7 +58,7 @@ async def datagen_ids(address: str, topic: str, isolation: str = "read_uncommitt
     return sorted(json.loads(m.value)["id"] for m in await read_topic(address, topic, isolation))
 
 
-async def stored_offsets(address: str, connector: str, topic: str = "binlake-offsets") -> list:
-    """The offset records this connector wrote, oldest first, decoded."""
-    return [(json.loads(m.key)[1], json.loads(m.value)) for m in await read_topic(address, topic)
+async def stored_offsets(address: str, connector: str, isolation: str = "read_uncommitted") -> list:
+    """The offset records this connector wrote to binlake-offsets, oldest first, decoded."""
+    return [(json.loads(m.key)[1], json.loads(m.value)) for m in await read_topic(address, "binlake-offsets", isolation)
             if json.loads(m.key)[0] == connector]

@@ -3,8 +3,8 @@
 import subprocess
 
 import pytest
-
 from connect_testlib import CONNECT, ROOT
+
 from connect import config
 from connect.config import ConfigError
 

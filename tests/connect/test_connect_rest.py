@@ -1,0 +1,70 @@
+"""The Kafka-Connect-style REST API of `binlake connect run --rest`, driven with a real HTTP client."""
+
+import asyncio
+import re
+
+import aiohttp
+from connect_testlib import datagen_ids
+
+
+async def poll(session, url: str, until, timeout: float = 20):
+    async with asyncio.timeout(timeout):
+        while True:
+            async with session.get(url) as response:
+                body = await response.json()
+            if until(body):
+                return body
+            await asyncio.sleep(0.1)
+
+
+async def test_rest_status_config_pause_resume_restart_and_offsets(broker, connect, write_config):
+    process = connect(write_config(name="demo", connector="datagen", bootstrap_servers=broker.address,
+                                   delivery="at_least_once", batch_size=1, interval_ms=50,
+                                   offsets={"flush_interval_ms": 100}), rest="127.0.0.1:0")
+    process.wait_for_log("REST API on")
+    rest = re.search(r"REST API on http://(\S+)", process.log()).group(1)
+    base = f"http://{rest}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/connectors") as response:
+            assert (response.status, await response.json()) == (200, ["demo"])
+        status = await poll(http, f"{base}/connectors/demo/status", lambda b: b["tasks"][0]["state"] == "RUNNING")
+        assert status["connector"] == {"state": "RUNNING", "worker_id": rest}
+        assert status["type"] == "source"
+
+        async with http.get(f"{base}/connectors/demo/config") as response:
+            config = await response.json()
+        assert (config["name"], config["connector"], config["batch_size"]) == ("demo", "datagen", 1)
+
+        async with http.put(f"{base}/connectors/demo/pause") as response:
+            assert response.status == 202
+        await poll(http, f"{base}/connectors/demo/status",
+                   lambda b: b["connector"]["state"] == "PAUSED" and b["tasks"][0]["state"] == "PAUSED")
+        await asyncio.sleep(0.3)
+        paused_at = len(await datagen_ids(broker.address, "demo.datagen"))
+        await asyncio.sleep(1)
+        assert len(await datagen_ids(broker.address, "demo.datagen")) == paused_at
+
+        async with http.put(f"{base}/connectors/demo/resume") as response:
+            assert response.status == 202
+        async with asyncio.timeout(20):
+            while len(await datagen_ids(broker.address, "demo.datagen")) <= paused_at:
+                await asyncio.sleep(0.1)
+
+        async with http.post(f"{base}/connectors/demo/restart") as response:
+            assert response.status == 202
+        await asyncio.to_thread(process.wait_for_log, "demo-0: restarting on request")
+        await poll(http, f"{base}/connectors/demo/status", lambda b: b["tasks"][0]["state"] == "RUNNING")
+
+        offsets = await poll(http, f"{base}/connectors/demo/offsets", lambda b: b["offsets"])
+        [stored] = offsets["offsets"]
+        assert stored["partition"] == {"datagen": "demo"} and stored["offset"]["next"] > paused_at
+
+        async with http.get(f"{base}/connectors/nope/status") as response:
+            assert response.status == 404
+            assert await response.json() == {"error_code": 404, "message": "connector nope not found; running: demo"}
+        async with http.post(f"{base}/connectors/demo/tasks/7/restart") as response:
+            assert response.status == 404
+
+    assert process.terminate() == 0, process.log()
+    landed = await datagen_ids(broker.address, "demo.datagen")
+    assert landed == list(range(len(landed)))  # pause, resume and a clean restart lose and repeat nothing
