@@ -153,3 +153,50 @@ def mariadb_factory(tmp_path, mariadb_template):
 def db(mariadb) -> str:
     """A fresh database on the shared server for one test."""
     return mariadb.new_database()
+
+
+class Capture:
+    """Runs the real source against a test server and decodes what it emits."""
+
+    _server_ids = itertools.count(100)
+
+    def __init__(self, server: MariaDB) -> None:
+        self.server = server
+
+    def config(self, db: str, **overrides) -> dict:
+        base = self.server.settings(name="srv", server_id=next(self._server_ids), table_include=[rf"{db}\..*"],
+                                    heartbeat_interval_s=0)
+        return {**base, **overrides}
+
+    def run(self, config: dict, offset: dict | None = None, store=None, limit: int | None = None, **kwargs):
+        """Batches until the source has read everything the server has (or `limit` batches)."""
+        from cdc.schema.history import MemoryHistoryStore
+        from cdc.source import MySqlSource
+
+        source = MySqlSource(config, store if store is not None else MemoryHistoryStore(), offset,
+                             follow=False, **kwargs)
+        batches = []
+        for batch in source.batches():
+            batches.append(batch)
+            if limit is not None and len(batches) >= limit:
+                break
+        return batches
+
+    @staticmethod
+    def records(batches) -> list[dict]:
+        import json
+        return [{"topic": r.topic, "key": json.loads(r.key) if r.key else None,
+                 "value": json.loads(r.value) if r.value is not None else None, "partition": r.partition}
+                for b in batches for r in b.records]
+
+    @classmethod
+    def changes(cls, batches, topic_suffix: str | None = None) -> list[dict]:
+        """Debezium change values (no tombstones, no schema changes), optionally for one table topic."""
+        return [r["value"] for r in cls.records(batches)
+                if r["value"] is not None and "op" in r["value"]
+                and (topic_suffix is None or r["topic"].endswith(topic_suffix))]
+
+
+@pytest.fixture
+def capture(mariadb) -> Capture:
+    return Capture(mariadb)
