@@ -17,6 +17,7 @@ from cdc.checks import check_privileges, check_server, position_available
 from cdc.config import SourceConfig
 from cdc.connection import make_engine
 from cdc.dispatcher import Dispatcher
+from cdc.errors import CdcError
 from cdc.emitter import Emitter
 from cdc.offsets import BinlogPosition, Offset
 from cdc.records import Batch
@@ -75,5 +76,8 @@ class MySqlSource:
             while self.dispatcher.ready:
                 yield self.dispatcher.ready.popleft()
         else:
+            if not any(True for _ in self.history.store.records()):
+                raise CdcError(f"an offset is stored ({offset.position}) but the schema history is empty: "
+                               "restore the history store, or delete the offset to take a new snapshot")
             self.history.recover(offset.position)
         yield from self.streaming.run(self._client_factory(offset.position), offset)

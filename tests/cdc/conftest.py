@@ -162,6 +162,7 @@ class Capture:
 
     def __init__(self, server: MariaDB) -> None:
         self.server = server
+        self.stores: dict[int, object] = {}     # schema history per source (server_id), kept across runs
 
     def config(self, db: str, **overrides) -> dict:
         base = self.server.settings(name="srv", server_id=next(self._server_ids), table_include=[rf"{db}\..*"],
@@ -173,8 +174,9 @@ class Capture:
         from cdc.schema.history import MemoryHistoryStore
         from cdc.source import MySqlSource
 
-        source = MySqlSource(config, store if store is not None else MemoryHistoryStore(), offset,
-                             follow=False, **kwargs)
+        if store is None:
+            store = self.stores.setdefault(config["server_id"], MemoryHistoryStore())
+        source = MySqlSource(config, store, offset, follow=False, **kwargs)
         batches = []
         for batch in source.batches():
             batches.append(batch)
