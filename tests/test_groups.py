@@ -314,7 +314,7 @@ def _request(api: ApiKey, version: int, **fields):
     return request_class(api, version)(**fields)
 
 
-def _join(client: WireClient, group: str, member_id: str = "", rebalance_ms: int = 5000):
+def _join(group: str, member_id: str = "", rebalance_ms: int = 5000):
     cls = request_class(ApiKey.JOIN_GROUP, 9)
     protocol = sys.modules[cls.__module__].JoinGroupRequestProtocol(name="range", metadata=b"\0" * 10)
     return cls(group_id=group, session_timeout=datetime.timedelta(milliseconds=SESSION_MS),
@@ -343,26 +343,26 @@ def test_generation_fencing(group_broker):
     """Raw requests, because fencing needs a member to act on a generation it knows is stale."""
     asyncio.run(create_topic(group_broker.address, "fence", 1))
     with WireClient(group_broker.address) as x, WireClient(group_broker.address) as y:
-        first = x.call(_join(x, "fenced"))
+        first = x.call(_join("fenced"))
         assert first.error_code == ErrorCode.member_id_required  # v4+: the member id comes first
         xid = first.member_id
-        joined = x.call(_join(x, "fenced", xid))
+        joined = x.call(_join("fenced", xid))
         assert (joined.error_code, joined.generation_id, joined.leader) == (ErrorCode.none, 1, xid)
         assert _commit(x, "fenced", 1, xid, 5) == ErrorCode.rebalance_in_progress  # not synced yet
         assert _sync(x, "fenced", 1, xid).error_code == ErrorCode.none
         assert _commit(x, "fenced", 1, xid, 5) == ErrorCode.none
 
-        yid = y.call(_join(y, "fenced")).member_id
-        pending = y.send(_join(y, "fenced", yid))  # parks until x rejoins
+        yid = y.call(_join("fenced")).member_id
+        pending = y.send(_join("fenced", yid))  # parks until x rejoins
         time.sleep(0.3)
         beat = x.call(_request(ApiKey.HEARTBEAT, 4, group_id="fenced", generation_id=1, member_id=xid,
                                group_instance_id=None))
         assert beat.error_code == ErrorCode.rebalance_in_progress
         assert _commit(x, "fenced", 1, xid, 6) == ErrorCode.none  # the old generation may commit until it ends
-        second = x.call(_join(x, "fenced", xid))
+        second = x.call(_join("fenced", xid))
         assert second.generation_id == 2
         assert {m.member_id for m in second.members} == {xid, yid}
-        correlation, y_joined = y.receive(_join(y, "fenced", yid))
+        correlation, y_joined = y.receive(_join("fenced", yid))
         assert correlation == pending and y_joined.generation_id == 2
         assert _sync(x, "fenced", 2, xid).error_code == ErrorCode.none
         assert _sync(y, "fenced", 2, yid).error_code == ErrorCode.none
