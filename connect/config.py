@@ -49,8 +49,6 @@ class OffsetsConfig(_Strict):
     partitions: int = Field(25, ge=1)
     replication_factor: int | None = Field(None, ge=1)
     """None: min(3, brokers in the cluster)."""
-    flush_interval_ms: int = Field(1000, ge=1)
-    """at_least_once only: how often offsets are committed (exactly_once commits with every batch)."""
 
 
 class RestartConfig(_Strict):
@@ -85,6 +83,9 @@ class RuntimeConfig(_Strict):
     connector: str
     bootstrap_servers: str | list[str]
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
+    commit_interval_ms: int | None = Field(None, ge=0)
+    """How long batches collect before their offsets are committed. None: 0 for exactly_once (one
+    transaction per batch), 1000 for at_least_once. Larger: fewer, bigger transactions / offset writes."""
     tasks_max: int = Field(1, ge=1)
     offsets: OffsetsConfig = OffsetsConfig()
     restart: RestartConfig = RestartConfig()

@@ -1,17 +1,20 @@
 """Writing batches to the log: records and source offsets, exactly once or at least once.
 
-- `TransactionalWriter` (delivery: exactly_once): one Kafka transaction per batch holding its
-  records AND its offset record, so a read_committed consumer sees each batch whole, once, and a
-  restarted task resumes exactly after the last committed batch. The transactional id is derived
+- `TransactionalWriter` (delivery: exactly_once): one Kafka transaction holds a batch's records
+  AND its offset record (by default one transaction per batch; `commit_interval_ms` > 0 groups the
+  batches of that many ms into one), so a read_committed consumer sees each batch whole, once, and
+  a restarted task resumes exactly after the last committed batch. The transactional id is derived
   from connector name + task id, so a restarted (or zombie) instance fences the previous one.
 - `AtLeastOnceWriter` (delivery: at_least_once): records are sent as they come; every
-  `flush_interval_ms` (and on stop) the writer waits for them all to be acknowledged and only then
-  writes the latest offsets. A crash between the two repeats records; a clean stop does not.
+  `commit_interval_ms` (default 1 s, and on stop) the writer waits for them all to be acknowledged
+  and only then writes the latest offsets. A crash between the two repeats records; a clean stop
+  does not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from abc import ABC, abstractmethod
@@ -74,73 +77,84 @@ async def start_producer(producer: AIOKafkaProducer, runtime: RuntimeConfig) -> 
 
 
 class Writer(ABC):
-    """Sends a task's batches; subclasses decide when offsets are committed. Event loop only."""
+    """Sends a task's batches and commits their offsets every `commit_interval_ms`: a commit covers
+    every batch written since the last one. Subclasses decide what a commit is. Event loop only."""
 
-    def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str) -> None:
+    def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str, interval_ms: int) -> None:
         self.producer = producer
         self.store = store
         self.connector = connector
+        self.interval = interval_ms / 1000
+        self._sent: list[asyncio.Future] = []
+        self._offsets: dict[bytes, OffsetRecord] = {}  # latest per source partition
+        self._since: float | None = None  # when the first uncommitted batch was written
+
+    async def write(self, records: Sequence[SourceRecord], source_partition: Mapping[str, Json],
+                    source_offset: Mapping[str, Json] | None) -> None:
+        if self._since is None:
+            await self._open()
+            self._since = time.monotonic()
+        self._sent += [await self._send(r) for r in records]
+        if source_offset is not None:
+            offset = self.store.record(self.connector, source_partition, source_offset)
+            self._offsets[offset.key] = offset
+        if self.commit_due_in() == 0:
+            await self.commit()
+
+    def commit_due_in(self) -> float | None:
+        """Seconds until a commit is due, or None when nothing waits for one."""
+        if self._since is None:
+            return None
+        return max(0.0, self._since + self.interval - time.monotonic())
+
+    async def commit(self) -> None:
+        if self._since is None:
+            return
+        sent, offsets = self._sent, list(self._offsets.values())
+        self._sent, self._offsets, self._since = [], {}, None
+        await self._commit(sent, offsets)
 
     async def _send(self, record: SourceRecord) -> asyncio.Future:
         return await self.producer.send(
             record.topic, serialize(record.value), key=serialize(record.key), partition=record.partition,
             timestamp_ms=record.timestamp_ms, headers=list(record.headers) or None)
 
-    async def _send_offset(self, offset: OffsetRecord) -> asyncio.Future:
-        return await self.producer.send(offset.topic, offset.value, key=offset.key)
+    async def _send_offsets(self, offsets: list[OffsetRecord]) -> list[asyncio.Future]:
+        return [await self.producer.send(o.topic, o.value, key=o.key) for o in offsets]
+
+    async def _open(self) -> None:
+        """Called before the first batch after a commit."""
 
     @abstractmethod
-    async def write(self, records: Sequence[SourceRecord], source_partition: Mapping[str, Json],
-                    source_offset: Mapping[str, Json] | None) -> None: ...
-
-    def commit_due_in(self) -> float | None:
-        """Seconds until offsets must be committed, or None when nothing is waiting."""
-        return None
-
-    async def commit(self) -> None:
-        """Commit every offset written so far (no-op when each write commits)."""
+    async def _commit(self, sent: list[asyncio.Future], offsets: list[OffsetRecord]) -> None: ...
 
 
 class TransactionalWriter(Writer):
-    async def write(self, records, source_partition, source_offset) -> None:
-        async with self.producer.transaction():
-            sent = [await self._send(r) for r in records]
-            if source_offset is not None:
-                sent.append(await self._send_offset(self.store.record(self.connector, source_partition, source_offset)))
-            await asyncio.gather(*sent)
+    """The batches since the last commit, and their offsets, are one transaction."""
+
+    async def _open(self) -> None:
+        await self.producer.begin_transaction()
+
+    async def _commit(self, sent, offsets) -> None:
+        try:
+            await asyncio.gather(*sent, *await self._send_offsets(offsets))
+            await self.producer.commit_transaction()
+        except BaseException:
+            with contextlib.suppress(Exception):  # a fenced producer cannot abort; the coordinator will
+                await self.producer.abort_transaction()
+            raise
 
 
 class AtLeastOnceWriter(Writer):
-    def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str, interval_ms: int) -> None:
-        super().__init__(producer, store, connector)
-        self.interval = interval_ms / 1000
-        self._sent: list[asyncio.Future] = []
-        self._offsets: dict[bytes, OffsetRecord] = {}
-        self._since: float | None = None
+    """Offsets are written only after every record they cover is acknowledged."""
 
-    async def write(self, records, source_partition, source_offset) -> None:
-        self._sent += [await self._send(r) for r in records]
-        if source_offset is not None:
-            offset = self.store.record(self.connector, source_partition, source_offset)
-            self._offsets[offset.key] = offset
-        if self._since is None:
-            self._since = time.monotonic()
-        if self.commit_due_in() == 0:
-            await self.commit()
-
-    def commit_due_in(self) -> float | None:
-        if self._since is None:
-            return None
-        return max(0.0, self._since + self.interval - time.monotonic())
-
-    async def commit(self) -> None:
-        sent, offsets = self._sent, list(self._offsets.values())
-        self._sent, self._offsets, self._since = [], {}, None
-        await asyncio.gather(*sent)  # every record acknowledged before any offset that covers it
-        await asyncio.gather(*[await self._send_offset(o) for o in offsets])
+    async def _commit(self, sent, offsets) -> None:
+        await asyncio.gather(*sent)
+        await asyncio.gather(*await self._send_offsets(offsets))
 
 
 def make_writer(producer: AIOKafkaProducer, store: OffsetStore, runtime: RuntimeConfig) -> Writer:
     if runtime.delivery == "exactly_once":
-        return TransactionalWriter(producer, store, runtime.name)
-    return AtLeastOnceWriter(producer, store, runtime.name, runtime.offsets.flush_interval_ms)
+        return TransactionalWriter(producer, store, runtime.name, runtime.commit_interval_ms or 0)
+    return AtLeastOnceWriter(producer, store, runtime.name,
+                             1000 if runtime.commit_interval_ms is None else runtime.commit_interval_ms)

@@ -43,3 +43,11 @@ async def test_sigkill_mid_stream_then_restart_repeats_nothing(broker, connect, 
     resumed = connect(write_config(**{**keys, "count": committed + 30}))
     assert wait_exit(resumed) == 0, resumed.log()
     assert await datagen_ids(broker.address, "demo.datagen", "read_committed") == list(range(committed + 30))
+
+
+async def test_commit_interval_groups_batches_into_fewer_transactions(broker, connect, write_config):
+    process = connect(write_config(**datagen(broker, count=300, batch_size=1, interval_ms=0, commit_interval_ms=200)))
+    assert wait_exit(process) == 0, process.log()
+    assert await datagen_ids(broker.address, "demo.datagen", "read_committed") == list(range(300))
+    offsets = [offset["next"] for _, offset in await stored_offsets(broker.address, "demo", "read_committed")]
+    assert offsets[-1] == 300 and len(offsets) < 100  # one offset record per transaction, not per batch

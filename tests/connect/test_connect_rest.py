@@ -20,7 +20,7 @@ async def poll(session, url: str, until, timeout: float = 20):
 async def test_rest_status_config_pause_resume_restart_and_offsets(broker, connect, write_config):
     process = connect(write_config(name="demo", connector="datagen", bootstrap_servers=broker.address,
                                    delivery="at_least_once", batch_size=1, interval_ms=50,
-                                   offsets={"flush_interval_ms": 100}), rest="127.0.0.1:0")
+                                   commit_interval_ms=100), rest="127.0.0.1:0")
     process.wait_for_log("REST API on")
     rest = re.search(r"REST API on http://(\S+)", process.log()).group(1)
     base = f"http://{rest}"

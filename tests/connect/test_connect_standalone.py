@@ -41,7 +41,7 @@ async def test_records_land_and_offsets_are_kept_in_the_compacted_topic(broker, 
 
 async def test_sigterm_commits_and_restart_resumes_without_duplicates(broker, connect, write_config):
     # Offsets would only be committed hourly: what is stored afterwards was committed by the clean stop.
-    keys = datagen(broker, batch_size=5, interval_ms=20, offsets={"flush_interval_ms": 3_600_000})
+    keys = datagen(broker, batch_size=5, interval_ms=20, commit_interval_ms=3_600_000)
     running = connect(write_config(**keys))
     await wait_for_records(broker, "demo.datagen", 30)
     assert running.terminate() == 0, running.log()
