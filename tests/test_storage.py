@@ -126,6 +126,21 @@ def test_segments_roll_at_segment_bytes_and_reads_cross_them(tmp_path):
     pl.close()
 
 
+def test_list_offsets_by_time_points_at_the_record_inside_a_batch(tmp_path):
+    pl = open_log(tmp_path / "t-0")
+    append(pl, 2, ts=T0)
+    when = [datetime.datetime.fromtimestamp((T0 + d) / 1000, datetime.UTC) for d in (10, 30, 20)]
+    batch = NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, attributes=0, records=tuple(
+        Record(attributes=0, timestamp=w, offset=i, key=None, value=b"x", headers=()) for i, w in enumerate(when)))
+    buf = io.BytesIO()
+    write_new_batch(buf, batch)
+    pl.append(buf.getvalue(), pl.validate(buf.getvalue()))  # offsets 2, 3, 4
+    assert [pl.offset_for_timestamp(T0 + d) for d in (0, 5, 10, 15, 25, 30)] == [
+        (0, T0), (2, T0 + 10), (2, T0 + 10), (3, T0 + 30), (3, T0 + 30), (3, T0 + 30)]
+    assert pl.offset_for_timestamp(T0 + 31) is None
+    assert pl.max_timestamp() == (3, T0 + 30)
+
+
 def test_clean_reopen_keeps_everything_and_indexes_unchanged(tmp_path):
     pl = open_log(tmp_path / "t-0")
     append(pl, 45)

@@ -20,6 +20,7 @@ from ..protocol.errors import OffsetOutOfRange, StorageError
 from .batch import BatchHeader, assign_offsets, validate_produce
 from .epochs import LeaderEpochCache
 from .producer_state import ProducerStateManager
+from .records import CorruptRecords, decode_batch
 from .retention import deletable_segments
 from .segment import Segment, fsync_dir
 from .txn_index import AbortedTxn, collect_aborted
@@ -75,19 +76,9 @@ class PartitionLog:
                        if name.endswith(".log") and name[:-4].isdigit())
         self.segments = [Segment(self.directory, base, interval) for base in bases]
         first_unflushed = len(self.segments) if clean else self._first_segment_at(recovery_point)
-        recovered_epochs: list[tuple[int, int]] = []
-        i = 0
-        while i < len(self.segments):
-            segment = self.segments[i]
-            if i < first_unflushed:
-                segment.load()
-            else:
-                result = segment.recover(recovery_point)
-                recovered_epochs += result.epochs
-                if result.truncated_bytes:
-                    self._drop_after(i)
-                segment.flush()
-            i += 1
+        for segment in self.segments[:first_unflushed]:
+            segment.load()
+        recovered_epochs = self._recover(first_unflushed, recovery_point)
         for segment in self.segments[:-1]:
             segment.seal()  # a rebuilt index of an inactive segment ends like the one it replaces
         if not self.segments:
@@ -96,6 +87,26 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._load_epochs(recovered_epochs)
         self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
+
+    def _recover(self, first: int, recovery_point: int) -> list[tuple[int, int]]:
+        """Recover segments[first:] after a crash, fsync what they keep; the (epoch, start offset)
+        pairs their batches carry."""
+        epochs: list[tuple[int, int]] = []
+        batches = cut = 0
+        i = first
+        while i < len(self.segments):
+            result = self.segments[i].recover(recovery_point)
+            self.segments[i].flush()
+            epochs += result.epochs
+            batches, cut = batches + result.batches, cut + result.truncated_bytes
+            if result.truncated_bytes:
+                self._drop_after(i)
+            i += 1
+        if first < len(self.segments):
+            log.info("%s: recovered %d segment(s) from offset %d (recovery point %d): %d valid batches, "
+                     "%d bytes of torn tail cut; log end offset %d", self, len(self.segments) - first,
+                     self.segments[first].base_offset, recovery_point, batches, cut, self.log_end_offset)
+        return epochs
 
     def _remove_orphan_indexes(self) -> None:
         """Index files whose segment is gone (a deletion interrupted by a crash)."""
@@ -271,23 +282,24 @@ class PartitionLog:
         return found[0] if found else segment.size
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp is ≥ `timestamp`. Like Kafka,
-        the batch's base offset stands for the records inside (clients skip earlier ones)."""
+        """(offset, timestamp) of the first record whose timestamp is ≥ `timestamp` (ListOffsets by
+        time). The indexes find the batch; Kafka then decodes that one batch, and so do we."""
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
             found = segment.find_timestamp(timestamp)
             if found:
-                _, header = found
-                return max(header.base_offset, self.log_start_offset), header.max_timestamp
+                return _first_record(segment, *found, lambda r: r.timestamp >= timestamp
+                                     and r.offset >= self.log_start_offset)
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(offset, timestamp) of the batch holding the largest timestamp (ListOffsets -3); the
-        batch's last offset stands for the record, which only decoding could pin down."""
+        """(offset, timestamp) of the first record holding the largest timestamp (ListOffsets -3)."""
         best = max(self.segments, key=lambda s: s.max_timestamp)
         found = best.find_batch(best.offset_of_max_timestamp) if best.max_timestamp >= 0 else None
-        return (found[1].last_offset, best.max_timestamp) if found else (-1, -1)
+        if found is None:
+            return -1, -1
+        return _first_record(best, *found, lambda r: r.timestamp == best.max_timestamp)
 
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """What a read_committed fetch of [fetch_offset, upper_offset) must skip."""
@@ -368,6 +380,19 @@ def _base_offsets(headers: list[BatchHeader], first: int):
     for header in headers:
         yield offset
         offset += header.last_offset_delta + 1
+
+
+def _first_record(segment: Segment, position: int, header: BatchHeader, wanted) -> tuple[int, int]:
+    """(offset, timestamp) of the first record of the batch at `position` that is `wanted`. A batch
+    that does not decode (codec library missing) answers with its base offset and max timestamp."""
+    try:
+        records = decode_batch(os.pread(segment.fd, header.size, position))
+    except CorruptRecords as exc:
+        log.warning("%s: batch at byte %d does not decode (%s); answering with its base offset",
+                    segment.path, position, exc)
+        return header.base_offset, header.max_timestamp
+    record = next((r for r in records if wanted(r)), None)
+    return (record.offset, record.timestamp) if record else (header.base_offset, header.max_timestamp)
 
 
 def _close_later(segment: Segment, delay_ms: int) -> None:
