@@ -16,7 +16,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.errors import UnknownTopicOrPartitionError
-from kafka.protocol.admin import DescribeConfigsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.structs import TopicPartition as KpTopicPartition
 
 TIMEOUT = 15
@@ -156,6 +156,17 @@ def test_create_topic_refusals_carry_code_and_message(kp_admin):
         assert got[name][0] == code, (name, got[name])
         assert message in got[name][1], (name, got[name])
     assert sorted(kp_admin.list_topics()) == ["dotted_name", "taken"]
+
+
+def test_partition_assigned_twice_is_refused(kp_admin):
+    topic = CreateTopicsRequest.CreatableTopic
+    assignment = topic.CreatableReplicaAssignment
+    request = CreateTopicsRequest(topics=[topic(name="twice-0", num_partitions=-1, replication_factor=-1, configs=[],
+                                                assignments=[assignment(partition_index=0, broker_ids=[0])] * 2)],
+                                  timeout_ms=TIMEOUT * 1000)
+    # kafka-python's admin API takes a dict, so a repeated partition needs its request class.
+    [result] = kp_admin._manager.run(kp_admin._manager.send, request).topics
+    assert (result.error_code, result.error_message) == (39, "partition 0 is assigned more than once")
 
 
 def test_create_topic_refusals_through_librdkafka(admin):

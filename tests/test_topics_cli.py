@@ -50,16 +50,18 @@ def test_create_list_describe_alter_delete(broker):
     assert ok(broker, "list") == "orders\n"
 
 
-def test_errors_print_the_broker_message_and_exit_non_zero(broker):
+def test_create_errors_print_the_broker_message_and_exit_non_zero(broker):
     stderr = fails(broker, "create", "--topic", "wide", "--replication-factor", "4")
     assert "replication factor 4 larger than available brokers 1" in stderr
     assert "unknown topic config 'retention'" in fails(broker, "create", "--topic", "t", "--config", "retention=1")
     assert "illegal" in fails(broker, "create", "--topic", "no spaces")
-
-    ok(broker, "create", "--topic", "t", "--partitions", "2")
+    ok(broker, "create", "--topic", "t")
     assert "already exists" in fails(broker, "create", "--topic", "t")
     assert ok(broker, "create", "--topic", "t", "--if-not-exists") == ""
 
+
+def test_refused_alter_changes_nothing_and_delete_if_exists(broker):
+    ok(broker, "create", "--topic", "t", "--partitions", "2")
     # A refused change leaves the topic as it was, even when another change in the command was fine.
     stderr = fails(broker, "alter", "--topic", "t", "--partitions", "4", "--config", "segment.bytes=1")
     assert "invalid value '1' for configuration segment.bytes: must be at least 14" in stderr

@@ -8,7 +8,7 @@ from collections import Counter
 
 from ..config import TOPIC_CONFIGS, format_value
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, InvalidRequest, UnknownTopicId
+from ..protocol.errors import BrokerError, InvalidReplicaAssignment, InvalidRequest, UnknownTopicId
 from . import handles
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -48,12 +48,21 @@ async def create_topics(ctx, request) -> dict:
         try:
             info = broker.create_topic(
                 topic.name, topic.num_partitions, topic.replication_factor,
-                assignments={a.partition_index: list(a.broker_ids) for a in topic.assignments},
+                assignments=_assignments(topic.assignments),
                 configs=_configs(topic.configs), validate_only=request.validate_only)
             results.append(created_topic(broker, info, request.validate_only))
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})
     return {"topics": results}
+
+
+def _assignments(entries) -> dict[int, list[int]]:
+    assignments: dict[int, list[int]] = {}
+    for entry in entries:
+        if entry.partition_index in assignments:
+            raise InvalidReplicaAssignment(f"partition {entry.partition_index} is assigned more than once")
+        assignments[entry.partition_index] = list(entry.broker_ids)
+    return assignments
 
 
 def _configs(entries) -> dict[str, str | None]:

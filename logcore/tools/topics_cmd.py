@@ -34,7 +34,8 @@ config_option = click.option("--config", "configs", multiple=True, metavar="KEY=
 
 
 def _admin(bootstrap_server: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_server, "client.id": "binlake-topics"})
+    # log_level 4: librdkafka's warnings and errors (e.g. connection refused) but not its chatter.
+    return AdminClient({"bootstrap.servers": bootstrap_server, "client.id": "binlake-topics", "log_level": 4})
 
 
 def _result(future: Future, doing: str, tolerate: int | None = None):
