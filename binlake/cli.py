@@ -7,6 +7,7 @@ import click
 from binlake.demo import demo_command
 from connect.cli import connect_command
 from logcore.tools.broker_cmd import broker_command
+from logcore.tools.console import consume_command, produce_command
 from logcore.tools.dump_log import dump_log_command
 from logcore.tools.groups_cmd import groups_command
 from logcore.tools.topics_cmd import topics_command
@@ -22,6 +23,8 @@ main.add_command(broker_command)
 main.add_command(topics_command)
 main.add_command(connect_command)
 main.add_command(demo_command)
+main.add_command(produce_command)
+main.add_command(consume_command)
 main.add_command(dump_log_command)
 main.add_command(groups_command)
 

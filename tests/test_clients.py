@@ -108,7 +108,8 @@ def test_keyed_partitioning_agrees_across_clients(broker):
     confluent = {}
     producer = Producer({"bootstrap.servers": broker.address, "partitioner": "murmur2_random"})
     for key in keys:
-        producer.produce("keyed", b"c", key=key, on_delivery=lambda err, msg: confluent.update({msg.key(): msg.partition()}))
+        producer.produce("keyed", b"c", key=key,
+                         on_delivery=lambda err, msg: confluent.update({msg.key(): msg.partition()}))
     assert producer.flush(10) == 0
 
     kp_producer = KafkaProducer(bootstrap_servers=broker.address)
