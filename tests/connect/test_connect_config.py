@@ -122,3 +122,8 @@ def test_cli_validate_reports_all_files_and_exits_2(write_config):
     assert "bad.yaml: 2 problems" in out.stderr
     assert "  database: unknown key; allowed:" in out.stderr
     assert "  delivery: Input should be 'exactly_once' or 'at_least_once' (got 'maybe')" in out.stderr
+
+
+def test_the_datagen_example_is_valid():
+    spec = config.load(ROOT / "examples" / "datagen.yaml", environ={})
+    assert (spec.name, spec.runtime.bootstrap_servers, len(spec.runtime.transforms)) == ("demo", "127.0.0.1:9092", 3)

@@ -6,6 +6,7 @@ import json
 import re
 from datetime import datetime
 
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from connect_testlib import datagen_ids, read_topic, stored_offsets, topic_config
 
 PARTITION = {"datagen": "demo"}
@@ -85,3 +86,30 @@ async def test_a_task_failing_past_max_restarts_is_left_failed(broker, connect, 
     process = connect(write_config(**keys))
     assert process.wait() == 1, process.log()
     assert "demo-0 failed 3 times in a row, giving up: RuntimeError: injected failure at record 0" in process.log()
+
+
+async def test_several_connectors_in_one_process_and_unique_names(broker, connect, write_config):
+    one = write_config("one.yaml", **datagen(broker, name="one", count=12))
+    two = write_config("two.yaml", **datagen(broker, name="two", count=7, delivery="exactly_once"))
+    process = connect(one, two)
+    assert process.wait() == 0, process.log()
+    assert await datagen_ids(broker.address, "one.datagen") == list(range(12))
+    assert await datagen_ids(broker.address, "two.datagen", "read_committed") == list(range(7))
+
+    clash = connect(one, write_config("again.yaml", **datagen(broker, name="one")))
+    assert clash.wait() == 2
+    assert "connector names must be unique; given twice: one" in clash.log()
+
+
+async def test_an_offsets_topic_that_is_not_compacted_is_refused(broker, connect, write_config):
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.address)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic("plain-offsets", 1, 1, topic_configs={"cleanup.policy": "delete"})])
+    finally:
+        await admin.close()
+    process = connect(write_config(**datagen(broker, count=5, offsets={"topic": "plain-offsets"},
+                                             restart={"max_restarts": 0})))
+    assert process.wait() == 1, process.log()
+    assert ("offsets topic plain-offsets has cleanup.policy=delete; it must be compact, or retention will delete "
+            "offsets and connectors start over") in process.log()
