@@ -131,15 +131,16 @@ def dump_index(path: str, base_offset: int, kind: type[IndexFile]) -> Iterator[s
             yield f"({(len(data) // entry_size) - i} preallocated empty entries follow)"
             return
         if kind is OffsetIndex:
-            offset, line = base_offset + key, f"offset: {base_offset + key} position: {value}"
-            problem = batches.offset_entry_problem(offset, value) if batches else None
+            line = f"offset: {base_offset + key} position: {value}"
+            problems = [batches.offset_entry_problem(base_offset + key, value) if batches else None]
         else:
-            offset, line = base_offset + value, f"timestamp: {key} offset: {base_offset + value}"
-            problem = batches.time_entry_problem(key, offset) if batches else None
+            line = f"timestamp: {key} offset: {base_offset + value}"
+            problems = [batches.time_entry_problem(key, base_offset + value) if batches else None]
         if previous is not None and not kind._ordered(*previous, key, value):
-            problem = "out of order with the entry before it"
+            problems.append("out of order with the entry before it")
         previous = (key, value)
-        yield line + (f" (!) {problem}" if problem else "")
+        problems = [p for p in problems if p]
+        yield line + (f" (!) {'; '.join(problems)}" if problems else "")
 
 
 class _LogBatches:
