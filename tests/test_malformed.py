@@ -101,6 +101,14 @@ def test_too_new_api_versions_gets_the_table_in_v0(broker):
         assert client.call(ApiVersionsV0()).error_code == ErrorCode.none
 
 
+def test_api_versions_with_an_invalid_software_name_is_refused(broker):
+    with WireClient(broker.address) as client:
+        client.send(ApiVersionsRequest(client_software_name="bad name!", client_software_version="1"), 6)
+        correlation_id, response = decode_response(client.read_frame(), ApiKey.API_VERSIONS, 0)
+        assert (correlation_id, response.error_code) == (6, ErrorCode.invalid_request)
+        assert response.api_keys, "the table still comes along, so the client can retry"
+
+
 def test_advertised_versions_are_exactly_what_the_broker_parses(broker):
     """Every advertised (api, version) is accepted; one past either end of the range is refused."""
     with WireClient(broker.address) as client:

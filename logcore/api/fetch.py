@@ -27,7 +27,7 @@ async def fetch(ctx, request) -> dict:
     context = broker.fetch_sessions.context(getattr(request, "session_id", 0),
                                             getattr(request, "session_epoch", FINAL_EPOCH),
                                             _requested(request), _forgotten(request))
-    names = {p.topic: _topic_name(broker, p.topic) for p in context.partitions}
+    names = {key: _topic_name(broker, key) for key in {p.topic for p in context.partitions}}
     wanted = [(names[p.topic], p.partition) for p in context.partitions if names[p.topic]]
     deadline = time.monotonic() + request.max_wait.total_seconds()
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
