@@ -40,7 +40,8 @@ class Broker:
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
         self.txn_markers = MarkerWriter(self.replicas, self.metadata)
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
-                                                   ProducerIdManager(self.data_dir, broker_id), self.txn_markers)
+                                                   ProducerIdManager(self.data_dir, broker_id), self.txn_markers,
+                                                   self.groups)
         self.server = KafkaServer(self, host, port, load_handlers(), self.config.get("socket.request.max.bytes"))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0

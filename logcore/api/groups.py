@@ -114,7 +114,7 @@ async def offset_commit(ctx, request) -> dict:
     return {"topics": topics}
 
 
-def _fetch_group(ctx, group_id: str, topics) -> dict:
+def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> dict:
     wanted = None
     if topics is not None:
         wanted = []
@@ -123,6 +123,7 @@ def _fetch_group(ctx, group_id: str, topics) -> dict:
             wanted += [(name, p) for p in topic.partition_indexes]
     found = ctx.broker.groups.fetch_offsets(group_id, [tp for tp in wanted if tp[0] is not None]
                                             if wanted is not None else None)
+    unstable = ctx.broker.transactions.offsets.unstable(group_id) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), value in found.items():
         by_topic.setdefault(topic, []).append({
@@ -130,7 +131,8 @@ def _fetch_group(ctx, group_id: str, topics) -> dict:
             "committed_offset": value.offset if value else -1,
             "committed_leader_epoch": value.leader_epoch if value else -1,
             "metadata": value.metadata if value else "",
-            "error_code": ErrorCode.none,
+            # KIP-447: a transaction about to change this offset has not ended yet; ask again
+            "error_code": ErrorCode.unstable_offset_commit if (topic, partition) in unstable else ErrorCode.none,
         })
     for name, partition in wanted or []:
         if name is None:
@@ -143,8 +145,8 @@ def _fetch_group(ctx, group_id: str, topics) -> dict:
 @handles(ApiKey.OFFSET_FETCH, 1, 10)
 async def offset_fetch(ctx, request) -> dict:
     if ctx.api_version >= 8:
-        return {"groups": [_fetch_group(ctx, g.group_id, g.topics) for g in request.groups]}
-    return _fetch_group(ctx, request.group_id, request.topics)
+        return {"groups": [_fetch_group(ctx, g.group_id, g.topics, request.require_stable) for g in request.groups]}
+    return _fetch_group(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
 
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)

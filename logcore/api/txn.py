@@ -1,5 +1,5 @@
-"""Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, and
-the operator APIs DescribeTransactions, ListTransactions and DescribeProducers. The transaction
+"""Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+WriteTxnMarkers, and the operator APIs DescribeTransactions, ListTransactions and DescribeProducers. The transaction
 coordinator (and, for markers, each partition's producer state) does the work; these translate.
 """
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 
+from ..coordinator.group_coordinator import OffsetCommit
 from ..coordinator.offsets_codec import OFFSETS_TOPIC, partition_for
 from ..coordinator.transaction_log import TxnState
 from ..protocol.codec import ApiKey, ErrorCode
@@ -15,13 +16,14 @@ from . import handles
 
 # PRODUCER_FENCED (KIP-588) reaches only versions that know it; older ones get INVALID_PRODUCER_EPOCH.
 _FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, ApiKey.ADD_OFFSETS_TO_TXN: 2,
-                 ApiKey.END_TXN: 2}
+                 ApiKey.END_TXN: 2, ApiKey.TXN_OFFSET_COMMIT: 3}
 
 
-def _code(ctx, api_key: ApiKey, exc: BrokerError) -> ErrorCode:
-    if exc.code == ErrorCode.producer_fenced and ctx.api_version < _FENCED_SINCE[api_key]:
+def _code(ctx, api_key: ApiKey, exc: BrokerError | ErrorCode) -> ErrorCode:
+    code = exc if isinstance(exc, ErrorCode) else exc.code
+    if code == ErrorCode.producer_fenced and ctx.api_version < _FENCED_SINCE[api_key]:
         return ErrorCode.invalid_producer_epoch
-    return exc.code
+    return code
 
 
 def _ms(value: datetime.timedelta | int) -> int:
@@ -93,6 +95,21 @@ async def add_offsets_to_txn(ctx, request) -> dict:
     except BrokerError as exc:
         return {"error_code": _code(ctx, ApiKey.ADD_OFFSETS_TO_TXN, exc)}
     return {"error_code": ErrorCode.none}
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
+async def txn_offset_commit(ctx, request) -> dict:
+    commits = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                            p.committed_metadata) for t in request.topics for p in t.partitions]
+    errors = ctx.broker.transactions.offsets.commit(
+        request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
+        getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
+        getattr(request, "group_instance_id", None), commits)
+    topics: dict[str, list[dict]] = {}
+    for commit, error in zip(commits, errors):
+        topics.setdefault(commit.topic, []).append(
+            {"partition_index": commit.partition, "error_code": _code(ctx, ApiKey.TXN_OFFSET_COMMIT, error)})
+    return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
 @handles(ApiKey.END_TXN, 0, 4)

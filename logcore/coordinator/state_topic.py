@@ -2,7 +2,8 @@
 
 Records go through ReplicaManager.append like any produce, as one uncompressed magic-v2 batch per
 call, so they get offsets, indexes and recovery for free. Loading reads the partition's segments
-batch by batch. Event loop only.
+batch by batch. A batch written for a producer's transaction (TxnOffsetCommit) takes effect at its
+commit marker, as read_committed consumers see it. Event loop only.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import os
 import time
 from typing import Callable, Iterator
 
-from ..storage.records import decode_batch, encode_batch
+from ..storage.batch import TRANSACTIONAL
+from ..storage.records import control_marker, decode_batch, encode_batch
 
 
 class StateTopic:
@@ -23,6 +25,8 @@ class StateTopic:
         self.replicas = replicas
         self.metadata = metadata
         self._create_topic = create_topic
+        # partition -> producer id -> (key, value)s of transactions open when `read` ended
+        self.open_transactions: dict[int, dict[int, list[tuple[bytes | None, bytes | None]]]] = {}
 
     @property
     def exists(self) -> bool:
@@ -39,16 +43,34 @@ class StateTopic:
             self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=1,
                                configs=dict(self.configs))
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Write `records` (key, value) as one batch; raises the partition's BrokerError on failure."""
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+               producer_epoch: int = -1) -> None:
+        """Write `records` (key, value) as one batch; raises the partition's BrokerError on failure.
+        With a producer id the batch belongs to that producer's open transaction."""
         self.ensure()
-        self.replicas.append(self.name, partition, encode_batch(records, int(time.time() * 1000)))
+        txn = {"producer_id": producer_id, "producer_epoch": producer_epoch, "base_sequence": 0,
+               "attributes": TRANSACTIONAL} if producer_id >= 0 else {}
+        self.replicas.append(self.name, partition, encode_batch(records, int(time.time() * 1000), **txn),
+                             from_client=False)
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        """Every (key, value) of one partition, oldest first, control batches skipped."""
+        """Every (key, value) of one partition in the order it took effect: transactional records at
+        their commit marker, aborted ones never. Those of transactions still open at the end are left
+        in `open_transactions[partition]` for their marker to settle."""
         log = self.replicas.get(self.name, partition).log
+        open_txns: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         for segment in list(log.segments):
             for position, header in segment.headers():
-                if header.is_control or header.last_offset < log.log_start_offset:
+                if header.last_offset < log.log_start_offset:
                     continue
-                yield from ((r.key, r.value) for r in decode_batch(os.pread(segment.fd, header.size, position)))
+                records = decode_batch(os.pread(segment.fd, header.size, position))
+                if header.is_control:
+                    marker = control_marker(records[0]) if records else None
+                    settled = open_txns.pop(header.producer_id, [])
+                    if marker is not None and marker.commit:
+                        yield from settled
+                elif header.is_transactional:
+                    open_txns.setdefault(header.producer_id, []).extend((r.key, r.value) for r in records)
+                else:
+                    yield from ((r.key, r.value) for r in records)
+        self.open_transactions[partition] = open_txns

@@ -49,6 +49,7 @@ from .transaction_log import (
     partition_for,
 )
 from .transaction_markers import MarkerWriter
+from .transaction_offsets import TxnOffsets
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class _Pending:
 
 class TransactionCoordinator:
     def __init__(self, replicas, metadata, config, create_topic, producer_ids: ProducerIdManager,
-                 markers: MarkerWriter) -> None:
+                 markers: MarkerWriter, groups) -> None:
         self.config = config
         self.metadata = metadata
         self.replicas = replicas
@@ -106,10 +107,15 @@ class TransactionCoordinator:
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
         self._pending: dict[str, _Pending] = {}
         self._task: asyncio.Task | None = None
+        self.offsets = TxnOffsets(groups, self)
+        markers.listeners.append(self.offsets.on_marker)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """After the group coordinator loaded: pending transactional offsets first, since completing
+        an interrupted transaction settles them."""
+        self.offsets.load()
         self.load()
         self._task = asyncio.create_task(self._sweep_forever())
 
@@ -256,6 +262,14 @@ class TransactionCoordinator:
         start = meta.start_ms if meta.state == S.ONGOING else now
         self._log(replace(meta, state=S.ONGOING, partitions=meta.partitions | frozenset(partitions), start_ms=start,
                           last_update_ms=now))
+
+    def check_in_transaction(self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition) -> None:
+        """Raise unless `tp` was added to the open transaction of this producer (KIP-890's check, so a
+        fenced or finished producer cannot slip writes in after its transaction ended)."""
+        meta = self._current(transactional_id, producer_id, epoch)
+        if meta.state != S.ONGOING or tp not in meta.partitions:
+            raise InvalidTxnState(f"{tp[0]}-{tp[1]} is not part of an open transaction of {transactional_id!r}; "
+                                  f"add it first (AddPartitionsToTxn / AddOffsetsToTxn)")
 
     def verify(self, producer_id: int, epoch: int, tp: TopicPartition) -> bool:
         """Whether a transactional produce to `tp` belongs to an open transaction that added it."""

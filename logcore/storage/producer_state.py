@@ -21,6 +21,7 @@ Owned by its PartitionLog; event loop only, no `await` between `prepare` and `co
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import struct
@@ -118,20 +119,28 @@ def next_sequence(seq: int, increment: int) -> int:
     return (seq + increment) % (INT32_MAX + 1)
 
 
-def transition(entry: ProducerEntry, header: BatchHeader, marker: ControlMarker | None, check: bool,
+class Check(enum.Enum):
+    """How much of an append to check (Kafka's ValidationType)."""
+
+    CLIENT = "client"  # everything: epoch, sequence order, duplicates, transaction state
+    EPOCH = "epoch"  # a coordinator's own batches (offset commits, markers) carry no sequence
+    NONE = "none"  # replaying the log
+
+
+def transition(entry: ProducerEntry, header: BatchHeader, marker: ControlMarker | None, check: Check,
                tp: str = "") -> tuple[ProducerEntry, CompletedTxn | None, BatchMetadata | None]:
     """(new entry, transaction the batch completes, duplicate batch) for one batch whose offsets are
-    already assigned. With `check`, raise the error a produce (or marker write) deserves."""
+    already assigned; raises the error the append deserves at the `check` level."""
     pid, epoch = header.producer_id, header.producer_epoch
     if marker is not None:
-        return _apply_marker(entry, header, marker, check, tp)
+        return _apply_marker(entry, header, marker, check is not Check.NONE, tp)
     first_seq = header.base_sequence
     last_seq = next_sequence(first_seq, header.last_offset_delta)
-    if check:
-        if epoch < entry.epoch:
-            raise InvalidProducerEpoch(
-                f"producer {pid} wrote to {tp} with epoch {epoch}, but epoch {entry.epoch} is current: "
-                f"a newer instance of this producer has fenced this one; close it")
+    if check is not Check.NONE and epoch < entry.epoch:
+        raise InvalidProducerEpoch(
+            f"producer {pid} wrote to {tp} with epoch {epoch}, but epoch {entry.epoch} is current: "
+            f"a newer instance of this producer has fenced this one; close it")
+    if check is Check.CLIENT:
         duplicate = entry.duplicate_of(epoch, first_seq, last_seq)
         if duplicate is not None:
             return entry, None, duplicate
@@ -219,7 +228,8 @@ class ProducerStateManager:
             marker = read_marker(memoryview(records)[start:position]) if header.is_control else None
             current = entries.get(header.producer_id) or self.producers.get(header.producer_id) \
                 or ProducerEntry(header.producer_id)
-            entry, done, duplicate = transition(current, at, marker, check=True, tp=self.tp)
+            entry, done, duplicate = transition(current, at, marker, Check.CLIENT if from_client else Check.EPOCH,
+                                                self.tp)
             if duplicate is not None:
                 return PendingAppend({}, duplicate=duplicate)
             entries[header.producer_id] = entry
@@ -383,7 +393,7 @@ class ProducerStateManager:
                                   header.base_offset, exc)
                         continue
                 current = self.producers.get(header.producer_id) or ProducerEntry(header.producer_id)
-                entry, done, _ = transition(current, header, marker, check=False, tp=self.tp)
+                entry, done, _ = transition(current, header, marker, Check.NONE, self.tp)
                 self._install(entry)
                 if done and done.aborted:
                     segment.txn_index.append(self._aborted_entry(done))

@@ -1,0 +1,110 @@
+"""Offsets committed inside a transaction (TxnOffsetCommit, KIP-98; group fencing from KIP-447).
+
+They are written to the group's `__consumer_offsets` partition as part of the producer's
+transaction and stay pending until the transaction's marker lands there: a commit marker replays
+them into the group coordinator (its only mutator), an abort drops them. While pending they make
+OffsetFetch with require_stable answer UNSTABLE_OFFSET_COMMIT, so a consumer taking over the
+partitions waits for the outcome instead of reading an offset about to change.
+
+Pending offsets are rebuilt on start from the transactions `StateTopic.read` left open.
+Event loop only; no `await` between checking a commit and recording it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..protocol.errors import BrokerError, CoordinatorNotAvailable, ErrorCode, InvalidProducerEpoch, ProducerFenced
+from .group import GroupState
+from .group_coordinator import OffsetCommit
+from .offsets_codec import OFFSETS_TOPIC, OffsetKey, OffsetValue, decode, encode_key, encode_value, partition_for
+
+log = logging.getLogger(__name__)
+
+Pending = list[tuple[OffsetKey, OffsetValue]]
+
+
+class TxnOffsets:
+    def __init__(self, groups, transactions) -> None:
+        self.groups = groups
+        self.transactions = transactions
+        self.pending: dict[tuple[int, int], Pending] = {}  # (producer id, offsets partition) -> commits
+
+    def load(self) -> None:
+        """Adopt the transactional commits the group coordinator's load found still open."""
+        self.pending.clear()
+        for partition, open_txns in self.groups.topic.open_transactions.items():
+            for producer_id, records in open_txns.items():
+                decoded = [decode(k, v) for k, v in records if k is not None]
+                offsets = [(k, v) for k, v in decoded if isinstance(k, OffsetKey) and isinstance(v, OffsetValue)]
+                if offsets:
+                    self.pending[(producer_id, partition)] = offsets
+
+    def commit(self, transactional_id: str, group_id: str, producer_id: int, epoch: int, generation: int,
+               member_id: str, instance_id: str | None, commits: list[OffsetCommit]) -> list[ErrorCode]:
+        """One error per commit, in order. Group-level refusals apply to every commit."""
+        error = self._check_member(group_id, generation, member_id, instance_id)
+        if error is not ErrorCode.none:
+            return [error] * len(commits)
+        partition = partition_for(group_id, self.groups.topic.partitions)
+        try:
+            self.transactions.check_in_transaction(transactional_id, producer_id, epoch, (OFFSETS_TOPIC, partition))
+        except BrokerError as exc:
+            return [exc.code] * len(commits)
+        now_ms = int(time.time() * 1000)
+        max_metadata = self.groups.config.get("offset.metadata.max.bytes")
+        errors, records = [], []
+        for c in commits:
+            info = self.groups.metadata.topics.get(c.topic)
+            if info is None or not 0 <= c.partition < info.partitions:
+                errors.append(ErrorCode.unknown_topic_or_partition)
+            elif c.metadata and len(c.metadata.encode()) > max_metadata:
+                errors.append(ErrorCode.offset_metadata_too_large)
+            else:
+                errors.append(ErrorCode.none)
+                records.append((OffsetKey(group_id, c.topic, c.partition),
+                                OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now_ms)))
+        if not records:
+            return errors
+        try:
+            self.groups.topic.append(partition, [(encode_key(k), encode_value(v)) for k, v in records],
+                                     producer_id, epoch)
+        except (InvalidProducerEpoch, ProducerFenced) as exc:
+            return [exc.code if e is ErrorCode.none else e for e in errors]
+        except BrokerError as exc:
+            code = CoordinatorNotAvailable(exc.message).code
+            return [code if e is ErrorCode.none else e for e in errors]
+        self.pending.setdefault((producer_id, partition), []).extend(records)
+        return errors
+
+    def _check_member(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        """KIP-447: a commit naming a member and generation must come from the current generation, so
+        a processor that lost its partitions in a rebalance cannot commit for them any more."""
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return ErrorCode.none  # the group appears with its first committed offset
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if instance_id and group.static_members.get(instance_id) not in (None, member_id):
+            return ErrorCode.fenced_instance_id
+        if member_id and member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation >= 0 and generation != group.generation:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
+    def on_marker(self, producer_id: int, topic: str, partition: int, committed: bool) -> None:
+        """A transaction ended on `topic`-`partition`: its offsets take effect, or vanish."""
+        if topic != OFFSETS_TOPIC:
+            return
+        records = self.pending.pop((producer_id, partition), [])
+        if committed:
+            for key, value in records:
+                self.groups.replay(key, value)
+
+    def unstable(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of `group_id` with a transactional commit still pending."""
+        partition = partition_for(group_id, self.groups.topic.partitions)
+        return {(k.topic, k.partition) for (pid, p), records in self.pending.items() if p == partition
+                for k, _ in records if k.group == group_id}
