@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -52,8 +52,8 @@ class Batch:
     `source_partition` names the stream the offset belongs to (e.g. {"server": "shop"}) and
     `source_offset` is where to resume (e.g. {"file": "bin.000003", "pos": 4711}); both must be
     JSON. A batch may hold no records: it then only moves the offset (a heartbeat, or events the
-    source filtered out). Under exactly-once a batch is one transaction, so a source should cut
-    batches at its own transaction boundaries.
+    source filtered out). Under exactly-once a batch is never split between transactions, so a
+    source should cut batches at its own transaction boundaries.
     """
 
     records: Sequence[SourceRecord]
@@ -79,46 +79,35 @@ class TaskContext:
     offsets: OffsetReader
 
 
-class SourceTask(ABC):
-    """One unit of work of a source connector. Runs on the event loop; the runtime calls `start`,
-    iterates `batches()`, and calls `stop` once, also after `start` or `batches` raised.
-
-    Stopping: when the runtime stops (SIGTERM, pause-then-restart, REST restart) while the task is
-    waiting inside `batches()`, the pending `__anext__` is cancelled: CancelledError arrives at the
-    task's `await`, and nothing it has not yielded yet is written. A batch already yielded is
-    always written and committed first.
-    """
+class Task(ABC):
+    """What source and sink tasks share: their config and context; `start` and `stop` hooks."""
 
     def __init__(self, config: ConnectorConfig, context: TaskContext) -> None:
         self.config = config
         self.context = context
 
     async def start(self) -> None:
-        """Open connections; read `self.context.offsets` to find where to resume."""
+        """Open connections."""
+
+    async def stop(self) -> None:
+        """Release what `start` opened. Called once, also after `start` failed halfway: must not raise then."""
+
+
+class SourceTask(Task):
+    """One unit of work of a source connector. Runs on the event loop; the runtime calls `start`
+    (read `self.context.offsets` there to find where to resume), iterates `batches()`, and calls
+    `stop` once, also after `start` or `batches` raised.
+
+    Stopping: when the runtime stops or restarts the task (SIGTERM, REST restart) while it waits
+    inside `batches()`, the pending `__anext__` is cancelled: CancelledError arrives at the task's
+    `await`, and nothing it has not yielded yet is written. A batch already yielded is always
+    written and committed first.
+    """
 
     @abstractmethod
     def batches(self) -> AsyncGenerator[Batch, None]:
         """An async generator: yield batches forever, or return when the source is exhausted (the task
         then finishes). The runtime closes it (`aclose`) when the task stops."""
-
-    async def stop(self) -> None:
-        """Release what `start` opened. Must not raise when `start` failed halfway."""
-
-
-class SourceConnector(ABC):
-    """A source plugin: its config model, its task class, and how it splits work into tasks."""
-
-    kind: ClassVar[str] = "source"
-    config_model: ClassVar[type[ConnectorConfig]]
-    task_class: ClassVar[type[SourceTask]]
-
-    def __init__(self, name: str, config: ConnectorConfig) -> None:
-        self.name = name
-        self.config = config
-
-    def task_configs(self, max_tasks: int) -> list[ConnectorConfig]:
-        """One config per task, at most `max_tasks`. Most sources (a binlog is one stream) run one."""
-        return [self.config]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,21 +120,14 @@ class SinkRecord:
     key: bytes | None
     value: bytes | None
     timestamp_ms: int
-    headers: tuple[tuple[str, bytes], ...] = field(default=())
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
-class SinkTask(ABC):
+class SinkTask(Task):
     """One unit of work of a sink connector: `put` receives records in log order per partition;
     `flush` must make everything put so far durable before the runtime commits `offsets` (the
     next offset to read per (topic, partition)). A sink that stores offsets with its data (the
     exactly-once way) returns them from `committed` on start."""
-
-    def __init__(self, config: ConnectorConfig, context: TaskContext) -> None:
-        self.config = config
-        self.context = context
-
-    async def start(self) -> None:
-        """Open connections."""
 
     async def committed(self) -> dict[tuple[str, int], int]:
         """Offsets the sink stored itself, to resume from; empty means use the runtime's."""
@@ -157,20 +139,30 @@ class SinkTask(ABC):
     async def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Make every record put so far durable."""
 
-    async def stop(self) -> None:
-        """Release what `start` opened."""
 
+class Connector(ABC):
+    """A plugin: its config model, its task class, and how it splits work into tasks."""
 
-class SinkConnector(ABC):
-    """A sink plugin. The standalone runtime does not run sinks yet; the distributed worker will."""
-
-    kind: ClassVar[str] = "sink"
+    kind: ClassVar[str]
     config_model: ClassVar[type[ConnectorConfig]]
-    task_class: ClassVar[type[SinkTask]]
+    task_class: ClassVar[type[Task]]
 
     def __init__(self, name: str, config: ConnectorConfig) -> None:
         self.name = name
         self.config = config
 
     def task_configs(self, max_tasks: int) -> list[ConnectorConfig]:
+        """One config per task, at most `max_tasks`. Most sources (a binlog is one stream) run one."""
         return [self.config]
+
+
+class SourceConnector(Connector):
+    kind = "source"
+    task_class: ClassVar[type[SourceTask]]
+
+
+class SinkConnector(Connector):
+    """The standalone runtime does not run sinks; the distributed worker will."""
+
+    kind = "sink"
+    task_class: ClassVar[type[SinkTask]]

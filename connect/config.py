@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import plugins
-from .api import ConnectorConfig, SinkConnector, SourceConnector
+from .api import Connector, ConnectorConfig
 from .transforms import TransformConfig
 
 
@@ -103,7 +103,7 @@ class ConnectorSpec:
     """A validated config file: runtime settings, the plugin class, and the plugin's own config."""
 
     runtime: RuntimeConfig
-    plugin: type[SourceConnector] | type[SinkConnector]
+    plugin: type[Connector]
     config: ConnectorConfig
     source: str
 

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 
 from pydantic import BaseModel
 
-from .api import SinkConnector, SourceConnector
+from .api import Connector, SinkConnector, SourceConnector
 
 GROUP = "binlake.connectors"
 
@@ -31,7 +31,7 @@ def installed() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
-def load(name: str) -> type[SourceConnector] | type[SinkConnector]:
+def load(name: str) -> type[Connector]:
     if ":" in name:
         module, _, attr = name.partition(":")
         try:

@@ -11,7 +11,7 @@ from importlib.metadata import version
 
 from aiohttp import web
 
-from .runtime import Connector, TaskRunner, Worker
+from .runtime import RunningConnector, TaskRunner, Worker
 
 
 class NotFound(Exception):
@@ -32,20 +32,20 @@ def make_app(worker: Worker, worker_id: str) -> web.Application:
     routes = web.RouteTableDef()
     app = web.Application(middlewares=[_errors])
 
-    def connector_of(request: web.Request) -> Connector:
+    def connector_of(request: web.Request) -> RunningConnector:
         name = request.match_info["name"]
         if name not in worker.connectors:
             raise NotFound(f"connector {name} not found; running: {', '.join(sorted(worker.connectors))}")
         return worker.connectors[name]
 
-    def task_of(request: web.Request, connector: Connector) -> TaskRunner:
+    def task_of(request: web.Request, connector: RunningConnector) -> TaskRunner:
         raw = request.match_info["task"]
         runners = {str(r.task_id): r for r in connector.runners}
         if raw not in runners:
             raise NotFound(f"connector {connector.spec.name} has no task {raw}; tasks: {', '.join(runners)}")
         return runners[raw]
 
-    def status(connector: Connector) -> dict:
+    def status(connector: RunningConnector) -> dict:
         body = connector.status()
         body["connector"]["worker_id"] = worker_id
         for task in body["tasks"]:
@@ -65,7 +65,7 @@ def make_app(worker: Worker, worker_id: str) -> web.Application:
                                       for name, c in worker.connectors.items()})
         return web.json_response(sorted(worker.connectors))
 
-    def info(connector: Connector) -> dict:
+    def info(connector: RunningConnector) -> dict:
         name = connector.spec.name
         return {"name": name, "config": connector.spec.public(), "type": connector.plugin.kind,
                 "tasks": [{"connector": name, "task": r.task_id} for r in connector.runners]}

@@ -16,7 +16,7 @@ import logging
 import time
 import traceback
 
-from .api import Batch, SourceConnector, SourceTask, TaskContext
+from .api import Batch, ConnectorConfig, SourceConnector, SourceTask, TaskContext
 from .config import ConnectorSpec
 from .offsets import LogOffsetStore
 from .producer import Writer, make_producer, make_writer, start_producer
@@ -38,7 +38,7 @@ class State(str, enum.Enum):
 class TaskRunner:
     """Runs one source task until stopped. Event loop only; control methods never block."""
 
-    def __init__(self, spec: ConnectorSpec, task_id: int, task_config) -> None:
+    def __init__(self, spec: ConnectorSpec, task_id: int, task_config: ConnectorConfig) -> None:
         self.spec = spec
         self.task_id = task_id
         self.task_config = task_config
@@ -194,7 +194,7 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class Connector:
+class RunningConnector:
     """One configured connector: its spec and the runners of its tasks."""
 
     def __init__(self, spec: ConnectorSpec) -> None:
@@ -221,7 +221,7 @@ class Worker:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"connector names must be unique; given twice: {', '.join(duplicates)}")
-        self.connectors = {s.name: Connector(s) for s in specs}
+        self.connectors = {s.name: RunningConnector(s) for s in specs}
         self._running: dict[TaskRunner, asyncio.Task] = {}
         self._idle = asyncio.Event()
 
@@ -254,16 +254,15 @@ class Worker:
         for connector in self.connectors.values():
             for runner in connector.runners:
                 runner.stop()
-        waiting = dict(self._running)
-        for runner, task in waiting.items():
-            try:
-                await asyncio.wait_for(asyncio.shield(task), runner.spec.runtime.shutdown_timeout_ms / 1000)
-            except TimeoutError:
-                log.warning("%s did not stop within shutdown_timeout_ms; cancelling it", runner.label)
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-            except Exception:
-                log.exception("%s: error while stopping", runner.label)
+        await asyncio.gather(*(self._stopped(runner, task) for runner, task in list(self._running.items())))
+
+    @staticmethod
+    async def _stopped(runner: TaskRunner, task: asyncio.Task) -> None:
+        done, _ = await asyncio.wait({task}, timeout=runner.spec.runtime.shutdown_timeout_ms / 1000)
+        if not done:
+            log.warning("%s did not stop within shutdown_timeout_ms; cancelling it", runner.label)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     # -- REST-facing control --------------------------------------------------------------------------
 

@@ -2,10 +2,13 @@
 
 Loaded by the runtime as `connector: flaky_plugin:FlakyConnector` (a module:Class reference;
 the `connect` fixture puts tests/connect on PYTHONPATH). It emits datagen's records,
-but the first `failures` attempts of the process raise when they reach record `fail_at`.
+but the first `failures` attempts of the process raise when they reach record `fail_at`, and its
+`stop()` never returns with `hang_on_stop`.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from pydantic import SecretStr
 
@@ -17,6 +20,7 @@ class FlakyConfig(DatagenConfig):
     fail_at: int
     failures: int = 3
     token: SecretStr | None = None
+    hang_on_stop: bool = False
 
 
 class FlakyTask(SourceTask):
@@ -37,6 +41,11 @@ class FlakyTask(SourceTask):
                 end = min(end, self.config.count)
             yield Batch([record(topic, n) for n in range(i, end)], partition, {"next": end})
             i = end
+            await asyncio.sleep(self.config.interval_ms / 1000)
+
+    async def stop(self):
+        if self.config.hang_on_stop:
+            await asyncio.Event().wait()
 
 
 class FlakyConnector(SourceConnector):

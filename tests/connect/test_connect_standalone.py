@@ -113,3 +113,12 @@ async def test_an_offsets_topic_that_is_not_compacted_is_refused(broker, connect
     assert process.wait() == 1, process.log()
     assert ("offsets topic plain-offsets has cleanup.policy=delete; it must be compact, or retention will delete "
             "offsets and connectors start over") in process.log()
+
+
+async def test_a_task_that_does_not_stop_is_cancelled_after_shutdown_timeout(broker, connect, write_config):
+    keys = datagen(broker, connector="flaky_plugin:FlakyConnector", fail_at=1 << 30, failures=0, hang_on_stop=True,
+                   interval_ms=20, shutdown_timeout_ms=500)
+    process = connect(write_config(**keys))
+    process.wait_for_log("demo-0 started")
+    assert process.terminate(timeout=15) == 0, process.log()
+    assert "demo-0 did not stop within shutdown_timeout_ms; cancelling it" in process.log()
