@@ -11,9 +11,11 @@ import re
 import time
 from collections import deque
 
+import orjson
+
 from cdc.config import SourceConfig
 from cdc.emitter import Emitter, TableContext
-from cdc.offsets import Offset
+from cdc.offsets import EventSource, Offset
 from cdc.records import Batch, Record
 
 SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
@@ -62,19 +64,22 @@ class Dispatcher:
 
     # --- transactions ----------------------------------------------------------------------
     def begin(self, txid: str, already_emitted: int = 0) -> None:
+        """A transaction starts; `already_emitted` of its changes went out before a restart."""
         self._txid, self._counts, self._order = txid, {}, already_emitted
+        self._txn_prefix = b'{"id":%b,"total_order":' % orjson.dumps(txid)
 
-    def change(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: dict) -> None:
+    def change(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: EventSource,
+               row: int) -> None:
         txn = None
         if self._txid is not None:
             if self.config.transaction_metadata and self._order == 0 and not self._counts:
                 self.emitter.transaction("BEGIN", self._txid, None, self._records)
             self._order += 1
-            collection = f"{table.db}.{table.table}"
+            collection = table.collection
             n = self._counts.get(collection, 0) + 1
             self._counts[collection] = n
-            txn = {"id": self._txid, "total_order": self._order, "data_collection_order": n}
-        self.emitter.row(table, op, before, after, source, txn, self._records)
+            txn = self._txn_prefix + b'%d,"data_collection_order":%d}' % (self._order, n)
+        self.emitter.row(table, op, before, after, source, row, txn, self._records)
 
     def commit(self, offset: Offset) -> None:
         if self._txid is not None and self._counts and self.config.transaction_metadata:

@@ -16,10 +16,29 @@ import orjson
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
 from cdc.murmur2 import murmur2
+from cdc.offsets import EventSource
 from cdc.records import Record
 from cdc.schema.model import TableDef
 
 _dumps = orjson.dumps
+
+
+def _keyer(primary_key: tuple[str, ...], partitions: int) -> Callable[[dict], tuple[bytes | None, int]]:
+    """row -> (key bytes, partition); specialized because it runs once per row."""
+    if not primary_key:
+        return lambda row: (None, 0)
+    if len(primary_key) == 1:
+        (name,) = primary_key
+
+        def key_of(row: dict) -> tuple[bytes, int]:
+            key = _dumps({name: row[name]})
+            return key, (murmur2(key) & 0x7FFFFFFF) % partitions if partitions > 1 else 0
+        return key_of
+
+    def key_of_many(row: dict) -> tuple[bytes, int]:
+        key = _dumps({k: row[k] for k in primary_key})
+        return key, (murmur2(key) & 0x7FFFFFFF) % partitions if partitions > 1 else 0
+    return key_of_many
 
 
 @dataclass(slots=True)
@@ -33,6 +52,12 @@ class TableContext:
     primary_key: tuple[str, ...]
     mysql_types: dict = field(default_factory=dict)
     sql_types: dict = field(default_factory=dict)
+    key_of: Callable[[dict], tuple[bytes | None, int]] = None
+    collection: str = ""
+
+    def __post_init__(self) -> None:
+        self.key_of = _keyer(self.primary_key, self.partitions)
+        self.collection = f"{self.db}.{self.table}"
 
     @classmethod
     def build(cls, config: SourceConfig, partitions: Callable[[str], int], db: str, table: str,
@@ -50,29 +75,27 @@ class Emitter:
         self.tombstones = self.format.tombstones and config.tombstones_on_delete
         self.partitions = partitions
         self.clock = clock
+        self.now_ms = int(clock() * 1000)
 
-    def _key(self, table: TableContext, row: dict) -> tuple[bytes | None, int]:
-        if not table.primary_key:
-            return None, 0
-        key = _dumps({k: row[k] for k in table.primary_key})
-        return key, (murmur2(key) & 0x7FFFFFFF) % table.partitions
+    def tick(self) -> None:
+        """Read the clock for the events about to be emitted (once per binlog event, not per row)."""
+        self.now_ms = int(self.clock() * 1000)
 
-    def row(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: dict,
-            txn: dict | None, out: list[Record]) -> None:
+    def row(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: EventSource,
+            row: int, txn: bytes | None, out: list[Record]) -> None:
         """Append the records of one row change to `out`."""
-        now = int(self.clock() * 1000)
-        fmt = self.format
         if op == "u" and table.primary_key and any(before[k] != after[k] for k in table.primary_key):
-            self.row(table, "d", before, None, source, txn, out)
-            self.row(table, "c", None, after, source, txn, out)
+            self.row(table, "d", before, None, source, row, txn, out)
+            self.row(table, "c", None, after, source, row, txn, out)
             return
-        key, partition = self._key(table, after if after is not None else before)
-        out.append(Record(table.topic, key, fmt.row(table, op, before, after, source, now, txn), partition))
+        key, partition = table.key_of(after if after is not None else before)
+        value = self.format.row(table, op, before, after, source, row, self.now_ms, txn)
+        out.append(Record(table.topic, key, value, partition))
         if op == "d" and self.tombstones and key is not None:
             out.append(Record(table.topic, key, None, partition))
 
     def schema_change(self, db: str, ddl: str, changes: list, source: dict, out: list[Record]) -> None:
-        now = int(self.clock() * 1000)
+        now = self.now_ms
         if self.format is CanalFormat:
             for change in changes:
                 topic = self.config.topic_for(change.db, change.table)

@@ -14,7 +14,9 @@ class PositionLostError(CdcError):
 
 
 class UnsupportedDdlError(CdcError):
-    """A DDL statement could not be parsed or is not supported."""
+    """A DDL statement could not be parsed or is not supported. `table` is (db, name) when known."""
+
+    table: tuple[str, str] | None = None
 
 
 class DecodeError(CdcError):

@@ -5,22 +5,27 @@ Java clients, librdkafka's `murmur2_random` and this function put the same key i
 
 from __future__ import annotations
 
+import struct
+
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
+_WORDS = [struct.Struct(f"<{n}I").unpack_from for n in range(64)]
 
 
 def murmur2(data: bytes) -> int:
     """MurmurHash2 (32-bit, Kafka's seed), returned as Java's signed int."""
     length = len(data)
-    h = (_SEED ^ length) & _MASK
-    body = length & ~3
-    for i in range(0, body, 4):
-        k = (int.from_bytes(data[i:i + 4], "little") * _M) & _MASK
+    h = _SEED ^ length
+    n = length >> 2
+    words = _WORDS[n](data) if n < 64 else struct.unpack_from(f"<{n}I", data)
+    for k in words:
+        k = (k * _M) & _MASK
         k ^= k >> 24
-        h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
+        h = ((h * _M) ^ (k * _M)) & _MASK
     extra = length & 3
     if extra:
+        body = length - extra
         if extra == 3:
             h ^= data[body + 2] << 16
         if extra >= 2:

@@ -83,6 +83,25 @@ class SourceInfo:
                 "file": self.file, "pos": self.pos, "row": self.row, "gtid": self.gtid, "db": self.db,
                 "table": self.table, "ts_ms": self.ts_ms, "snapshot": self.snapshot}
 
+    def event(self) -> "EventSource":
+        return EventSource(self.to_dict())
+
+
+class EventSource:
+    """The source block shared by the rows of one event; only `row` differs, so the JSON is built once."""
+
+    __slots__ = ("fields", "_prefix")
+
+    def __init__(self, fields: dict) -> None:
+        self.fields = fields
+        self._prefix: bytes | None = None
+
+    def json(self, row: int) -> bytes:
+        if self._prefix is None:
+            import orjson
+            self._prefix = orjson.dumps({k: v for k, v in self.fields.items() if k != "row"})[:-1] + b',"row":'
+        return self._prefix + b"%d}" % row
+
 
 class GtidSet:
     """Executed GTIDs, as MariaDB (`domain-server-seq` per domain) or MySQL (`uuid:1-5,...`) spells them."""

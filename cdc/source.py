@@ -34,8 +34,8 @@ class MySqlSource:
                  client_factory: ClientFactory | None = None) -> None:
         self.config = config if isinstance(config, SourceConfig) else SourceConfig(**config)
         self.partitions = partitions or (lambda topic: self.config.topic_partitions)
-        self.history = SchemaHistory(history_store, self.config.ddl_skip_unparseable)
         self.dispatcher = Dispatcher(self.config, Emitter(self.config, self.partitions))
+        self.history = SchemaHistory(history_store, self.config.ddl_skip_unparseable, self.dispatcher.captured)
         self.streaming = StreamingSource(self.config, self.dispatcher, self.history, self.partitions)
         self._stored = Offset.from_dict(offset) if offset else None
         self._follow = follow

@@ -115,10 +115,11 @@ class StreamingSource:
             self._start_group(event, None)
             self._dml_txn = True
         rows = mapped.decode(event.data, event.begin, event.stop)
+        self.dispatcher.emitter.tick()
         source = self.source
         source.server_id, source.file, source.pos, source.gtid = event.server_id, event.file, event.start, self._txn_gtid
         source.db, source.table, source.ts_ms = mapped.context.db, mapped.context.table, event.ts * 1000
-        base = source.to_dict()
+        event_source = source.event()
         change = self.dispatcher.change
         ctx = mapped.context
         kind = event.kind
@@ -128,13 +129,12 @@ class StreamingSource:
                 self._skip -= 1
                 self._emitted += 1
                 continue
-            src = {**base, "row": index}
             if kind == "c":
-                change(ctx, "c", None, row, src)
+                change(ctx, "c", None, row, event_source, index)
             elif kind == "d":
-                change(ctx, "d", row, None, src)
+                change(ctx, "d", row, None, event_source, index)
             else:
-                change(ctx, "u", row[0], row[1], src)
+                change(ctx, "u", row[0], row[1], event_source, index)
             self._emitted += 1
             if self.dispatcher.full:
                 # A slice of a large transaction: restart at its start and skip what was emitted.
@@ -158,6 +158,7 @@ class StreamingSource:
     def _on_query(self, event: Query) -> None:
         changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
         if changes:
+            self.dispatcher.emitter.tick()
             self._tables.clear()        # table ids are reassigned after DDL; maps follow
             src = self.source
             src.server_id, src.file, src.pos, src.row = event.server_id, event.file, event.start, 0

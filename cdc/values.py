@@ -38,7 +38,7 @@ def float32(x: float) -> float:
 
 
 def latin1(raw: bytes) -> str:
-    return raw.decode("latin-1").translate(_LATIN1)
+    return raw.decode("ascii") if raw.isascii() else raw.decode("latin-1").translate(_LATIN1)
 
 
 def text_decoder(charset: str | None) -> Callable[[bytes], str]:
@@ -62,62 +62,96 @@ def fraction(micros: int, fsp: int) -> str:
 
 # --- binary (binlog) forms -------------------------------------------------------------------
 
-def date_from_packed(x: int) -> str | None:
+class _Memo(dict):
+    """Formatted date/time parts by their packed value; real data repeats days and times of day a lot."""
+
+    def __init__(self, make: Callable[[int], str]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: int) -> str:
+        if len(self) > 100_000:
+            self.clear()
+        value = self[key] = self.make(key)
+        return value
+
+
+def _ymd(ymd: int) -> str | None:
+    year, month = divmod(ymd >> 5, 13)
+    day = ymd & 31
+    return f"{year:04d}-{month:02d}-{day:02d}" if month and day else None
+
+
+def _hms(hms: int) -> str:
+    return f"{hms >> 12:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}"
+
+
+def _packed_date(x: int) -> str | None:
     day, month, year = x & 31, (x >> 5) & 15, x >> 9
-    if not month or not day:
-        return None
-    return f"{year:04d}-{month:02d}-{day:02d}"
+    return f"{year:04d}-{month:02d}-{day:02d}" if month and day else None
+
+
+_DATES = _Memo(_packed_date)
+_YMD = _Memo(_ymd)
+_HMS = _Memo(_hms)
+_DAYS = _Memo(lambda day: "%04d-%02d-%02dT" % time.gmtime(day * 86400)[:3])
+_SECONDS = _Memo(lambda s: f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}")
+
+
+def date_from_packed(x: int) -> str | None:
+    return _DATES[x]
 
 
 def make_decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes], str]]:
-    """(size in bytes, decoder) for DECIMAL(precision, scale) in MySQL's binary format."""
+    """(size in bytes, decoder) for DECIMAL(precision, scale) in MySQL's binary format.
+
+    The value is big-endian groups of 9 digits in 4 bytes (a shorter leading/trailing group for the
+    rest), sign in the top bit, all bits inverted when negative. The decoder is generated unrolled."""
     intg0, intg0x = divmod(precision - scale, 9)
     frac0, frac0x = divmod(scale, 9)
     fields = ([(_D2B[intg0x], intg0x)] if intg0x else []) + [(4, 9)] * intg0
     n_int = len(fields)
     fields += [(4, 9)] * frac0 + ([(_D2B[frac0x], frac0x)] if frac0x else [])
     size = sum(width for width, _ in fields)
-    top, ones = 1 << (size * 8 - 1), (1 << size * 8) - 1
-    layout, shift = [], size * 8
+    parts, shift = [], size * 8
     for width, digits in fields:
         shift -= width * 8
-        layout.append((shift, (1 << width * 8) - 1, 10 ** digits))
-    int_layout, frac_layout = layout[:n_int], layout[n_int:]
-
-    def decode(raw: bytes) -> str:
-        v = int.from_bytes(raw, "big")
-        negative = not v & top
-        v ^= top
-        if negative:
-            v ^= ones
-        ip = 0
-        for sh, mask, mul in int_layout:
-            ip = ip * mul + ((v >> sh) & mask)
-        text = f"-{ip}" if negative else str(ip)
-        if scale:
-            fp = 0
-            for sh, mask, mul in frac_layout:
-                fp = fp * mul + ((v >> sh) & mask)
-            text += "." + str(fp).zfill(scale)
-        return text
-
-    return size, decode
+        parts.append((f"(v >> {shift}) & {(1 << width * 8) - 1:#x}", digits))
+    ip = "0"
+    for expr, digits in parts[:n_int]:
+        ip = expr if ip == "0" else f"({ip}) * {10 ** digits} + ({expr})"
+    text = "str(" + ip + ")"
+    if scale:
+        fp = "0"
+        for expr, digits in parts[n_int:]:
+            fp = expr if fp == "0" else f"({fp}) * {10 ** digits} + ({expr})"
+        text = f"{text} + '.' + str({fp}).zfill({scale})"
+    top, ones = 1 << (size * 8 - 1), (1 << size * 8) - 1
+    source = (f"def decode(raw):\n"
+              f"    v = int.from_bytes(raw, 'big')\n"
+              f"    if v & {top:#x}:\n"
+              f"        v ^= {top:#x}\n"
+              f"        return {text}\n"
+              f"    v ^= {top ^ ones:#x}\n"
+              f"    return '-' + {text}\n")
+    env: dict = {}
+    exec(source, env)
+    return size, env["decode"]
 
 
 def make_datetime2(fsp: int) -> tuple[int, Callable[[bytes], str | None]]:
     k = (fsp + 1) // 2
-    unit, fmask = _FRAC_UNIT[k], (1 << 8 * k) - 1
+    unit, fmask, fbits = _FRAC_UNIT[k], (1 << 8 * k) - 1, 8 * k
+    ymds, hmss = _YMD, _HMS
 
     def decode(raw: bytes) -> str | None:
         v = int.from_bytes(raw, "big")
-        ip = (v >> 8 * k) - 0x8000000000
-        ymd, hms = ip >> 17, ip & 0x1FFFF
-        ym, day = ymd >> 5, ymd & 31
-        year, month = divmod(ym, 13)
-        if not month or not day:
+        ip = (v >> fbits) - 0x8000000000
+        date = ymds[ip >> 17]
+        if date is None:
             return None
-        return (f"{year:04d}-{month:02d}-{day:02d}T{hms >> 12:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}"
-                + fraction((v & fmask) * unit, fsp))
+        text = date + "T" + hmss[ip & 0x1FFFF]
+        return text + fraction((v & fmask) * unit, fsp) if fsp else text
 
     return 5 + k, decode
 
@@ -125,13 +159,16 @@ def make_datetime2(fsp: int) -> tuple[int, Callable[[bytes], str | None]]:
 def make_timestamp2(fsp: int) -> tuple[int, Callable[[bytes], str | None]]:
     k = (fsp + 1) // 2
     unit = _FRAC_UNIT[k]
-    gmtime = time.gmtime
+    days, seconds = _DAYS, _SECONDS
 
     def decode(raw: bytes) -> str | None:
-        seconds, frac = int.from_bytes(raw[:4], "big"), int.from_bytes(raw[4:], "big")
-        if not seconds and not frac:
-            return None
-        return "%04d-%02d-%02dT%02d:%02d:%02d" % gmtime(seconds)[:6] + fraction(frac * unit, fsp) + "Z"
+        v = int.from_bytes(raw[:4], "big")
+        if fsp:
+            frac = int.from_bytes(raw[4:], "big")
+            if not v and not frac:
+                return None
+            return days[v // 86400] + seconds[v % 86400] + fraction(frac * unit, fsp) + "Z"
+        return days[v // 86400] + seconds[v % 86400] + "Z" if v else None
 
     return 4 + k, decode
 
@@ -139,14 +176,13 @@ def make_timestamp2(fsp: int) -> tuple[int, Callable[[bytes], str | None]]:
 def make_time2(fsp: int) -> tuple[int, Callable[[bytes], str]]:
     k = (fsp + 1) // 2
     unit, offset, fbits = _FRAC_UNIT[k], 0x800000 << (8 * k), 8 * k
+    hmss = _HMS
 
     def decode(raw: bytes) -> str:
         v = int.from_bytes(raw, "big") - offset
         sign = "-" if v < 0 else ""
         v = -v if v < 0 else v
-        hms = v >> fbits
-        return (f"{sign}{(hms >> 12) & 0x3FF:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}"
-                + fraction((v & ((1 << fbits) - 1)) * unit, fsp))
+        return sign + hmss[v >> fbits] + fraction((v & ((1 << fbits) - 1)) * unit, fsp)
 
     return 3 + k, decode
 

@@ -30,8 +30,9 @@ class CanalFormat:
     tombstones = False
 
     @staticmethod
-    def row(table, op: str, before: dict | None, after: dict | None, source: dict, ts_ms: int,
-            txn: dict | None) -> bytes:
+    def row(table, op: str, before: dict | None, after: dict | None, source, row: int, ts_ms: int,
+            txn: bytes | None) -> bytes:
+        source = source.fields
         old = None
         if op == "u":
             old = [{k: _text(v) for k, v in before.items() if after.get(k) != v}]

@@ -60,10 +60,13 @@ class _Tokens:
                 continue
             self.items.append((kind, m.group()))
         self.i = 0
+        self.table: tuple[str, str] | None = None   # the statement's first table, for error reports
 
     def fail(self, why: str) -> UnsupportedDdlError:
         near = " ".join(v for _, v in self.items[self.i:self.i + 6])
-        return UnsupportedDdlError(f"{why} near {near!r} in: {self.sql[:300]}")
+        error = UnsupportedDdlError(f"{why} near {near!r} in: {self.sql[:300]}")
+        error.table = self.table
+        return error
 
     def peek(self, ahead: int = 0) -> str:
         j = self.i + ahead
@@ -107,12 +110,15 @@ class _Tokens:
 
     def qualified(self, default_db: str) -> tuple[str, str]:
         first = self.ident()
-        if self.peek() == "." :
+        if self.peek() == ".":
             self.next()
-            return first, self.ident()
-        if not default_db:
+            name = (first, self.ident())
+        elif not default_db:
             raise self.fail(f"table {first!r} has no database and the statement ran without a default database")
-        return default_db, first
+        else:
+            name = (default_db, first)
+        self.table = self.table or name
+        return name
 
     def skip_group(self) -> None:
         """Skip a parenthesized group starting at '('."""

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from cdc.errors import UnsupportedDdlError
 from cdc.offsets import BinlogPosition
@@ -66,9 +66,11 @@ def _position(record: dict) -> BinlogPosition:
 class SchemaHistory:
     """The schema as of the last recorded or recovered position. One owner (the source) mutates it."""
 
-    def __init__(self, store: HistoryStore, skip_unparseable: bool = False) -> None:
+    def __init__(self, store: HistoryStore, skip_unparseable: bool = False,
+                 captured: Callable[[str, str], bool] = lambda db, table: True) -> None:
         self.store = store
         self.skip_unparseable = skip_unparseable
+        self.captured = captured
         self.schema = Schema()
         self._seen: set[tuple[str, int, str]] = set()
 
@@ -93,7 +95,7 @@ class SchemaHistory:
         try:
             changes = apply_ddl(self.schema, db, ddl)
         except UnsupportedDdlError as exc:
-            if not self.skip_unparseable:
+            if not self.skip_unparseable and (exc.table is None or self.captured(*exc.table)):
                 raise UnsupportedDdlError(f"at {position}: {exc}; fix the statement's support or set "
                                           "ddl_skip_unparseable: true to skip it") from None
             log.warning("skipping DDL at %s: %s", position, exc)

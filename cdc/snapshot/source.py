@@ -31,8 +31,8 @@ from cdc.connection import is_mariadb, raw_values
 from cdc.checks import current_position
 from cdc.dispatcher import SYSTEM_DATABASES, Dispatcher
 from cdc.emitter import TableContext
-from cdc.errors import ConfigurationError
-from cdc.offsets import BinlogPosition, Offset, SnapshotProgress, SourceInfo
+from cdc.errors import ConfigurationError, UnsupportedDdlError
+from cdc.offsets import BinlogPosition, EventSource, Offset, SnapshotProgress, SourceInfo
 from cdc.records import Batch
 from cdc.schema.history import SchemaHistory
 from cdc.schema.model import Schema, TableDef
@@ -158,11 +158,18 @@ class SnapshotSource:
         for db, t in s.all_tables:
             row = s.read.exec_driver_sql(f"SHOW CREATE TABLE `{db}`.`{t}`").fetchone()
             ddl = row[1].decode() if isinstance(row[1], bytes) else row[1]
+            try:
+                apply_ddl(s.structure, db, ddl)
+            except UnsupportedDdlError:
+                if self.dispatcher.captured(db, t) and not self.config.ddl_skip_unparseable:
+                    raise
+                log.warning("not capturing the structure of %s.%s: its DDL is not supported", db, t)
+                continue
             statements.append((db, ddl))
-            apply_ddl(s.structure, db, ddl)
         if not record:
             return
         self.history.reset(s.position)
+        self.dispatcher.emitter.tick()
         source = self._source(s, "true")
         for db in sorted({db for db, _ in s.all_tables}):
             self.history.record(s.position, db, f"CREATE DATABASE IF NOT EXISTS `{db}`")
@@ -211,15 +218,17 @@ class SnapshotSource:
         keys = key_positions(definition)
         chunk = self.config.snapshot_chunk_rows
         change = self.dispatcher.change
-        source = {**self._source(s, "true"), "db": definition.db, "table": definition.name}
+        fields = {**self._source(s, "true"), "db": definition.db, "table": definition.name}
 
         def emit(rows, more: bool) -> None:
-            source["ts_ms"] = int(time.time() * 1000)
+            source = EventSource({**fields, "ts_ms": int(time.time() * 1000)})
+            self.dispatcher.emitter.tick()
             last = len(rows) - 1
             for i, raw in enumerate(rows):
                 row = {name: None if v is None else conv(v) for name, conv, v in zip(names, converters, raw)}
-                src = source if not (last_table and not more and i == last) else {**source, "snapshot": "last"}
-                change(ctx, "r", None, row, src)
+                if last_table and not more and i == last:
+                    source = EventSource({**source.fields, "snapshot": "last"})
+                change(ctx, "r", None, row, source, 0)
             bar.rows(len(rows))
 
         if not keys:                     # no key to resume from: one pass, redone whole if interrupted

@@ -4,9 +4,12 @@ large transactions split with bounded batches and resumed without loss or duplic
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 from conftest import Capture
+from cdc.schema.history import MemoryHistoryStore
+from cdc.source import MySqlSource
 
 
 def _stream(mariadb, capture, db, statements, **overrides):
@@ -115,15 +118,28 @@ def test_large_transaction_streams_in_bounded_batches_and_resumes(mariadb, db, c
     assert resumed[-1].offset == batches[-1].offset
 
 
-def test_heartbeats_move_the_offset_on_filtered_traffic(mariadb, db, capture):
+def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(mariadb, db, capture):
     mariadb.sql(f"CREATE TABLE `{db}`.watched (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.other (id INT PRIMARY KEY)")
-    config = capture.config(db, table_include=[rf"{db}\.watched"], heartbeat_interval_s=0.2)
-    snapshot = capture.run(config)
-    mariadb.sql(f"INSERT INTO `{db}`.other VALUES (1)")
-    time.sleep(0.3)
-    mariadb.sql(f"INSERT INTO `{db}`.other VALUES (2)")
-    batches = capture.run(config, offset=snapshot[-1].offset)
-    beats = [r for r in Capture.records(batches) if r["topic"] == "__binlake-heartbeat.srv"]
-    assert beats and beats[0]["key"] == {"serverName": "srv"} and "ts_ms" in beats[0]["value"]
-    assert batches[-1].offset["pos"] > snapshot[-1].offset["pos"]
-    assert batches[-1].offset["gtids"] != snapshot[-1].offset["gtids"]
+    config = capture.config(db, table_include=[rf"{db}\.watched"], heartbeat_interval_s=0.3)
+    source = MySqlSource(config, MemoryHistoryStore())          # follows the binlog like production
+    batches: list = []
+    reader = threading.Thread(target=lambda: batches.extend(source.batches()))
+    reader.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any("snapshot" not in b.offset for b in batches) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        start = batches[-1].offset
+        mariadb.sql(f"INSERT INTO `{db}`.other VALUES (1)", f"INSERT INTO `{db}`.other VALUES (2)")
+        while time.monotonic() < deadline and not (batches[-1].offset["pos"] > start["pos"]
+                                                   and len(batches) > 3):
+            time.sleep(0.05)
+    finally:
+        source.stop()
+        reader.join(10)
+    beats = [b for b in batches if b.records and b.records[0].topic == "__binlake-heartbeat.srv"]
+    assert len(beats) >= 2, "heartbeats while nothing captured happens"
+    assert json.loads(beats[0].records[0].key) == {"serverName": "srv"}
+    assert "ts_ms" in json.loads(beats[0].records[0].value)
+    assert batches[-1].offset["pos"] > start["pos"] and batches[-1].offset["gtids"] != start["gtids"]
+    assert not Capture.changes(batches[len(beats):])       # the inserts themselves are filtered out
