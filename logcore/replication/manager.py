@@ -49,9 +49,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))
-        if not self._clean:
-            log.warning("%s has no clean-shutdown marker: recovering logs past their recovery points", data_dir)
+        self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))  # else: recover on open
         # Checkpointed positions of the partitions hosted at startup; consumed by host().
         self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
         self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
