@@ -15,6 +15,8 @@ from confluent_kafka import Producer
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from logcore.protocol.codec import ErrorCode
+from logcore.protocol.errors import FetchSessionIdNotFound
+from logcore.protocol.fetch_session import INITIAL_EPOCH, FetchPartition, FetchSessionCache
 from wire import WireClient
 
 
@@ -208,3 +210,28 @@ def test_every_version_reads_the_same_records(broker, version):
         got = partitions_of(client.call(fetch(version, [(key, 0, 1, 1 << 20)])))[(key, 0)]
         assert (got.error_code, got.high_watermark, batches(got.records)) == (0, 3, [1, 2])
         assert getattr(got, "log_start_offset", 0) == 0  # from v5
+
+
+def test_full_session_cache_evicts_only_idle_sessions():
+    """The session cache alone (no broker): a full cache serves new clients without a session
+    until its least recently used session idled past the eviction time."""
+    now = [0.0]
+    cache = FetchSessionCache(max_sessions=2, eviction_s=120, clock=lambda: now[0])
+
+    def new_session() -> int:
+        context = cache.context(0, INITIAL_EPOCH, [FetchPartition("t", 0, 0, 1 << 20)], [])
+        context.respond({("t", 0): {"error_code": 0, "high_watermark": 0, "log_start_offset": 0,
+                                    "last_stable_offset": 0, "records": b""}})
+        return context.session_id
+
+    first, second = new_session(), new_session()
+    assert 0 not in (first, second) and first != second
+    now[0] = 100
+    assert new_session() == 0, "both sessions are fresh: the newcomer goes sessionless"
+    cache.context(first, 1, [], [])  # the first client keeps using its session
+    now[0] = 200
+    third = new_session()  # `second` idled 200 s: it goes, `first` (idle 100 s) stays
+    assert third != 0 and len(cache) == 2
+    cache.context(first, 2, [], [])
+    with pytest.raises(FetchSessionIdNotFound):
+        cache.context(second, 1, [], [])
