@@ -1,0 +1,414 @@
+"""Transactions against a real broker with real clients: commits and aborts over several topics and
+partitions, read_committed vs read_uncommitted readers (confluent-kafka, aiokafka, kcat), zombie
+fencing, timeouts, crashes of the broker and of a consume-process-produce processor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTP
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, encode_key, encode_value,
+                                                 partition_for)
+from logcore.protocol.codec import ApiKey, ErrorCode, request_class
+from logcore.storage.records import encode_batch
+from wire import WireClient
+
+TIMEOUT = 30
+TXN_PARTITIONS = 5
+CONFIG = {
+    "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+    "offsets.topic.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+}
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(config=CONFIG)
+
+
+def create_topics(address: str, **partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": address})
+    for future in admin.create_topics([NewTopic(t, n, 1) for t, n in partitions.items()]).values():
+        future.result(TIMEOUT)
+
+
+def txn_producer(address: str, txn_id: str, **extra) -> Producer:
+    producer = Producer({"bootstrap.servers": address, "transactional.id": txn_id, "linger.ms": 5, **extra})
+    producer.init_transactions(TIMEOUT)
+    return producer
+
+
+def read_all(address: str, topics: dict[str, int], isolation: str) -> list[bytes]:
+    """Every value of every partition up to its end (the LSO for read_committed), partition by partition."""
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "reader", "enable.auto.commit": False,
+                        "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
+    got: dict[tuple[str, int], list[bytes]] = {}
+    ended: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + TIMEOUT
+    while len(ended) < sum(topics.values()):
+        assert time.monotonic() < deadline, f"{isolation} reader never reached the end: {ended}"
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            ended.add((msg.topic(), msg.partition()))
+            continue
+        got.setdefault((msg.topic(), msg.partition()), []).append(msg.value())
+    consumer.close()
+    return [v for tp in sorted(got) for v in got[tp]]
+
+
+def kcat_read(kcat: str, address: str, topic: str, isolation: str) -> list[bytes]:
+    out = subprocess.run([kcat, "-b", address, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+                          "-X", f"isolation.level={isolation}", "-f", "%s\n"],
+                         capture_output=True, check=True, timeout=TIMEOUT).stdout
+    return sorted(out.split())
+
+
+def list_offset_latest(address: str, topic: str, isolation: int) -> int:
+    with WireClient(address) as client:
+        response = client.call(ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=(
+            ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),)))
+    return response.topics[0].partitions[0].offset
+
+
+def describe_txn(address: str, txn_id: str):
+    cls = request_class(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    with WireClient(address) as client:
+        return client.call(cls(transactional_ids=(txn_id,))).transaction_states[0]
+
+
+# -- commit, abort, isolation ------------------------------------------------------------------
+
+
+def test_confluent_commit_and_abort_over_topics_and_partitions(broker, kcat):
+    create_topics(broker.address, orders=3, audit=2)
+    producer = txn_producer(broker.address, "shop")
+    committed, aborted = [], []
+    for n, outcome in enumerate(["commit", "abort", "commit", "abort", "commit"]):
+        producer.begin_transaction()
+        for i in range(12):
+            value = b"%s-%d-%d" % (outcome.encode(), n, i)
+            producer.produce("orders", value=value, partition=i % 3)
+            producer.produce("audit", value=value, partition=i % 2)
+            (committed if outcome == "commit" else aborted).extend([value, value])
+        if outcome == "commit":
+            producer.commit_transaction(TIMEOUT)
+        else:
+            producer.flush(TIMEOUT)  # the doomed records really reach the log before the abort
+            producer.abort_transaction(TIMEOUT)
+    topics = {"orders": 3, "audit": 2}
+    assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(committed)
+    assert sorted(read_all(broker.address, topics, "read_uncommitted")) == sorted(committed + aborted)
+    assert kcat_read(kcat, broker.address, "audit", "read_committed") == sorted(committed[1::2])
+    assert len(kcat_read(kcat, broker.address, "audit", "read_uncommitted")) == len(committed + aborted) // 2
+
+
+async def test_aiokafka_commit_and_abort(broker):
+    create_topics(broker.address, events=2, log=1)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.address, transactional_id="aio-shop")
+    await producer.start()
+    try:
+        async with producer.transaction():
+            for i in range(10):
+                await producer.send("events", b"ok-%d" % i, partition=i % 2)
+                await producer.send("log", b"ok-%d" % i, partition=0)
+        await producer.begin_transaction()
+        sent = [await producer.send("events", b"bad-%d" % i, partition=i % 2) for i in range(10)]
+        await asyncio.gather(*sent)
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send_and_wait("events", b"ok-last", partition=0)
+    finally:
+        await producer.stop()
+
+    async def read(isolation: str) -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.address, isolation_level=isolation,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [AioTP("events", 0), AioTP("events", 1), AioTP("log", 0)]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)  # read_committed: the last stable offsets
+            values = []
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    values += [r.value for r in records]
+            return sorted(values)
+        finally:
+            await consumer.stop()
+
+    committed = [b"ok-%d" % i for i in range(10)] * 2 + [b"ok-last"]
+    assert await read("read_committed") == sorted(committed)
+    assert await read("read_uncommitted") == sorted(committed + [b"bad-%d" % i for i in range(10)])
+
+
+def test_read_committed_stops_at_the_last_stable_offset(broker):
+    create_topics(broker.address, pending=1)
+    plain = Producer({"bootstrap.servers": broker.address})
+    plain.produce("pending", b"before", partition=0)
+    plain.flush(TIMEOUT)
+    producer = txn_producer(broker.address, "slow")
+    producer.begin_transaction()
+    producer.produce("pending", b"undecided", partition=0)
+    producer.flush(TIMEOUT)
+    plain.produce("pending", b"after", partition=0)  # non-transactional, but behind the open transaction
+    plain.flush(TIMEOUT)
+
+    assert list_offset_latest(broker.address, "pending", isolation=0) == 3
+    assert list_offset_latest(broker.address, "pending", isolation=1) == 1  # the open transaction starts at 1
+    assert read_all(broker.address, {"pending": 1}, "read_committed") == [b"before"]
+    assert read_all(broker.address, {"pending": 1}, "read_uncommitted") == [b"before", b"undecided", b"after"]
+
+    producer.commit_transaction(TIMEOUT)
+    assert list_offset_latest(broker.address, "pending", isolation=1) == 4  # past the commit marker
+    assert read_all(broker.address, {"pending": 1}, "read_committed") == [b"before", b"undecided", b"after"]
+
+
+def test_init_producer_id_with_transactional_id_every_version(broker):
+    epochs = []
+    with WireClient(broker.address) as client:
+        for version in range(6):
+            cls = request_class(ApiKey.INIT_PRODUCER_ID, version)
+            fields = {"transactional_id": "versions", "transaction_timeout": datetime.timedelta(seconds=30)}
+            if version >= 3:
+                fields.update(producer_id=-1, producer_epoch=-1)
+            response = client.call(cls(**fields))
+            assert response.error_code == ErrorCode.none, version
+            epochs.append((response.producer_id, response.producer_epoch))
+        too_long = client.call(request_class(ApiKey.INIT_PRODUCER_ID, 4)(
+            transactional_id="versions", transaction_timeout=datetime.timedelta(hours=1)))
+    assert len({pid for pid, _ in epochs}) == 1  # one producer id per transactional id
+    assert [e for _, e in epochs] == list(range(6))  # each start fences the previous one
+    assert too_long.error_code == ErrorCode.invalid_transaction_timeout
+
+
+# -- fencing and timeouts ----------------------------------------------------------------------
+
+
+def test_zombie_producer_is_fenced(broker):
+    create_topics(broker.address, fenced=2)
+    zombie = txn_producer(broker.address, "worker-1")
+    zombie.begin_transaction()
+    zombie.produce("fenced", b"zombie-1", partition=0)
+    zombie.produce("fenced", b"zombie-2", partition=1)
+    zombie.flush(TIMEOUT)
+
+    successor = txn_producer(broker.address, "worker-1")  # same id: aborts the zombie's transaction
+    successor.begin_transaction()
+    successor.produce("fenced", b"successor", partition=0)
+    successor.commit_transaction(TIMEOUT)
+
+    zombie.produce("fenced", b"zombie-3", partition=0)
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(TIMEOUT)
+    assert raised.value.args[0].fatal(), raised.value.args[0]  # fenced: the zombie can never write again
+    assert read_all(broker.address, {"fenced": 2}, "read_committed") == [b"successor"]
+    state = describe_txn(broker.address, "worker-1")
+    assert state.transaction_state == "CompleteCommit" and state.producer_epoch >= 2
+
+
+def test_transaction_past_its_timeout_is_aborted_and_fenced(broker):
+    create_topics(broker.address, sleepy=1)
+    producer = txn_producer(broker.address, "sleepy", **{"transaction.timeout.ms": 1500})
+    producer.begin_transaction()
+    producer.produce("sleepy", b"too-late", partition=0)
+    producer.flush(TIMEOUT)
+    assert describe_txn(broker.address, "sleepy").transaction_state == "Ongoing"
+    deadline = time.monotonic() + TIMEOUT
+    while describe_txn(broker.address, "sleepy").transaction_state != "CompleteAbort":
+        assert time.monotonic() < deadline, "the coordinator never aborted the timed-out transaction"
+        time.sleep(0.2)
+    assert list_offset_latest(broker.address, "sleepy", isolation=1) == 2  # past the abort marker
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(TIMEOUT)
+    assert read_all(broker.address, {"sleepy": 1}, "read_committed") == []
+    assert read_all(broker.address, {"sleepy": 1}, "read_uncommitted") == [b"too-late"]
+
+
+# -- broker crashes ----------------------------------------------------------------------------
+
+
+def test_broker_killed_mid_transaction_then_the_producer_commits(broker):
+    create_topics(broker.address, survive=2)
+    producer = txn_producer(broker.address, "survivor")
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("survive", b"%d" % i, partition=i % 2)
+    producer.flush(TIMEOUT)
+    broker.kill()
+    broker.start()
+    for i in range(10, 20):
+        producer.produce("survive", b"%d" % i, partition=i % 2)
+    producer.commit_transaction(TIMEOUT)
+    assert sorted(read_all(broker.address, {"survive": 2}, "read_committed")) == sorted(b"%d" % i for i in range(20))
+
+
+def test_broker_killed_mid_transaction_then_a_new_instance_aborts_it(broker):
+    create_topics(broker.address, orphan=2)
+    producer = txn_producer(broker.address, "orphaned")
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("orphan", b"lost-%d" % i, partition=i % 2)
+    producer.flush(TIMEOUT)
+    broker.kill()
+    broker.start()
+    assert read_all(broker.address, {"orphan": 2}, "read_committed") == []  # still undecided: nothing shows
+    successor = txn_producer(broker.address, "orphaned")
+    successor.begin_transaction()
+    successor.produce("orphan", b"fresh", partition=1)
+    successor.commit_transaction(TIMEOUT)
+    assert read_all(broker.address, {"orphan": 2}, "read_committed") == [b"fresh"]
+    assert len(read_all(broker.address, {"orphan": 2}, "read_uncommitted")) == 11
+
+
+@pytest.mark.parametrize("decision", [TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT], ids=["commit", "abort"])
+def test_decision_logged_before_a_crash_is_completed_on_restart(broker, decision):
+    """The state a crash between logging PrepareCommit/PrepareAbort and writing the markers leaves:
+    the decision is appended to `__transaction_state` directly, then the broker is SIGKILLed."""
+    create_topics(broker.address, decided=2)
+    producer = txn_producer(broker.address, "decider")
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce("decided", b"%d" % i, partition=i % 2)
+    producer.flush(TIMEOUT)
+    state = describe_txn(broker.address, "decider")
+    assert state.transaction_state == "Ongoing"
+    now = int(time.time() * 1000)
+    value = TxnLogValue(state.producer_id, state.producer_epoch, 60000, decision,
+                        frozenset({("decided", 0), ("decided", 1)}), now, now)
+    record = encode_batch([(encode_key("decider"), encode_value(value))], now)
+    with WireClient(broker.address) as client:
+        response = client.call(ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+                                              topic_data=(TopicProduceData(name=TRANSACTION_TOPIC, partition_data=(
+                                                  PartitionProduceData(index=partition_for("decider", TXN_PARTITIONS),
+                                                                       records=record),)),)))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    broker.kill()
+    broker.start()
+    expected = sorted(b"%d" % i for i in range(6)) if decision == TxnState.PREPARE_COMMIT else []
+    assert sorted(read_all(broker.address, {"decided": 2}, "read_committed")) == expected
+    done = "CompleteCommit" if decision == TxnState.PREPARE_COMMIT else "CompleteAbort"
+    assert describe_txn(broker.address, "decider").transaction_state == done
+
+
+# -- consume-process-produce across a processor crash ------------------------------------------
+
+CONFLUENT_PROCESSOR = r"""
+import sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+address, pause = sys.argv[1], float(sys.argv[2])
+consumer = Consumer({"bootstrap.servers": address, "group.id": "eos", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                     "session.timeout.ms": 6000})
+producer = Producer({"bootstrap.servers": address, "transactional.id": "eos-processor", "linger.ms": 5})
+producer.init_transactions(30)
+consumer.subscribe(["eos-in"])
+while True:
+    msgs = [m for m in consumer.consume(20, 0.5) if m.error() is None]
+    if not msgs:
+        continue
+    producer.begin_transaction()
+    offsets = {}
+    for m in msgs:
+        producer.produce("eos-out", value=m.value().upper(), partition=m.partition())
+        offsets[(m.topic(), m.partition())] = m.offset() + 1
+    producer.flush(30)
+    print("in-transaction", flush=True)
+    time.sleep(pause)
+    producer.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                         consumer.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    print("committed", flush=True)
+"""
+
+AIOKAFKA_PROCESSOR = r"""
+import asyncio, sys
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import OffsetAndMetadata
+address, pause = sys.argv[1], float(sys.argv[2])
+
+async def main():
+    consumer = AIOKafkaConsumer("eos-in", bootstrap_servers=address, group_id="eos", enable_auto_commit=False,
+                                auto_offset_reset="earliest", isolation_level="read_committed",
+                                session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    producer = AIOKafkaProducer(bootstrap_servers=address, transactional_id="eos-processor")
+    await producer.start()
+    await consumer.start()
+    while True:
+        batches = await consumer.getmany(timeout_ms=500, max_records=20)
+        if not any(batches.values()):
+            continue
+        async with producer.transaction():
+            offsets = {}
+            for tp, records in batches.items():
+                for r in records:
+                    await producer.send("eos-out", r.value.upper(), partition=tp.partition)
+                offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "")
+            await producer.flush()
+            print("in-transaction", flush=True)
+            await asyncio.sleep(pause)
+            await producer.send_offsets_to_transaction(offsets, "eos")
+        print("committed", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def _start_processor(tmp_path, source: str, address: str, pause: float) -> subprocess.Popen:
+    script = tmp_path / "processor.py"
+    script.write_text(source)
+    return subprocess.Popen([sys.executable, str(script), address, str(pause)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+@pytest.mark.parametrize("client", ["confluent", "aiokafka"])
+def test_consume_process_produce_is_exactly_once_across_a_processor_kill(broker, tmp_path, client):
+    source = CONFLUENT_PROCESSOR if client == "confluent" else AIOKAFKA_PROCESSOR
+    create_topics(broker.address, **{"eos-in": 2, "eos-out": 2})
+    inputs = [b"v%03d" % i for i in range(300)]
+    feeder = Producer({"bootstrap.servers": broker.address})
+    for i, value in enumerate(inputs):
+        feeder.produce("eos-in", value, partition=i % 2)
+    feeder.flush(TIMEOUT)
+
+    first = _start_processor(tmp_path, source, broker.address, pause=0.3)
+    lines = []
+    try:
+        while lines.count("committed") < 2 or lines[-1] != "in-transaction":
+            line = first.stdout.readline().strip()
+            assert line, "the processor stopped before it was killed"
+            lines.append(line)
+    finally:
+        first.send_signal(signal.SIGKILL)  # mid-transaction: its output is in the log, not committed
+        first.wait()
+    topics = {"eos-out": 2}
+    assert len(read_all(broker.address, topics, "read_uncommitted")) > \
+        len(read_all(broker.address, topics, "read_committed"))
+
+    second = _start_processor(tmp_path, source, broker.address, pause=0)
+    try:
+        deadline = time.monotonic() + 90
+        while len(read_all(broker.address, topics, "read_committed")) < len(inputs):
+            assert time.monotonic() < deadline, "the restarted processor did not finish"
+            assert second.poll() is None, "the restarted processor died"
+            time.sleep(1)
+    finally:
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+    assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(v.upper() for v in inputs)
