@@ -1,1 +1,3 @@
-"""connect — the connector runtime: YAML configs, plugins, offsets kept in the log, transforms, REST (docs/connect.md)."""
+"""connect — the connector runtime: YAML configs, plugins, offsets in the log, transforms, REST.
+
+See docs/connect.md."""

@@ -6,12 +6,15 @@ Same paths, verbs and status codes as Kafka Connect where the feature exists; er
 
 from __future__ import annotations
 
+import logging
 import socket
 from importlib.metadata import version
 
 from aiohttp import web
 
 from .runtime import RunningConnector, TaskRunner, Worker
+
+log = logging.getLogger(__name__)
 
 
 class NotFound(Exception):
@@ -26,6 +29,9 @@ async def _errors(request: web.Request, handler):
         return web.json_response({"error_code": 404, "message": str(exc)}, status=404)
     except web.HTTPException as exc:
         return web.json_response({"error_code": exc.status, "message": exc.reason}, status=exc.status)
+    except Exception as exc:  # e.g. the log is unreachable while reading offsets
+        log.exception("REST %s %s failed", request.method, request.path)
+        return web.json_response({"error_code": 500, "message": f"{type(exc).__name__}: {exc}"}, status=500)
 
 
 def make_app(worker: Worker, worker_id: str) -> web.Application:
@@ -52,6 +58,11 @@ def make_app(worker: Worker, worker_id: str) -> web.Application:
             task["worker_id"] = worker_id
         return body
 
+    def info(connector: RunningConnector) -> dict:
+        name = connector.spec.name
+        return {"name": name, "config": connector.spec.public(), "type": connector.plugin.kind,
+                "tasks": [{"connector": name, "task": r.task_id} for r in connector.runners]}
+
     @routes.get("/")
     async def root(request):
         return web.json_response({"version": version("binlake"), "mode": "standalone", "worker_id": worker_id})
@@ -64,11 +75,6 @@ def make_app(worker: Worker, worker_id: str) -> web.Application:
                                              **({"info": info(c)} if "info" in expand else {})}
                                       for name, c in worker.connectors.items()})
         return web.json_response(sorted(worker.connectors))
-
-    def info(connector: RunningConnector) -> dict:
-        name = connector.spec.name
-        return {"name": name, "config": connector.spec.public(), "type": connector.plugin.kind,
-                "tasks": [{"connector": name, "task": r.task_id} for r in connector.runners]}
 
     @routes.get("/connectors/{name}")
     async def get_connector(request):

@@ -8,6 +8,8 @@ from connect_testlib import CONNECT, ROOT
 from connect import config
 from connect.config import ConfigError
 
+pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_run, write_config
+
 FLAKY = "flaky_plugin:FlakyConnector"  # tests/connect is on sys.path here and in ConnectProcess
 BASE = {"name": "shop", "connector": "datagen", "bootstrap_servers": "127.0.0.1:9092"}
 

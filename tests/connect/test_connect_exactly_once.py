@@ -5,6 +5,8 @@ import asyncio
 
 from connect_testlib import datagen_ids, stored_offsets
 
+pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_run, write_config
+
 UNSUPPORTED = "does not support transactions"
 
 
@@ -21,8 +23,8 @@ def wait_exit(process, timeout: float = 60) -> int:
     raise AssertionError(f"the broker refused transactions:\n{process.log()[-2000:]}")
 
 
-async def test_each_batch_is_one_transaction_with_its_offset(broker, connect, write_config):
-    process = connect(write_config(**datagen(broker, count=50, batch_size=7, interval_ms=0)))
+async def test_each_batch_is_one_transaction_with_its_offset(broker, connect_run, write_config):
+    process = connect_run(write_config(**datagen(broker, count=50, batch_size=7, interval_ms=0)))
     assert wait_exit(process) == 0, process.log()
     assert "demo-0 started (exactly_once, 0 stored offset(s))" in process.log()
     assert await datagen_ids(broker.address, "demo.datagen", "read_committed") == list(range(50))
@@ -30,9 +32,9 @@ async def test_each_batch_is_one_transaction_with_its_offset(broker, connect, wr
     assert offsets == [7, 14, 21, 28, 35, 42, 49, 50]  # one offset record per batch, committed with it
 
 
-async def test_sigkill_mid_stream_then_restart_repeats_nothing(broker, connect, write_config):
+async def test_sigkill_mid_stream_then_restart_repeats_nothing(broker, connect_run, write_config):
     keys = datagen(broker, batch_size=5, interval_ms=10)
-    running = connect(write_config(**keys))
+    running = connect_run(write_config(**keys))
     async with asyncio.timeout(30):
         while len(await datagen_ids(broker.address, "demo.datagen", "read_committed")) < 40:
             assert UNSUPPORTED not in running.log(), running.log()[-2000:]
@@ -40,13 +42,14 @@ async def test_sigkill_mid_stream_then_restart_repeats_nothing(broker, connect, 
     running.kill()  # no clean stop: an open transaction is left behind and must never become visible
 
     committed = (await stored_offsets(broker.address, "demo", "read_committed"))[-1][1]["next"]
-    resumed = connect(write_config(**{**keys, "count": committed + 30}))
+    resumed = connect_run(write_config(**{**keys, "count": committed + 30}))
     assert wait_exit(resumed) == 0, resumed.log()
     assert await datagen_ids(broker.address, "demo.datagen", "read_committed") == list(range(committed + 30))
 
 
-async def test_commit_interval_groups_batches_into_fewer_transactions(broker, connect, write_config):
-    process = connect(write_config(**datagen(broker, count=300, batch_size=1, interval_ms=0, commit_interval_ms=200)))
+async def test_commit_interval_groups_batches_into_fewer_transactions(broker, connect_run, write_config):
+    keys = datagen(broker, count=300, batch_size=1, interval_ms=0, commit_interval_ms=200)
+    process = connect_run(write_config(**keys))
     assert wait_exit(process) == 0, process.log()
     assert await datagen_ids(broker.address, "demo.datagen", "read_committed") == list(range(300))
     offsets = [offset["next"] for _, offset in await stored_offsets(broker.address, "demo", "read_committed")]

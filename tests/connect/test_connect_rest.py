@@ -6,6 +6,8 @@ import re
 import aiohttp
 from connect_testlib import datagen_ids
 
+pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_run, write_config
+
 
 async def poll(session, url: str, until, timeout: float = 20):
     async with asyncio.timeout(timeout):
@@ -17,8 +19,8 @@ async def poll(session, url: str, until, timeout: float = 20):
             await asyncio.sleep(0.1)
 
 
-async def test_rest_status_config_pause_resume_restart_and_offsets(broker, connect, write_config):
-    process = connect(write_config(name="demo", connector="datagen", bootstrap_servers=broker.address,
+async def test_rest_status_config_pause_resume_restart_and_offsets(broker, connect_run, write_config):
+    process = connect_run(write_config(name="demo", connector="datagen", bootstrap_servers=broker.address,
                                    delivery="at_least_once", batch_size=1, interval_ms=50,
                                    commit_interval_ms=100), rest="127.0.0.1:0")
     process.wait_for_log("REST API on")
@@ -31,6 +33,16 @@ async def test_rest_status_config_pause_resume_restart_and_offsets(broker, conne
         assert status["connector"] == {"state": "RUNNING", "worker_id": rest}
         assert status["type"] == "source"
 
+        async with http.get(f"{base}/") as response:
+            assert (await response.json())["worker_id"] == rest
+        async with http.get(f"{base}/connectors?expand=status&expand=info") as response:
+            expanded = (await response.json())["demo"]
+        assert expanded["info"]["tasks"] == [{"connector": "demo", "task": 0}]
+        assert expanded["status"]["tasks"][0]["id"] == 0
+        async with http.get(f"{base}/connectors/demo/tasks/0/status") as response:
+            assert (await response.json())["worker_id"] == rest
+        async with http.get(f"{base}/connectors/demo/tasks") as response:
+            assert (await response.json())[0]["config"]["interval_ms"] == 50
         async with http.get(f"{base}/connectors/demo/config") as response:
             config = await response.json()
         assert (config["name"], config["connector"], config["batch_size"]) == ("demo", "datagen", 1)

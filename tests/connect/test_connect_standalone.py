@@ -9,6 +9,8 @@ from datetime import datetime
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from connect_testlib import datagen_ids, read_topic, stored_offsets, topic_config
 
+pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_run, write_config
+
 PARTITION = {"datagen": "demo"}
 
 
@@ -24,8 +26,8 @@ async def wait_for_records(broker, topic: str, at_least: int, timeout: float = 3
     return ids
 
 
-async def test_records_land_and_offsets_are_kept_in_the_compacted_topic(broker, connect, write_config):
-    first = connect(write_config(**datagen(broker, count=55, batch_size=10)))
+async def test_records_land_and_offsets_are_kept_in_the_compacted_topic(broker, connect_run, write_config):
+    first = connect_run(write_config(**datagen(broker, count=55, batch_size=10)))
     assert first.wait() == 0, first.log()
     assert await datagen_ids(broker.address, "demo.datagen") == list(range(55))
 
@@ -34,16 +36,16 @@ async def test_records_land_and_offsets_are_kept_in_the_compacted_topic(broker, 
     assert json.loads(message.value) == {"next": 55}
     assert await topic_config(broker.address, "binlake-offsets", "cleanup.policy") == "compact"
 
-    second = connect(write_config(**datagen(broker, count=80, batch_size=10)))
+    second = connect_run(write_config(**datagen(broker, count=80, batch_size=10)))
     assert second.wait() == 0, second.log()
     assert "demo-0 started (at_least_once, 1 stored offset(s))" in second.log()
     assert await datagen_ids(broker.address, "demo.datagen") == list(range(80))
 
 
-async def test_sigterm_commits_and_restart_resumes_without_duplicates(broker, connect, write_config):
+async def test_sigterm_commits_and_restart_resumes_without_duplicates(broker, connect_run, write_config):
     # Offsets would only be committed hourly: what is stored afterwards was committed by the clean stop.
     keys = datagen(broker, batch_size=5, interval_ms=20, commit_interval_ms=3_600_000)
-    running = connect(write_config(**keys))
+    running = connect_run(write_config(**keys))
     await wait_for_records(broker, "demo.datagen", 30)
     assert running.terminate() == 0, running.log()
     assert "stopping: tasks finish their current batch and commit" in running.log()
@@ -52,7 +54,7 @@ async def test_sigterm_commits_and_restart_resumes_without_duplicates(broker, co
     assert landed == list(range(len(landed)))
     assert (await stored_offsets(broker.address, "demo"))[-1] == (PARTITION, {"next": len(landed)})
 
-    resumed = connect(write_config(**{**keys, "count": len(landed) + 25}))
+    resumed = connect_run(write_config(**{**keys, "count": len(landed) + 25}))
     assert resumed.wait() == 0, resumed.log()
     assert await datagen_ids(broker.address, "demo.datagen") == list(range(len(landed) + 25))
 
@@ -62,10 +64,10 @@ def _started_at(log: str) -> list[datetime]:
             if re.search(r"demo-0 started \(", line)]
 
 
-async def test_a_crashing_task_restarts_with_exponential_backoff(broker, connect, write_config):
+async def test_a_crashing_task_restarts_with_exponential_backoff(broker, connect_run, write_config):
     keys = datagen(broker, connector="flaky_plugin:FlakyConnector", count=40, batch_size=5, fail_at=20, failures=3,
                    restart={"initial_backoff_ms": 200, "max_backoff_ms": 500, "multiplier": 2})
-    process = connect(write_config(**keys))
+    process = connect_run(write_config(**keys))
     assert process.wait() == 0, process.log()
     log = process.log()
     for failure, delay in [(1, "0.200"), (2, "0.400"), (3, "0.500")]:
@@ -80,45 +82,45 @@ async def test_a_crashing_task_restarts_with_exponential_backoff(broker, connect
     assert await datagen_ids(broker.address, "demo.datagen") == list(range(40))
 
 
-async def test_a_task_failing_past_max_restarts_is_left_failed(broker, connect, write_config):
+async def test_a_task_failing_past_max_restarts_is_left_failed(broker, connect_run, write_config):
     keys = datagen(broker, connector="flaky_plugin:FlakyConnector", count=40, fail_at=0, failures=100,
                    restart={"initial_backoff_ms": 50, "max_restarts": 2})
-    process = connect(write_config(**keys))
+    process = connect_run(write_config(**keys))
     assert process.wait() == 1, process.log()
     assert "demo-0 failed 3 times in a row, giving up: RuntimeError: injected failure at record 0" in process.log()
 
 
-async def test_several_connectors_in_one_process_and_unique_names(broker, connect, write_config):
+async def test_several_connectors_in_one_process_and_unique_names(broker, connect_run, write_config):
     one = write_config("one.yaml", **datagen(broker, name="one", count=12))
     two = write_config("two.yaml", **datagen(broker, name="two", count=7, delivery="exactly_once"))
-    process = connect(one, two)
+    process = connect_run(one, two)
     assert process.wait() == 0, process.log()
     assert await datagen_ids(broker.address, "one.datagen") == list(range(12))
     assert await datagen_ids(broker.address, "two.datagen", "read_committed") == list(range(7))
 
-    clash = connect(one, write_config("again.yaml", **datagen(broker, name="one")))
+    clash = connect_run(one, write_config("again.yaml", **datagen(broker, name="one")))
     assert clash.wait() == 2
     assert "connector names must be unique; given twice: one" in clash.log()
 
 
-async def test_an_offsets_topic_that_is_not_compacted_is_refused(broker, connect, write_config):
+async def test_an_offsets_topic_that_is_not_compacted_is_refused(broker, connect_run, write_config):
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.address)
     await admin.start()
     try:
         await admin.create_topics([NewTopic("plain-offsets", 1, 1, topic_configs={"cleanup.policy": "delete"})])
     finally:
         await admin.close()
-    process = connect(write_config(**datagen(broker, count=5, offsets={"topic": "plain-offsets"},
+    process = connect_run(write_config(**datagen(broker, count=5, offsets={"topic": "plain-offsets"},
                                              restart={"max_restarts": 0})))
     assert process.wait() == 1, process.log()
     assert ("offsets topic plain-offsets has cleanup.policy=delete; it must be compact, or retention will delete "
             "offsets and connectors start over") in process.log()
 
 
-async def test_a_task_that_does_not_stop_is_cancelled_after_shutdown_timeout(broker, connect, write_config):
+async def test_a_task_that_does_not_stop_is_cancelled_after_shutdown_timeout(broker, connect_run, write_config):
     keys = datagen(broker, connector="flaky_plugin:FlakyConnector", fail_at=1 << 30, failures=0, hang_on_stop=True,
                    interval_ms=20, shutdown_timeout_ms=500)
-    process = connect(write_config(**keys))
+    process = connect_run(write_config(**keys))
     process.wait_for_log("demo-0 started")
     assert process.terminate(timeout=15) == 0, process.log()
     assert "demo-0 did not stop within shutdown_timeout_ms; cancelling it" in process.log()

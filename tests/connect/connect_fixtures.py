@@ -1,4 +1,7 @@
-"""Fixtures for the connector runtime: `binlake connect run` subprocesses and config files."""
+"""Fixtures for the connect tests: `binlake connect run` subprocesses and config files.
+
+Loaded with `pytest_plugins = ["connect_fixtures"]`, not as a conftest.py: other test modules
+import the top-level conftest by name, which a second conftest module would shadow."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from connect_testlib import CONNECT, ROOT
 
 HERE = Path(__file__).resolve().parent
 
+
 class ConnectProcess:
     """`binlake connect run` in its own process, so tests can SIGTERM or SIGKILL it."""
 
@@ -21,7 +25,8 @@ class ConnectProcess:
         args = [*CONNECT, "run", *map(str, configs)] + (["--rest", rest] if rest else [])
         self.log_path = log_path
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen(args, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -50,8 +55,8 @@ class ConnectProcess:
 
 
 @pytest.fixture
-def connect(tmp_path):
-    """connect(config_path, ..., rest=None) starts a runtime; every one is killed at teardown."""
+def connect_run(tmp_path):
+    """connect_run(config_path, ..., rest=None) starts a runtime; every one is killed at teardown."""
     started: list[ConnectProcess] = []
 
     def start(*configs: Path, rest: str | None = None) -> ConnectProcess:
