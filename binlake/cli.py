@@ -11,6 +11,7 @@ from logcore.tools.console import consume_command, produce_command
 from logcore.tools.dump_log import dump_log_command
 from logcore.tools.groups_cmd import groups_command
 from logcore.tools.topics_cmd import topics_command
+from logcore.tools.transactions_cmd import transactions_command
 
 
 @click.group()
@@ -27,6 +28,7 @@ main.add_command(produce_command)
 main.add_command(consume_command)
 main.add_command(dump_log_command)
 main.add_command(groups_command)
+main.add_command(transactions_command)
 
 
 if __name__ == "__main__":

@@ -412,3 +412,49 @@ def test_consume_process_produce_is_exactly_once_across_a_processor_kill(broker,
         second.send_signal(signal.SIGKILL)
         second.wait()
     assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(v.upper() for v in inputs)
+
+
+# -- operators ---------------------------------------------------------------------------------
+
+
+def binlake(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "transactions", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_cli_lists_describes_and_aborts_a_hanging_transaction(broker):
+    create_topics(broker.address, hang=1)
+    finished = txn_producer(broker.address, "cli-done")
+    finished.begin_transaction()
+    finished.produce("hang", b"done", partition=0)
+    finished.commit_transaction(TIMEOUT)
+    stuck = txn_producer(broker.address, "cli-stuck", **{"transaction.timeout.ms": 900000})
+    stuck.begin_transaction()
+    stuck.produce("hang", b"stuck", partition=0)
+    stuck.flush(TIMEOUT)
+    bootstrap = ["--bootstrap-server", broker.address]
+
+    listed = [line.split() for line in binlake("list", *bootstrap).splitlines()]
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert {(row[0], row[3]) for row in listed[1:]} == {("cli-done", "CompleteCommit"), ("cli-stuck", "Ongoing")}
+    assert [row[0] for row in (line.split() for line in binlake("list", *bootstrap, "--state", "Ongoing")
+                                                                .splitlines()[1:])] == ["cli-stuck"]
+    described = binlake("describe", *bootstrap, "--transactional-id", "cli-stuck").splitlines()[1].split()
+    assert described[4:6] == ["Ongoing", "900000"] and described[-1] == "hang-0"
+
+    producers = [line.split() for line in binlake("describe-producers", *bootstrap, "--topic", "hang",
+                                                  "--partition", "0").splitlines()[1:]]
+    assert sorted(row[-1] for row in producers) == ["-", "2"]  # the stuck transaction starts at offset 2
+    assert list_offset_latest(broker.address, "hang", isolation=1) == 2  # read_committed readers are held back
+
+    out = binlake("abort", *bootstrap, "--topic", "hang", "--partition", "0", "--start-offset", "2")
+    assert "aborted the transaction" in out
+    assert list_offset_latest(broker.address, "hang", isolation=1) == 4  # past the abort marker
+    assert read_all(broker.address, {"hang": 1}, "read_committed") == [b"done"]
+    assert read_all(broker.address, {"hang": 1}, "read_uncommitted") == [b"done", b"stuck"]
+
+    refused = subprocess.run([sys.executable, "-m", "binlake.cli", "transactions", "describe", *bootstrap,
+                              "--transactional-id", "nobody"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert refused.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in refused.stderr
