@@ -102,6 +102,9 @@ def test_index_load_ignores_kafka_preallocation_and_refuses_disorder(tmp_path):
     path.write_bytes(struct.pack(">iiii", 3, 500, 9, 1200) + bytes(8 * 100))
     index = OffsetIndex(str(path), 0)
     assert index.load() and list(index.keys) == [3, 9]
+    index.append(20, 1500)
+    again = OffsetIndex(str(path), 0)
+    assert again.load() and list(again.keys) == [3, 9, 20], "appends follow the real entries"
     path.write_bytes(struct.pack(">iiii", 9, 500, 3, 1200))
     assert not OffsetIndex(str(path), 0).load()
     path.write_bytes(b"\x00" * 7)
@@ -201,6 +204,20 @@ def test_roll_on_segment_ms(tmp_path):
     time.sleep(0.08)
     append(pl, 1)
     assert [s.base_offset for s in pl.segments] == [0, 2]
+
+
+def test_flush_messages_and_flush_ms_move_the_recovery_point(tmp_path):
+    pl = open_log(tmp_path / "t-0", config(flush_messages=3))
+    append(pl, 2)
+    assert pl.recovery_point == 0
+    append(pl, 1)
+    assert pl.recovery_point == 3
+    pl.config = config(flush_ms=50)
+    append(pl, 1)
+    pl.flush_if_due(pl.last_flush_ms + 10)
+    assert pl.recovery_point == 3
+    pl.flush_if_due(pl.last_flush_ms + 50)
+    assert pl.recovery_point == 4
 
 
 # -- recovery ------------------------------------------------------------------------------------

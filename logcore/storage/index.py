@@ -37,7 +37,8 @@ class IndexFile:
 
     def load(self) -> bool:
         """Read the file; False when it is missing or its entries are not strictly ordered (then the
-        segment rebuilds it). Trailing all-zero entries are Kafka's preallocation and are ignored."""
+        segment rebuilds it). Trailing all-zero entries are Kafka's preallocation: cut off, so that
+        appends follow the last real entry."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -49,15 +50,17 @@ class IndexFile:
         for key, value in self.ENTRY.iter_unpack(data):
             if key == 0 and value == 0 and keys:
                 break
-            if keys and not self._ordered(keys[-1], values[-1], key, value):
+            if keys and not self.in_order(keys[-1], values[-1], key, value):
                 return False
             keys.append(key)
             values.append(value)
         self.keys, self.values = keys, values
+        if len(keys) * self.ENTRY.size < len(data):
+            self._truncate(len(keys))
         return True
 
     @staticmethod
-    def _ordered(key: int, value: int, next_key: int, next_value: int) -> bool:
+    def in_order(key: int, value: int, next_key: int, next_value: int) -> bool:
         raise NotImplementedError
 
     def reset(self) -> None:
@@ -103,7 +106,7 @@ class OffsetIndex(IndexFile):
     ENTRY = struct.Struct(">ii")
 
     @staticmethod
-    def _ordered(rel: int, pos: int, next_rel: int, next_pos: int) -> bool:
+    def in_order(rel: int, pos: int, next_rel: int, next_pos: int) -> bool:
         return next_rel > rel and next_pos > pos
 
     @property
@@ -130,7 +133,7 @@ class TimeIndex(IndexFile):
     ENTRY = struct.Struct(">qi")
 
     @staticmethod
-    def _ordered(ts: int, rel: int, next_ts: int, next_rel: int) -> bool:
+    def in_order(ts: int, rel: int, next_ts: int, next_rel: int) -> bool:
         return next_ts > ts and next_rel >= rel
 
     @property

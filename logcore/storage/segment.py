@@ -193,7 +193,7 @@ class Segment:
             after = position + header.size
             if header.batch_length > 0 and self._plausible(data, after):
                 return after
-        magic_at = position + 1
+        magic_at = position + 16  # the bad batch's own magic byte: candidates start after it
         while True:
             magic_at = data.find(bytes([MAGIC]), magic_at + 1)
             if magic_at < 0 or magic_at - 16 + HEADER_SIZE > self.size:

@@ -136,7 +136,7 @@ def dump_index(path: str, base_offset: int, kind: type[IndexFile]) -> Iterator[s
         else:
             line = f"timestamp: {key} offset: {base_offset + value}"
             problems = [batches.time_entry_problem(key, base_offset + value) if batches else None]
-        if previous is not None and not kind._ordered(*previous, key, value):
+        if previous is not None and not kind.in_order(*previous, key, value):
             problems.append("out of order with the entry before it")
         previous = (key, value)
         problems = [p for p in problems if p]
