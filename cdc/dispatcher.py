@@ -50,6 +50,8 @@ class Dispatcher:
         self.config = config
         self.emitter = emitter
         self.captured = TableFilter(config.table_include, config.table_exclude)
+        self._metadata = config.transaction_metadata
+        self._max_records = config.max_batch_records
         self.clock = clock
         self.ready: deque[Batch] = deque()
         self._records: list[Record] = []
@@ -60,7 +62,7 @@ class Dispatcher:
 
     @property
     def full(self) -> bool:
-        return len(self._records) >= self.config.max_batch_records
+        return len(self._records) >= self._max_records
 
     # --- transactions ----------------------------------------------------------------------
     def begin(self, txid: str, already_emitted: int = 0) -> None:
@@ -72,7 +74,7 @@ class Dispatcher:
                row: int) -> None:
         txn = None
         if self._txid is not None:
-            if self.config.transaction_metadata and self._order == 0 and not self._counts:
+            if self._metadata and self._order == 0 and not self._counts:
                 self.emitter.transaction("BEGIN", self._txid, None, self._records)
             self._order += 1
             collection = table.collection

@@ -72,6 +72,7 @@ class Emitter:
     def __init__(self, config: SourceConfig, partitions: Callable[[str], int], clock=time.time) -> None:
         self.config = config
         self.format = CanalFormat if config.format == "canal" else DebeziumFormat
+        self._format_row = self.format.row
         self.tombstones = self.format.tombstones and config.tombstones_on_delete
         self.partitions = partitions
         self.clock = clock
@@ -89,7 +90,7 @@ class Emitter:
             self.row(table, "c", None, after, source, row, txn, out)
             return
         key, partition = table.key_of(after if after is not None else before)
-        value = self.format.row(table, op, before, after, source, row, self.now_ms, txn)
+        value = self._format_row(table, op, before, after, source, row, self.now_ms, txn)
         out.append(Record(table.topic, key, value, partition))
         if op == "d" and self.tombstones and key is not None:
             out.append(Record(table.topic, key, None, partition))

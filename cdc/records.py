@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
+    """One Kafka record. Not frozen: one is made per row change, and frozen dataclasses are slow to build."""
+
     topic: str
     key: bytes | None
     value: bytes | None      # None = tombstone
