@@ -70,18 +70,30 @@ class Dispatcher:
         self._txid, self._counts, self._order = txid, {}, already_emitted
         self._txn_prefix = b'{"id":%b,"total_order":' % orjson.dumps(txid)
 
-    def change(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: EventSource,
-               row: int) -> None:
-        txn = None
-        if self._txid is not None:
-            if self._metadata and self._order == 0 and not self._counts:
-                self.emitter.transaction("BEGIN", self._txid, None, self._records)
-            self._order += 1
-            collection = table.collection
-            n = self._counts.get(collection, 0) + 1
-            self._counts[collection] = n
-            txn = self._txn_prefix + b'%d,"data_collection_order":%d}' % (self._order, n)
-        self.emitter.row(table, op, before, after, source, row, txn, self._records)
+    def rows(self, table: TableContext, kind: str, images: list[dict], start: int, source: EventSource) -> int:
+        """Emit the changes of one rows event (or snapshot chunk, kind "r") from change `start` on (update
+        images come in before/after pairs) until the batch is full; returns the first change not emitted."""
+        emit = self.emitter.row
+        records = self._records
+        limit = self._max_records
+        count = len(images) // 2 if kind == "u" else len(images)
+        for index in range(start, count):
+            txn = None
+            if self._txid is not None:
+                if self._metadata and self._order == 0 and not self._counts:
+                    self.emitter.transaction("BEGIN", self._txid, None, records)
+                self._order += 1
+                n = self._counts[table.collection] = self._counts.get(table.collection, 0) + 1
+                txn = self._txn_prefix + b'%d,"data_collection_order":%d}' % (self._order, n)
+            if kind == "c" or kind == "r":
+                emit(table, kind, None, images[index], source, index, txn, records)
+            elif kind == "d":
+                emit(table, "d", images[index], None, source, index, txn, records)
+            else:
+                emit(table, "u", images[2 * index], images[2 * index + 1], source, index, txn, records)
+            if len(records) >= limit:
+                return index + 1
+        return count
 
     def commit(self, offset: Offset) -> None:
         if self._txid is not None and self._counts and self.config.transaction_metadata:

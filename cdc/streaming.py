@@ -120,22 +120,14 @@ class StreamingSource:
         source.server_id, source.file, source.pos, source.gtid = event.server_id, event.file, event.start, self._txn_gtid
         source.db, source.table, source.ts_ms = mapped.context.db, mapped.context.table, event.ts * 1000
         event_source = source.event()
-        change = self.dispatcher.change
-        ctx = mapped.context
-        kind = event.kind
-        pairs = zip(rows[::2], rows[1::2]) if kind == "u" else rows
-        for index, row in enumerate(pairs):
-            if self._skip:
-                self._skip -= 1
-                self._emitted += 1
-                continue
-            if kind == "c":
-                change(ctx, "c", None, row, event_source, index)
-            elif kind == "d":
-                change(ctx, "d", row, None, event_source, index)
-            else:
-                change(ctx, "u", row[0], row[1], event_source, index)
-            self._emitted += 1
+        count = len(rows) // 2 if event.kind == "u" else len(rows)
+        index = min(self._skip, count)          # rows emitted before a restart
+        self._skip -= index
+        self._emitted += index
+        while index < count:
+            done = self.dispatcher.rows(mapped.context, event.kind, rows, index, event_source)
+            self._emitted += done - index
+            index = done
             if self.dispatcher.full:
                 # A slice of a large transaction: restart at its start and skip what was emitted.
                 self.dispatcher.flush(Offset(self._txn_start, str(self._gtids), self._emitted))

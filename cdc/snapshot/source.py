@@ -217,18 +217,20 @@ class SnapshotSource:
         converters = [converter(c) for c in definition.columns]
         keys = key_positions(definition)
         chunk = self.config.snapshot_chunk_rows
-        change = self.dispatcher.change
         fields = {**self._source(s, "true"), "db": definition.db, "table": definition.name}
 
         def emit(rows, more: bool) -> None:
             source = EventSource({**fields, "ts_ms": int(time.time() * 1000)})
             self.dispatcher.emitter.tick()
-            last = len(rows) - 1
-            for i, raw in enumerate(rows):
-                row = {name: None if v is None else conv(v) for name, conv, v in zip(names, converters, raw)}
-                if last_table and not more and i == last:
-                    source = EventSource({**source.fields, "snapshot": "last"})
-                change(ctx, "r", None, row, source, 0)
+            images = [{name: None if v is None else conv(v) for name, conv, v in zip(names, converters, raw)}
+                      for raw in rows]
+            final = images[-1:] if last_table and not more else []     # the snapshot's last record says so
+            body = images[:len(images) - len(final)]
+            done_rows = 0
+            while done_rows < len(body):
+                done_rows = self.dispatcher.rows(ctx, "r", body, done_rows, source)
+            if final:
+                self.dispatcher.rows(ctx, "r", final, 0, EventSource({**source.fields, "snapshot": "last"}))
             bar.rows(len(rows))
 
         if not keys:                     # no key to resume from: one pass, redone whole if interrupted
