@@ -3,7 +3,7 @@
 import subprocess
 import time
 
-from conftest import BINLAKE, ROOT, free_port
+from brokerproc import BINLAKE, ROOT, free_port
 
 
 def binlake(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -2,7 +2,7 @@
 
 import subprocess
 
-from conftest import BINLAKE, ROOT
+from brokerproc import BINLAKE, ROOT
 
 
 def topics(broker, *args: str) -> subprocess.CompletedProcess:
