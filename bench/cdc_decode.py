@@ -75,7 +75,7 @@ def mixed(cur, rows: int, first: int) -> int:
 
 
 def raw_pymysqlreplication(settings: dict, start: BinlogPosition) -> int:
-    reader = BinLogStreamReader({**settings, "passwd": settings.pop("password", "")}, server_id=901,
+    reader = BinLogStreamReader(settings, server_id=901,
                                 log_file=start.file, log_pos=start.pos, resume_stream=True, blocking=False,
                                 only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
                                 enable_logging=False)

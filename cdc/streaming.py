@@ -7,7 +7,6 @@ already emitted before a restart are skipped by count (`skip_rows`).
 
 from __future__ import annotations
 
-import logging
 from typing import Callable, Iterator
 
 from cdc.binlog.client import BinlogClient
@@ -19,8 +18,6 @@ from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
 from cdc.records import Batch
 from cdc.rowdecoder import compile_rows_decoder
 from cdc.schema.history import SchemaHistory
-
-log = logging.getLogger(__name__)
 
 
 class _MappedTable:

@@ -55,7 +55,7 @@ class PyMySqlReplicationClient:
         self._file = start.file
         self._reader = BinLogStreamReader(
             connection_settings={"host": connection["host"], "port": connection["port"],
-                                 "user": connection["user"], "passwd": connection["password"]},
+                                 "user": connection["user"], "password": connection["password"]},
             server_id=server_id, log_file=start.file, log_pos=start.pos, resume_stream=True,
             blocking=blocking, only_events=_EVENTS, freeze_schema=True, enable_logging=False,
             slave_heartbeat=heartbeat_s or None)
