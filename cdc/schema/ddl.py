@@ -465,6 +465,25 @@ def _drop_tables(tok: _Tokens, schema: Schema, db: str) -> list[TableChange]:
             return changes
 
 
+def _skip_view_options(tok: _Tokens) -> None:
+    """ALGORITHM = x, DEFINER = user, SQL SECURITY x: before VIEW/TRIGGER/PROCEDURE/FUNCTION/EVENT."""
+    while True:
+        if tok.accept("DEFINER"):
+            tok.accept("=")
+            tok.next()
+            if tok.peek() == "(":           # CURRENT_USER()
+                tok.skip_group()
+            if tok.accept("@"):
+                tok.next()
+        elif tok.accept("ALGORITHM"):
+            tok.accept("=")
+            tok.next()
+        elif tok.accept_seq("SQL", "SECURITY"):
+            tok.next()
+        else:
+            return
+
+
 def apply_ddl(schema: Schema, default_db: str, sql: str) -> list[TableChange] | None:
     """Apply one statement to `schema`. Returns the tables it changed, or None for a statement that cannot
     change any table's columns. Raises UnsupportedDdlError (schema untouched) for anything else."""
@@ -483,22 +502,22 @@ def _statement(tok: _Tokens, schema: Schema, db: str, first: str) -> list[TableC
     tok.next()
     if first == "CREATE":
         tok.accept_seq("OR", "REPLACE")
-        while tok.peek().startswith("DEFINER") or tok.peek() in ("=", "ALGORITHM", "SQL", "SECURITY"):
-            tok.next()
+        _skip_view_options(tok)
         if tok.peek() in ("TEMPORARY",):
             return None
         if tok.accept("TABLE"):
             return _create_table(tok, schema, db)
         if tok.accept("DATABASE", "SCHEMA"):
             return []
-        if tok.peek() in _IGNORED_OBJECTS or tok.peek() in ("UNIQUE", "FULLTEXT", "ONLINE", "OR", "DEFINER"):
+        if tok.peek() in _IGNORED_OBJECTS or tok.peek() in ("UNIQUE", "FULLTEXT", "ONLINE"):
             return None
     elif first == "ALTER":
         tok.accept("ONLINE")
         tok.accept("IGNORE")
         if tok.accept("TABLE"):
             return _alter_table(tok, schema, db)
-        if tok.peek() in _IGNORED_OBJECTS or tok.peek() in ("DATABASE", "SCHEMA", "DEFINER", "ALGORITHM"):
+        _skip_view_options(tok)
+        if tok.peek() in _IGNORED_OBJECTS or tok.peek() in ("DATABASE", "SCHEMA"):
             return None
     elif first == "DROP":
         if tok.accept("TEMPORARY"):
