@@ -136,9 +136,9 @@ def main() -> None:
     args = parser.parse_args()
     server = None
     if args.port is None:
-        from conftest import BINLOG_OPTIONS, _initialize, start_mariadb
+        from cdc_harness import BINLOG_OPTIONS, initialize_datadir, start_mariadb
         base = Path(tempfile.mkdtemp(prefix="cdc-bench-"))
-        _initialize(base / "template")
+        initialize_datadir(base / "template")
         server = start_mariadb(base, base / "template", BINLOG_OPTIONS)
         port = server.port
     else:

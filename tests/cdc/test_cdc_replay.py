@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Capture
+from cdc_harness import Capture
 from cdc.binlog import PyMySqlReplicationClient, ReplayClient, record_events
 from cdc.offsets import BinlogPosition
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import Capture
+from cdc_harness import Capture
 from cdc.errors import ConfigurationError, PositionLostError
 from cdc.schema.history import MemoryHistoryStore
 from cdc.source import MySqlSource

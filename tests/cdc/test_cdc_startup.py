@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import Capture
+from cdc_harness import Capture
 from cdc.errors import ConfigurationError
 
 

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from conftest import Capture
+from cdc_harness import Capture
 from cdc.schema.history import MemoryHistoryStore
 from cdc.source import MySqlSource
 

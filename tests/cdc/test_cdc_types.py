@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from conftest import Capture
+from cdc_harness import Capture
 
 COLUMNS = """
     id INT PRIMARY KEY,
