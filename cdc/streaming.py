@@ -14,6 +14,7 @@ from cdc.binlog.events import Begin, Commit, Event, Gtid, Heartbeat, Query, Rota
 from cdc.config import SourceConfig
 from cdc.dispatcher import Dispatcher
 from cdc.emitter import TableContext
+from cdc.errors import DecodeError
 from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
 from cdc.records import Batch
 from cdc.rowdecoder import compile_rows_decoder
@@ -106,7 +107,10 @@ class StreamingSource:
 
     def _on_rows(self, event: Rows) -> None:
         mapped = self._tables.get(event.table_id)
-        if mapped is None or mapped.context is None:
+        if mapped is None:
+            raise DecodeError(f"rows event at {event.file}:{event.start} for table id {event.table_id}, "
+                              "which no table map described")
+        if mapped.context is None:
             return
         if not self._in_group:
             self._start_group(event, None)
@@ -146,9 +150,8 @@ class StreamingSource:
 
     def _on_query(self, event: Query) -> None:
         changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
-        if changes:
+        if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()
-            self._tables.clear()        # table ids are reassigned after DDL; maps follow
             src = self.source
             src.server_id, src.file, src.pos, src.row = event.server_id, event.file, event.start, 0
             db = event.db or changes[0].db
@@ -158,7 +161,8 @@ class StreamingSource:
             self._end_group(event)
 
     def _on_rotate(self, event: Rotate) -> None:
-        self._tables.clear()            # table ids are per server run; a restart always rotates
+        if event.ts:                    # a real rotate (not the one sent on connect): ids may be reused
+            self._tables.clear()
         if not self._in_group:
             self._offset = Offset(BinlogPosition(event.next_file, event.next_pos), str(self._gtids))
 

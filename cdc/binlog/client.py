@@ -2,6 +2,8 @@
 
 pymysqlreplication keeps the replication protocol (COM_BINLOG_DUMP, checksums, table-map parsing);
 row bodies are not decoded by it (its `.rows` is never touched), only sliced out of the packet.
+A TABLE_MAP is sent once per table id (ids change with every DDL on the table and are only reused
+after a real rotate), so consumers keep maps until a Rotate with a non-zero timestamp.
 """
 
 from __future__ import annotations

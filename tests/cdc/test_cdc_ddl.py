@@ -79,3 +79,15 @@ def test_unparseable_ddl_stops_unless_skipped(mariadb, db, capture):
     skipping = {**config, "ddl_skip_unparseable": True}
     batches = capture.run(skipping, offset=snapshot[-1].offset)
     assert [c["after"] for c in Capture.changes(batches)] == [{"id": 7}]
+
+
+def test_ddl_on_one_table_keeps_streaming_the_others(mariadb, db, capture):
+    mariadb.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY)")
+    config = capture.config(db)
+    snapshot = capture.run(config)
+    mariadb.sql(f"INSERT INTO `{db}`.b VALUES (1)", f"ALTER TABLE `{db}`.a ADD COLUMN x INT",
+                f"INSERT INTO `{db}`.b VALUES (2)", f"TRUNCATE TABLE `{db}`.a", f"INSERT INTO `{db}`.b VALUES (3)",
+                f"INSERT INTO `{db}`.a VALUES (1, 1)")
+    changes = Capture.changes(capture.run(config, offset=snapshot[-1].offset))
+    assert [(c["source"]["table"], c["after"]) for c in changes] == [
+        ("b", {"id": 1}), ("b", {"id": 2}), ("b", {"id": 3}), ("a", {"id": 1, "x": 1})]
