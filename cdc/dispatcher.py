@@ -59,6 +59,7 @@ class Dispatcher:
         self._txid: str | None = None
         self._counts: dict[str, int] = {}
         self._order = 0
+        self._sliced = False
 
     @property
     def full(self) -> bool:
@@ -68,6 +69,7 @@ class Dispatcher:
     def begin(self, txid: str, already_emitted: int = 0) -> None:
         """A transaction starts; `already_emitted` of its changes went out before a restart."""
         self._txid, self._counts, self._order = txid, {}, already_emitted
+        self._sliced = False
         self._txn_prefix = b'{"id":%b,"total_order":' % orjson.dumps(txid)
 
     def rows(self, table: TableContext, kind: str, images: list[dict], start: int, source: EventSource) -> int:
@@ -99,7 +101,7 @@ class Dispatcher:
         if self._txid is not None and self._counts and self.config.transaction_metadata:
             self.emitter.transaction("END", self._txid, self._counts, self._records)
         self._txid = None
-        if self._records:
+        if self._records or self._sliced:   # a split transaction always ends with its commit offset
             self.flush(offset)
         else:
             self.heartbeat(offset)      # filtered-out traffic still moves the offset
@@ -119,6 +121,7 @@ class Dispatcher:
             self.flush(offset)
 
     def flush(self, offset: Offset) -> None:
+        self._sliced = self._txid is not None
         self.ready.append(Batch(self._records, offset.to_dict()))
         self._records = []
         self._last_flush = self.clock()

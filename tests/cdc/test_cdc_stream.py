@@ -116,6 +116,9 @@ def test_large_transaction_streams_in_bounded_batches_and_resumes(mariadb, db, c
     resumed = capture.run(config, offset=middle)
     assert [c["after"]["id"] for c in Capture.changes(resumed)] == list(range(401, 1001)) + [5000]
     assert resumed[-1].offset == batches[-1].offset
+    # 1,000 rows fill exactly ten batches; the commit still gets a batch of its own with its offset
+    assert batches[10].records == [] and batches[10].offset["skip_rows"] == 0
+    assert batches[10].offset["pos"] > batches[9].offset["pos"]
 
 
 def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(mariadb, db, capture):
