@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -74,38 +75,35 @@ class SnapshotSource:
         self.partitions = partitions
 
     def run(self, resume_from: Offset | None, record_schema: bool) -> Iterator[Batch]:
-        s = _State()
-        try:
-            self._1_prepare(s)
-            self._2_tables(s)
-            self._3_lock(s)
-            self._4_position(s, resume_from)
-            self._5_snapshot(s)
-            self._6_structure(s, record_schema)
-            self._7_unlock(s)
+        with self._session() as s:
+            self._consistent_start(s, resume_from, record_schema)
             yield from self._drain()
             yield from self._8_data(s, resume_from.snapshot if resume_from else None)
+
+    def structure_only(self) -> Offset:
+        """For `no_data`: record the structure at the current position without reading rows."""
+        with self._session() as s:
+            self._consistent_start(s, None, True)
+        return Offset(s.position, s.gtids)
+
+    @contextmanager
+    def _session(self) -> Iterator[_State]:
+        s = _State()
+        try:
+            yield s
         finally:
             for conn in (s.lock, s.read):
                 if conn is not None:
                     conn.close()
 
-    def structure_only(self) -> Offset:
-        """For `no_data`: record the structure at the current position without reading rows."""
-        s = _State()
-        try:
-            self._1_prepare(s)
-            self._2_tables(s)
-            self._3_lock(s)
-            self._4_position(s, None)
-            self._5_snapshot(s)
-            self._6_structure(s, True)
-            self._7_unlock(s)
-        finally:
-            for conn in (s.lock, s.read):
-                if conn is not None:
-                    conn.close()
-        return Offset(s.position, s.gtids)
+    def _consistent_start(self, s: _State, resume_from: Offset | None, record_schema: bool) -> None:
+        self._1_prepare(s)
+        self._2_tables(s)
+        self._3_lock(s)
+        self._4_position(s, resume_from)
+        self._5_snapshot(s)
+        self._6_structure(s, record_schema)
+        self._7_unlock(s)
 
     def _drain(self) -> Iterator[Batch]:
         while self.dispatcher.ready:

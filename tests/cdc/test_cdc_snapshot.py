@@ -122,3 +122,14 @@ def test_progress_bar_shows_tables_rows_and_rate(mariadb, db, capture, capsys):
     capture.run(capture.config(db, snapshot_progress=True, snapshot_chunk_rows=20))
     out = capsys.readouterr().out
     assert f"{db}.t" in out and "50/50" in out and "rows/s" in out and "tables" in out
+
+
+def test_no_data_mode_records_structure_and_streams_from_now(mariadb, db, capture):
+    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(3))", f"INSERT INTO `{db}`.t VALUES (1, 'a')")
+    config = capture.config(db, snapshot="no_data", format="canal")
+    first = capture.run(config)
+    assert [r["value"]["type"] for r in Capture.records(first)] == ["CREATE"]      # structure, no rows
+    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (2, 'b')")
+    later = Capture.records(capture.run(config, offset=first[-1].offset))
+    assert [(m["value"]["type"], m["value"]["data"]) for m in later] == [("INSERT", [{"id": "2", "v": "b"}])]
+    assert later[0]["value"]["mysqlType"] == {"id": "int(11)", "v": "varchar(3)"}
