@@ -6,6 +6,8 @@
 
 Startup checks run first; the snapshotter decides whether to snapshot; then the binlog is streamed
 from the resulting offset until `stop()` (or, with follow=False, until the server has nothing more).
+The stream reconnects at the offset's file/position, or with `restart_by: gtid` at its GTID set (so
+a source can follow a failover to another server of the same replication topology).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from cdc.connection import make_engine
 from cdc.dispatcher import Dispatcher
 from cdc.errors import CdcError
 from cdc.emitter import Emitter
-from cdc.offsets import BinlogPosition, Offset
+from cdc.offsets import Offset
 from cdc.records import Batch
 from cdc.schema.history import HistoryStore, SchemaHistory
 from cdc.snapshot import SnapshotSource, Snapshotter
 from cdc.streaming import StreamingSource
 
-ClientFactory = Callable[[BinlogPosition], BinlogClient]
+ClientFactory = Callable[[Offset], BinlogClient]
 
 
 class MySqlSource:
@@ -45,18 +47,23 @@ class MySqlSource:
     def stop(self) -> None:
         self.streaming.stop()
 
-    def _binlog_client(self, start: BinlogPosition) -> BinlogClient:
+    def _binlog_client(self, offset: Offset) -> BinlogClient:
         c = self.config
         return PyMySqlReplicationClient({"host": c.host, "port": c.port, "user": c.user, "password": c.password},
-                                        c.server_id, start, blocking=self._follow,
-                                        heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0))
+                                        c.server_id, offset.position, blocking=self._follow,
+                                        heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
+                                        gtids=offset.gtids if c.restart_by == "gtid" else None)
 
     def check(self) -> bool:
         """Startup checks; returns whether the stored position is still on the server."""
         with self.engine.connect() as conn:
             check_server(conn)
             check_privileges(conn, self.config)
-            return self._stored is not None and position_available(conn, self._stored.position)
+            if self._stored is None:
+                return False
+            if self.config.restart_by == "gtid":   # the server refuses purged GTIDs when we connect
+                return True
+            return position_available(conn, self._stored.position)
 
     def batches(self) -> Iterator[Batch]:
         available = self.check()
@@ -80,4 +87,4 @@ class MySqlSource:
                 raise CdcError(f"an offset is stored ({offset.position}) but the schema history is empty: "
                                "restore the history store, or delete the offset to take a new snapshot")
             self.history.recover(offset.position)
-        yield from self.streaming.run(self._client_factory(offset.position), offset)
+        yield from self.streaming.run(self._client_factory(offset), offset)

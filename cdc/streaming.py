@@ -53,7 +53,7 @@ class StreamingSource:
         self._offset = offset                   # committed: where to restart between transactions
         self._gtids = GtidSet(offset.gtids)
         self._skip = offset.skip_rows
-        self._skip_at = offset.position
+        self._first_group = True                # the group the offset points into (we connect at it)
         self._in_group = self._dml_txn = False
         self._txn_start: BinlogPosition | None = None
         self._txn_gtid: str | None = None
@@ -76,8 +76,9 @@ class StreamingSource:
         self._txn_start = BinlogPosition(event.file, event.start)
         self._txn_gtid = gtid
         self._emitted = 0
-        if self._txn_start != self._skip_at:
+        if not self._first_group:
             self._skip = 0
+        self._first_group = False
         self.dispatcher.begin(gtid or str(self._txn_start), already_emitted=self._skip)
 
     def _on_gtid(self, event: Gtid) -> None:

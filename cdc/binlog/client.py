@@ -53,14 +53,17 @@ class PyMySqlReplicationClient:
     """Reads the binlog as a replica from `start` (file/pos). Not thread-safe; one consumer."""
 
     def __init__(self, connection: dict, server_id: int, start: BinlogPosition, *, blocking: bool = True,
-                 heartbeat_s: float = 0) -> None:
+                 heartbeat_s: float = 0, gtids: str | None = None) -> None:
+        """Start at `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n` or MySQL
+        `uuid:1-n`); the server then names the file in the first Rotate."""
         self._file = start.file
+        position = ({"auto_position": gtids, "is_mariadb": ":" not in gtids} if gtids is not None else
+                    {"log_file": start.file, "log_pos": start.pos, "resume_stream": True})
         self._reader = BinLogStreamReader(
             connection_settings={"host": connection["host"], "port": connection["port"],
                                  "user": connection["user"], "password": connection["password"]},
-            server_id=server_id, log_file=start.file, log_pos=start.pos, resume_stream=True,
-            blocking=blocking, only_events=_EVENTS, freeze_schema=True, enable_logging=False,
-            slave_heartbeat=heartbeat_s or None)
+            server_id=server_id, blocking=blocking, only_events=_EVENTS, freeze_schema=True,
+            enable_logging=False, slave_heartbeat=heartbeat_s or None, **position)
 
     def close(self) -> None:
         self._reader.close()

@@ -27,6 +27,6 @@ def test_recorded_events_replay_identically(mariadb, db, capture, tmp_path):
                                       blocking=False)
     path = tmp_path / "events.jsonl"
     assert record_events(client.events(), path) > 10
-    replayed = capture.run(config, offset=start, client_factory=lambda position: ReplayClient(path))
+    replayed = capture.run(config, offset=start, client_factory=lambda offset: ReplayClient(path))
     assert _without_clock(Capture.records(replayed)) == _without_clock(Capture.records(live))
     assert [b.offset for b in replayed] == [b.offset for b in live]

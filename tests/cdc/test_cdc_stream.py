@@ -146,3 +146,16 @@ def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(mariadb, db, c
     assert "ts_ms" in json.loads(beats[0].records[0].value)
     assert batches[-1].offset["pos"] > start["pos"] and batches[-1].offset["gtids"] != start["gtids"]
     assert not Capture.changes(batches[len(beats):])       # the inserts themselves are filtered out
+
+
+def test_restart_by_gtid_ignores_the_file_position(mariadb, db, capture):
+    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    rows = ", ".join(f"({i})" for i in range(1, 301))
+    config, _, batches = _stream(mariadb, capture, db, [f"INSERT INTO t VALUES {rows}", "INSERT INTO t VALUES (999)"],
+                                 max_batch_records=100, restart_by="gtid")
+    # as if the source had failed over to a server where these files and positions mean nothing
+    middle = {**batches[1].offset, "file": "elsewhere.000042", "pos": 4}
+    assert middle["skip_rows"] == 200
+    resumed = capture.run(config, offset=middle)
+    assert [c["after"]["id"] for c in Capture.changes(resumed)] == list(range(201, 301)) + [999]
+    assert resumed[-1].offset == batches[-1].offset
