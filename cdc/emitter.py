@@ -15,7 +15,7 @@ import orjson
 
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
-from cdc.murmur2 import murmur2
+from cdc.murmur2 import partition_for
 from cdc.offsets import EventSource
 from cdc.records import Record
 from cdc.schema.model import TableDef
@@ -27,18 +27,12 @@ def _keyer(primary_key: tuple[str, ...], partitions: int) -> Callable[[dict], tu
     """row -> (key bytes, partition); specialized because it runs once per row."""
     if not primary_key:
         return lambda row: (None, 0)
-    if len(primary_key) == 1:
-        (name,) = primary_key
+    (first, *rest) = primary_key
 
-        def key_of(row: dict) -> tuple[bytes, int]:
-            key = _dumps({name: row[name]})
-            return key, (murmur2(key) & 0x7FFFFFFF) % partitions if partitions > 1 else 0
-        return key_of
-
-    def key_of_many(row: dict) -> tuple[bytes, int]:
-        key = _dumps({k: row[k] for k in primary_key})
-        return key, (murmur2(key) & 0x7FFFFFFF) % partitions if partitions > 1 else 0
-    return key_of_many
+    def key_of(row: dict) -> tuple[bytes, int]:
+        key = _dumps({k: row[k] for k in primary_key} if rest else {first: row[first]})
+        return key, partition_for(key, partitions) if partitions > 1 else 0
+    return key_of
 
 
 @dataclass(slots=True)
@@ -105,13 +99,13 @@ class Emitter:
         topic = self.config.schema_change_topic
         key = _dumps({"databaseName": db})
         value = DebeziumFormat.schema_change(db, ddl, changes, source, now)
-        out.append(Record(topic, key, value, (murmur2(key) & 0x7FFFFFFF) % self.partitions(topic)))
+        out.append(Record(topic, key, value, partition_for(key, self.partitions(topic))))
 
     def heartbeat(self, out: list[Record]) -> None:
         topic = self.config.heartbeat_topic
         key = _dumps({"serverName": self.config.name})
         value = _dumps({"ts_ms": int(self.clock() * 1000)})
-        out.append(Record(topic, key, value, (murmur2(key) & 0x7FFFFFFF) % self.partitions(topic)))
+        out.append(Record(topic, key, value, partition_for(key, self.partitions(topic))))
 
     def transaction(self, status: str, txid: str, counts: dict[str, int] | None, out: list[Record]) -> None:
         topic = self.config.transaction_topic
@@ -120,4 +114,4 @@ class Emitter:
         if counts is not None:
             body["event_count"] = sum(counts.values())
             body["data_collections"] = [{"data_collection": k, "event_count": n} for k, n in counts.items()]
-        out.append(Record(topic, key, _dumps(body), (murmur2(key) & 0x7FFFFFFF) % self.partitions(topic)))
+        out.append(Record(topic, key, _dumps(body), partition_for(key, self.partitions(topic))))
