@@ -19,7 +19,9 @@ import signal
 import socket
 import subprocess
 import sys
+import struct
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +69,9 @@ class Result:
         rate = self.messages / self.seconds
         mb = rate * self.size / 1e6
         lat = (f"{self.p50_ms:7.2f} {self.p99_ms:7.2f}" if self.p50_ms is not None else f"{'-':>7} {'-':>7}")
-        broker = f"{self.broker_cpu:6.1f}" if self.broker_cpu is not None else f"{'-':>6}"
+        broker = f"{self.broker_cpu:6.2f}" if self.broker_cpu is not None else f"{'-':>6}"
         return (f"{self.name:<28} {self.messages:>9} {rate:>12,.0f} {mb:>8.1f} {lat} "
-                f"{self.client_cpu:6.1f} {broker} {self.seconds:6.2f}")
+                f"{self.client_cpu:6.2f} {broker} {self.seconds:6.2f}")
 
 
 HEADER = (f"{'benchmark':<28} {'messages':>9} {'msgs/s':>12} {'MB/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
@@ -174,13 +176,15 @@ def confluent_produce(address: str, topic: str, count: int, value: bytes, acks: 
 
 
 def _produce_all(producer: Producer, topic: str, count: int, value: bytes, partitions: int = 1) -> None:
+    # Positional (topic, value, key, partition): the keyword form costs the Python thread about
+    # twice as much per call, and that thread is the producer's bottleneck.
     produce = producer.produce
     for i in range(count):
         try:
-            produce(topic, value, partition=i % partitions)
+            produce(topic, value, None, i % partitions)
         except BufferError:  # local queue full: let librdkafka drain it
             producer.poll(0.005)
-            produce(topic, value, partition=i % partitions)
+            produce(topic, value, None, i % partitions)
 
 
 def _consume_until(consumer: Consumer, count: int, name: str) -> int:
@@ -266,6 +270,36 @@ def client_ceiling(count: int, value: bytes) -> list[Result]:
     return results
 
 
+# -- raw wire: the broker's own ceiling ----------------------------------------------------------
+
+
+def wire_produce(address: str, topic: str, count: int, value: bytes, per_batch: int, broker) -> Result:
+    """Pre-encoded produce requests (acks=1) written as fast as the broker takes them: the client costs
+    almost nothing, so msgs/s here is what the broker can ingest."""
+    from request_path import PRODUCE_VERSION, produce_frame  # bench/ is on sys.path when run as a script
+
+    from logcore.protocol.codec import ApiKey, decode_response
+    from logcore.storage.records import encode_batch
+
+    frame = produce_frame(encode_batch([(None, value)] * per_batch, int(time.time() * 1000)), 1, topic)
+    requests = max(1, count // per_batch)
+    Producer({"bootstrap.servers": address}).list_topics(topic, timeout=10)  # auto-create
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port))) as sock, Meter(broker) as meter:
+        sender = threading.Thread(target=lambda: [sock.sendall(frame) for _ in range(requests)])
+        sender.start()
+        reader = sock.makefile("rb")
+        for _ in range(requests):
+            (size,) = struct.unpack(">i", reader.read(4))
+            response = reader.read(size)
+        sender.join()
+    _, last = decode_response(response, ApiKey.PRODUCE, PRODUCE_VERSION)
+    partition = last.responses[0].partition_responses[0]
+    if partition.error_code or partition.base_offset != (requests - 1) * per_batch:
+        raise SystemExit(f"wire produce: last response {partition}")
+    return meter.result(f"wire produce {per_batch}/batch", requests * per_batch, len(value))
+
+
 # -- aiokafka -------------------------------------------------------------------------------------
 
 
@@ -305,7 +339,7 @@ async def aiokafka_consume(address: str, topic: str, count: int, size: int, brok
 
 # -- main -----------------------------------------------------------------------------------------
 
-BENCHES = ["ceiling", "produce", "produce-all", "consume", "aiokafka", "latency"]
+BENCHES = ["ceiling", "wire", "produce", "produce-all", "consume", "aiokafka", "latency"]
 
 
 def main() -> None:
@@ -346,6 +380,9 @@ def main() -> None:
         if "ceiling" in args.only:
             for result in client_ceiling(args.messages, value):
                 report(result)
+        if "wire" in args.only:
+            report(wire_produce(address, f"wire-{run}", args.messages, value, 1_000_000 // (args.size + 10), broker))
+            report(wire_produce(address, f"wire-small-{run}", args.messages // 10, value, 10, broker))
         if "produce" in args.only or "consume" in args.only:
             report(confluent_produce(address, f"ck-{run}", args.messages, value, "1", broker,
                                      "confluent produce acks=1"))

@@ -1,13 +1,12 @@
 """The one module that talks to kio: request decoding, response building and encoding.
 
 Handlers never see a version-specific response class. They return neutral data (dicts, lists,
-plain ints/strings, ErrorCode, FileRegion for record bytes) and `build` fills the negotiated
-version's frozen dataclass, dropping keys that version lacks and zero-filling fields the handler
-left out.
+plain ints/strings, ErrorCode, FileRegion for record bytes) and `encode_response` writes the
+negotiated version from it, dropping keys that version lacks and zero-filling fields the handler
+left out; `build` makes the same version's kio dataclass from the same data by the same rules.
 
-Record bytes that stay in a segment file travel as `FileRegion`s: the response is serialized with a
-short unique marker in place of each region, and `encode_response` splits the output around the
-markers so the server can `sendfile` the regions between the bytes kio wrote.
+Record bytes that stay in a segment file travel as `FileRegion`s: `encode_response` returns the
+frame as bytes chunks with the regions between them, so the server can `sendfile` the regions.
 """
 
 from __future__ import annotations
@@ -20,12 +19,14 @@ import struct
 import uuid
 from dataclasses import MISSING, dataclass, fields
 from functools import cache
-from typing import Any
+from typing import Any, Callable
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
+from kio.serial._implicit_defaults import get_tagged_field_default
+from kio.serial._serialize import get_field_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.static.constants import EntityType
 
@@ -41,6 +42,9 @@ class FileRegion:
     fd: int
     position: int
     length: int
+
+    def __len__(self) -> int:  # bytes on the wire, like the bytes chunks around it
+        return self.length
 
     def read(self) -> bytes:
         return os.pread(self.fd, self.length, self.position)
@@ -110,6 +114,7 @@ class _FieldPlan:
     is_array: bool
     optional: bool
     default: Any
+    tag: int | None  # tagged field (flexible versions only)
 
 
 @cache
@@ -132,6 +137,7 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
                 is_array=isinstance(kind, (EntityTupleField, PrimitiveTupleField)),
                 optional=is_optional(f),
                 default=default,
+                tag=f.metadata.get("tag"),
             )
         )
     return tuple(plans)
@@ -162,9 +168,6 @@ def _convert(kafka_type: str | None, value: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self) -> None:
-        self.regions: list[FileRegion] = []
-
     def entity(self, cls: type, data: dict) -> Any:
         kwargs = {}
         for plan in _plan(cls):
@@ -184,8 +187,7 @@ class _Builder:
         if plan.is_array:
             return tuple(_convert(plan.kafka_type, v) for v in value)
         if isinstance(value, FileRegion):
-            self.regions.append(value)
-            return _marker(len(self.regions) - 1)
+            raise ValueError("FileRegion values need encode_response")
         return _convert(plan.kafka_type, value)
 
     def zero(self, plan: _FieldPlan) -> Any:
@@ -200,33 +202,17 @@ class _Builder:
 
 def build(cls: type, data: dict) -> Any:
     """Fill kio dataclass `cls` from neutral `data` (no FileRegions allowed)."""
-    builder = _Builder()
-    entity = builder.entity(cls, data)
-    if builder.regions:
-        raise ValueError("FileRegion values need encode_response")
-    return entity
+    return _Builder().entity(cls, data)
 
 
 # ---------------------------------------------------------------------------------------------
-# Encoding
-
-_MARKER_TAG = b"\x00\xffbinlake-rec" + os.urandom(4)  # 17 bytes, then a 4-byte index
-
-
-def _marker(index: int) -> bytes:
-    return _MARKER_TAG + struct.pack(">I", index)
-
-
-_MARKER_LEN = len(_marker(0))
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+# Encoding responses straight from neutral data
+#
+# Building kio's dataclass tree and writing it with kio's validating writer cost more than most
+# handlers (tens of µs for a produce response), so responses are written directly from the
+# handler's data by encoders compiled once per class from the same kio schema: field order,
+# kafka types, flexible versions and tags. They follow `build`'s rules for missing and None values
+# and kio's wire format byte for byte (tests/test_codec_encoder.py holds them to both).
 
 
 def response_header_flexible(api_key: int, response_cls: type) -> bool:
@@ -237,36 +223,185 @@ def response_header_flexible(api_key: int, response_cls: type) -> bool:
 def encode_response(api_key: int, version: int, correlation_id: int, data: dict) -> list[bytes | FileRegion]:
     """The whole response frame (size prefix included) as bytes chunks and file regions."""
     cls = response_class(api_key, version)
-    builder = _Builder()
-    entity = builder.entity(cls, data)
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    buf.write(struct.pack(">i", correlation_id))
+    parts: list = [b"", _INT32.pack(correlation_id)]
     if response_header_flexible(api_key, cls):
-        buf.write(b"\0")  # empty tagged fields of response header v1
-    _writer(cls)(buf, entity)
-    body = buf.getbuffer()
-    if not builder.regions:
-        struct.pack_into(">i", body, 0, len(body) - 4)
-        return [bytes(body)]
-    return _splice_regions(bytes(body), builder.regions, cls.__flexible__)
-
-
-def _splice_regions(body: bytes, regions: list[FileRegion], flexible: bool) -> list[bytes | FileRegion]:
+        parts.append(b"\0")  # empty tagged fields of response header v1
+    _encoder(cls)(parts, data)
+    parts[0] = _INT32.pack(sum(map(len, parts)))
     chunks: list[bytes | FileRegion] = []
-    start = 4
-    total = 0
-    prefix_len = 1 if flexible else 4  # a marker's compact length fits one uvarint byte; legacy is int32
-    for index, region in enumerate(regions):
-        at = body.index(_marker(index), start)
-        chunks.append(body[start : at - prefix_len])
-        chunks.append(_uvarint(region.length + 1) if flexible else struct.pack(">i", region.length))
-        chunks.append(region)
-        start = at + _MARKER_LEN
-    chunks.append(body[start:])
-    for chunk in chunks:
-        total += chunk.length if isinstance(chunk, FileRegion) else len(chunk)
-    return [struct.pack(">i", total), *chunks]
+    start = 0
+    for i in [i for i, part in enumerate(parts) if type(part) is FileRegion]:
+        chunks += (b"".join(parts[start:i]), parts[i])
+        start = i + 1
+    chunks.append(b"".join(parts[start:]))
+    return chunks
+
+
+_INT32 = struct.Struct(">i")
+_UVARINT = [bytes((n,)) for n in range(0x80)]
+
+
+def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _UVARINT[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+Encoder = Callable[[list, Any], None]  # appends one value's bytes (and FileRegions) to a list of parts
+
+
+@cache
+def _encoder(cls: type) -> Encoder:
+    """Writes one entity of `cls` from a dict of neutral data."""
+    emitters = [_field_emitter(plan, cls.__flexible__) for plan in _plan(cls) if plan.tag is None]
+    tagged = [plan for plan in _plan(cls) if plan.tag is not None]
+    when_absent = _tagged_fields(cls, tagged, {})  # the usual case: the handler set no tagged field
+
+    def encode(parts: list, data: dict) -> None:
+        for emit in emitters:
+            emit(parts, data)
+        if tagged and any(plan.name in data for plan in tagged):
+            parts.append(_tagged_fields(cls, tagged, data))
+        elif cls.__flexible__:
+            parts.append(when_absent)
+
+    return encode
+
+
+def _field_emitter(plan: _FieldPlan, flexible: bool) -> Encoder:
+    """Emits one field: the handler's value, or what `build` puts there when it is missing or None."""
+    name, write = plan.name, _value_writer(plan, flexible)
+    if plan.is_array:
+        none = None
+        absent = plan.default if plan.default is not MISSING else (None if plan.optional else ())
+    elif plan.nested is not None:
+        none = None if plan.optional else {}
+        absent = plan.default if plan.default is not MISSING else none
+    else:
+        none = None if plan.optional else _ZERO[plan.kafka_type]
+        absent = plan.default if plan.default is not MISSING else none
+
+    def emit(parts: list, data: dict) -> None:
+        value = data.get(name, absent)
+        write(parts, none if value is None else value)
+
+    return emit
+
+
+def _value_writer(plan: _FieldPlan, flexible: bool) -> Encoder:
+    if plan.nested is not None:
+        item = _encoder(plan.nested)
+        if not plan.is_array and plan.optional:  # KIP-893 nullable struct: an int8 marker first
+            def write_nullable(parts: list, value) -> None:
+                if value is None:
+                    parts.append(b"\xff")
+                else:
+                    parts.append(b"\x01")
+                    item(parts, value)
+            return write_nullable
+    else:
+        item = _primitive_writer(plan.kafka_type, flexible)
+    if not plan.is_array:
+        return item
+    if flexible:
+        def write_compact_array(parts: list, items) -> None:
+            if items is None:
+                parts.append(b"\0")
+                return
+            parts.append(_uvarint(len(items) + 1))
+            for value in items:
+                item(parts, value)
+        return write_compact_array
+
+    def write_legacy_array(parts: list, items) -> None:
+        if items is None:
+            parts.append(_INT32.pack(-1))
+            return
+        parts.append(_INT32.pack(len(items)))
+        for value in items:
+            item(parts, value)
+    return write_legacy_array
+
+
+_FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint8": ">B", "uint16": ">H",
+          "uint32": ">I", "uint64": ">Q", "float64": ">d", "bool": ">?", "error_code": ">h"}
+
+
+def _millis(value) -> int:
+    """Neutral milliseconds, or the timedelta / datetime a kio entity would hold."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    return round(value.timestamp() * 1000)
+
+
+def _primitive_writer(kafka_type: str, flexible: bool) -> Encoder:
+    if kafka_type in _FIXED:
+        pack = struct.Struct(_FIXED[kafka_type]).pack
+        return lambda parts, value: parts.append(pack(value))
+    if kafka_type in ("timedelta_i32", "timedelta_i64", "datetime_i64"):
+        pack = struct.Struct(">i" if kafka_type == "timedelta_i32" else ">q").pack
+        return lambda parts, value: parts.append(pack(-1 if value is None else _millis(value)))
+    if kafka_type == "uuid":
+        return lambda parts, value: parts.append((value or _ZERO["uuid"]).bytes)
+    if kafka_type in ("string", "bytes", "records"):
+        return _bytes_writer(flexible, 2 if kafka_type == "string" else 4)
+    raise LookupError(f"no encoder for kafka type {kafka_type!r}")
+
+
+def _bytes_writer(flexible: bool, legacy_length_size: int) -> Encoder:
+    """Strings, bytes and record sets: a compact (uvarint length + 1) or legacy (int16 for strings,
+    int32 for bytes) length, then the bytes; null is length 0 (compact) or -1 (legacy)."""
+    legacy = struct.Struct(">h" if legacy_length_size == 2 else ">i").pack
+
+    def write(parts: list, value) -> None:
+        if value is None:
+            parts.append(b"\0" if flexible else legacy(-1))
+            return
+        if type(value) is str:
+            value = value.encode()
+        parts.append(_uvarint(len(value) + 1) if flexible else legacy(len(value)))
+        parts.append(value)
+
+    return write
+
+
+def _tagged_fields(cls: type, tagged: list[_FieldPlan], data: dict) -> bytes:
+    """Tagged fields that differ from their defaults, written by kio (they are rare, and this keeps
+    kio's notion of each field's default)."""
+    builder = _Builder()
+    written = []
+    for plan in tagged:
+        if plan.name in data:
+            value = builder.value(plan, data[plan.name])
+        elif plan.default is MISSING:
+            value = builder.zero(plan)
+        else:
+            continue
+        default = plan.default if plan.default is not MISSING else _implicit_default(cls, plan.name)
+        if value == default:
+            continue
+        buf = io.BytesIO()
+        _tag_writer(cls, plan.name)(buf, value)
+        written.append(_uvarint(plan.tag) + _uvarint(len(buf.getvalue())) + buf.getvalue())
+    return _uvarint(len(written)) + b"".join(written)
+
+
+@cache
+def _tag_writer(cls: type, name: str):
+    field = next(f for f in fields(cls) if f.name == name)
+    return get_field_writer(field, flexible=True, is_request_header=False, is_tag=True)
+
+
+@cache
+def _implicit_default(cls: type, name: str) -> Any:
+    return get_tagged_field_default(next(f for f in fields(cls) if f.name == name))
 
 
 def encode_error_frame(correlation_id: int, code: ErrorCode) -> bytes:

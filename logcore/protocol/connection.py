@@ -70,11 +70,14 @@ class ServerConnection:
             if self._closed:
                 raise RemoteProtocolError(f"connection closed inside a {size}-byte frame")
             return NEED_DATA
-        frame = bytes(self._buffer[4 : 4 + size])
-        del self._buffer[: 4 + size]
+        if len(self._buffer) == 4 + size:  # the buffer holds just this frame (the usual case): no copy
+            frame, self._buffer = memoryview(self._buffer)[4:].toreadonly(), bytearray()
+        else:
+            frame = bytes(memoryview(self._buffer)[4 : 4 + size])
+            del self._buffer[: 4 + size]
         return self._parse(frame)
 
-    def _parse(self, frame: bytes) -> Request:
+    def _parse(self, frame: bytes | memoryview) -> Request:
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
         limits = self._supported.get(api_key)
         if limits is None or not limits[0] <= version <= limits[1]:
