@@ -6,7 +6,6 @@ import re
 
 from sqlalchemy import Connection
 
-from cdc.config import SourceConfig
 from cdc.errors import ConfigurationError
 from cdc.offsets import BinlogPosition
 
@@ -48,7 +47,7 @@ def check_server(conn: Connection) -> str:
 _GRANT = re.compile(r"^GRANT (.+?) ON (\S+) TO ", re.I)
 
 
-def check_privileges(conn: Connection, config: SourceConfig) -> None:
+def check_privileges(conn: Connection) -> None:
     """REPLICATION SLAVE, REPLICATION CLIENT (BINLOG MONITOR on MariaDB) and SELECT."""
     global_privs: set[str] = set()
     has_db_select = False

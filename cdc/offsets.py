@@ -8,7 +8,7 @@ split over several batches), and while a snapshot runs, the last finished chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -58,9 +58,6 @@ class Offset:
         return cls(BinlogPosition(d["file"], int(d["pos"])), d.get("gtids", ""), int(d.get("skip_rows", 0)),
                    SnapshotProgress.from_dict(snap) if snap is not None else None)
 
-    def with_snapshot(self, progress: SnapshotProgress | None) -> "Offset":
-        return replace(self, snapshot=progress)
-
 
 @dataclass(slots=True)
 class SourceInfo:
@@ -76,7 +73,6 @@ class SourceInfo:
     table: str = ""
     ts_ms: int = 0
     snapshot: str = "false"
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"version": "binlake-0.1", "connector": "mysql", "name": self.name, "server_id": self.server_id,

@@ -58,7 +58,7 @@ class MySqlSource:
         """Startup checks; returns whether the stored position is still on the server."""
         with self.engine.connect() as conn:
             check_server(conn)
-            check_privileges(conn, self.config)
+            check_privileges(conn)
             if self._stored is None:
                 return False
             if self.config.restart_by == "gtid":   # the server refuses purged GTIDs when we connect
