@@ -159,3 +159,17 @@ def test_restart_by_gtid_ignores_the_file_position(mariadb, db, capture):
     resumed = capture.run(config, offset=middle)
     assert [c["after"]["id"] for c in Capture.changes(resumed)] == list(range(201, 301)) + [999]
     assert resumed[-1].offset == batches[-1].offset
+
+
+def test_table_without_primary_key(mariadb, db, capture):
+    mariadb.sql(f"CREATE TABLE `{db}`.log (msg VARCHAR(10), n INT)",
+                *[f"INSERT INTO `{db}`.log VALUES ('m{i}', {i})" for i in range(5)])
+    config = capture.config(db, snapshot_chunk_rows=2, topic_partitions=4)
+    snapshot = capture.run(config)
+    reads = [r for r in Capture.records(snapshot) if r["value"] and r["value"].get("op") == "r"]
+    assert [r["value"]["after"]["n"] for r in reads] == [0, 1, 2, 3, 4]
+    assert reads[-1]["value"]["source"]["snapshot"] == "last"
+    assert [len([r for r in b.records if r.topic.endswith(".log")]) for b in snapshot] == [2, 2, 1]
+    mariadb.sql(f"UPDATE `{db}`.log SET n = 10 WHERE n = 1", f"DELETE FROM `{db}`.log WHERE n = 2")
+    records = Capture.records(capture.run(config, offset=snapshot[-1].offset))
+    assert [(r["value"]["op"], r["key"], r["partition"]) for r in records] == [("u", None, 0), ("d", None, 0)]
