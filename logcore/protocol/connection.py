@@ -50,31 +50,40 @@ class ServerConnection:
         self._supported = supported
         self._max_frame = max_frame_size
         self._buffer = bytearray()
+        self._start = 0  # where the next frame begins: handed-out frames are dropped once per read
         self._closed = False
 
     def receive_data(self, data: bytes) -> None:
         if not data:
             self._closed = True
+        if self._start:
+            del self._buffer[: self._start]
+            self._start = 0
         self._buffer += data
 
     def next_event(self) -> Request | _NeedData | None:
         """The next whole request, NEED_DATA, or None once the peer closed and nothing is left."""
-        if len(self._buffer) < 4:
+        start, buffered = self._start, len(self._buffer)
+        if buffered - start < 4:
             return None if self._closed else NEED_DATA
-        (size,) = struct.unpack_from(">i", self._buffer)
+        (size,) = struct.unpack_from(">i", self._buffer, start)
         if size < 8 or size > self._max_frame:
             raise RemoteProtocolError(
                 f"frame size {size} outside 8..{self._max_frame} bytes (socket.request.max.bytes)"
             )
-        if len(self._buffer) < 4 + size:
+        end = start + 4 + size
+        if buffered < end:
             if self._closed:
                 raise RemoteProtocolError(f"connection closed inside a {size}-byte frame")
             return NEED_DATA
-        if len(self._buffer) == 4 + size:  # the buffer holds just this frame (the usual case): no copy
-            frame, self._buffer = memoryview(self._buffer)[4:].toreadonly(), bytearray()
+        if start == 0 and end == buffered:  # the buffer holds just this frame (the usual case): no copy
+            frame = memoryview(self._buffer)[4:].toreadonly()
         else:
-            frame = bytes(memoryview(self._buffer)[4 : 4 + size])
-            del self._buffer[: 4 + size]
+            frame = bytes(memoryview(self._buffer)[start + 4 : end])
+        if end == buffered:
+            self._buffer, self._start = bytearray(), 0
+        else:
+            self._start = end
         return self._parse(frame)
 
     def _parse(self, frame: bytes | memoryview) -> Request:
