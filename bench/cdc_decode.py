@@ -17,6 +17,7 @@ Last, the snapshot of the resulting table is timed.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -149,7 +150,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--port", type=int, help="an existing binlog-enabled server (root, no password)")
     args = parser.parse_args()
-    server = None
+    server = base = None
     if args.port is None:
         from cdc_harness import BINLOG_OPTIONS, initialize_datadir, start_mariadb
         base = Path(tempfile.mkdtemp(prefix="cdc-bench-"))
@@ -176,6 +177,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
