@@ -1,0 +1,113 @@
+"""faust-streaming with processing_guarantee="exactly_once" against a real broker: a worker killed
+mid-stream (SIGKILL) and a replacement produce every output exactly once."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TIMEOUT = 30
+CONFIG = {"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5",
+          "group.initial.rebalance.delay.ms": "0"}
+
+APP = r'''
+import asyncio, sys
+import faust
+
+address = sys.argv.pop(1)
+app = faust.App("eos-app", broker=f"kafka://{address}", processing_guarantee="exactly_once", store="memory://",
+                topic_partitions=2, broker_session_timeout=6, broker_heartbeat_interval=1,
+                broker_commit_interval=0.5, consumer_auto_offset_reset="earliest", web_enabled=False,
+                # Publish an event's output in the transaction that commits the event's offset. Without
+                # it a send races the commit: its output may be committed while the event is not.
+                stream_publish_on_commit=True)
+source = app.topic("faust-in", value_serializer="raw", key_serializer="raw", partitions=2)
+sink = app.topic("faust-out", value_serializer="raw", key_serializer="raw", partitions=2)
+
+
+@app.agent(source)
+async def shout(stream):
+    async for event in stream.events():
+        await asyncio.sleep(0.01)  # the work. The send comes last: faust commits the output of an event
+        # whose send is attached but not yet acked along with the offsets before it (its
+        # publish_on_commit takes attachments up to and including the commit offset).
+        await sink.send(key=event.key, value=event.value.upper(), partition=event.message.partition)
+
+
+# faust sends transactionally only to topics the app also consumes (it picks the transactional
+# producer by the topic's copartitioned group): a consumer of the sink makes its writes part of the
+# transaction that commits the source offsets of the same partition.
+@app.agent(sink)
+async def audit(stream):
+    async for _ in stream:
+        pass
+
+if __name__ == "__main__":
+    app.main()
+'''
+
+
+def read_out(address: str, isolation: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "faust-check", "isolation.level": isolation,
+                        "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("faust-out", p, 0) for p in range(2)])
+    values, ended, deadline = [], set(), time.monotonic() + TIMEOUT
+    while len(ended) < 2:
+        assert time.monotonic() < deadline, "never reached the end of faust-out"
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            ended.add(msg.partition())
+            continue
+        values.append(msg.value())
+    consumer.close()
+    return values
+
+
+def start_worker(tmp_path, address: str) -> subprocess.Popen:
+    (tmp_path / "app.py").write_text(APP)
+    return subprocess.Popen([sys.executable, "app.py", address, "worker", "-l", "warn"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_faust_exactly_once_across_a_worker_kill(broker_factory, tmp_path):
+    broker = broker_factory(config=CONFIG)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for future in admin.create_topics([NewTopic("faust-in", 2, 1), NewTopic("faust-out", 2, 1)]).values():
+        future.result(TIMEOUT)
+    inputs = [b"event-%03d" % i for i in range(400)]
+    feeder = Producer({"bootstrap.servers": broker.address})
+    for i, value in enumerate(inputs):
+        feeder.produce("faust-in", value, key=b"k%d" % i, partition=i % 2)
+    feeder.flush(TIMEOUT)
+
+    first = start_worker(tmp_path, broker.address)
+    try:
+        deadline = time.monotonic() + 60
+        while len(read_out(broker.address, "read_committed")) < 100:  # well into the stream
+            assert time.monotonic() < deadline, "the first worker produced nothing"
+            assert first.poll() is None, "the first worker died"
+            time.sleep(0.2)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert len(read_out(broker.address, "read_committed")) < len(inputs)
+
+    second = start_worker(tmp_path, broker.address)
+    try:
+        deadline = time.monotonic() + 120
+        while len(read_out(broker.address, "read_committed")) < len(inputs):
+            assert time.monotonic() < deadline, "the second worker did not finish the stream"
+            assert second.poll() is None, "the second worker died"
+            time.sleep(1)
+        time.sleep(2)  # a duplicate, if any were coming, would land in the next commit interval
+    finally:
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+    assert sorted(read_out(broker.address, "read_committed")) == sorted(v.upper() for v in inputs)
