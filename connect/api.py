@@ -11,6 +11,8 @@ through the entry-point group `binlake.connectors` (see `connect.plugins`). It d
 A source task yields `Batch`es: records plus the source offset reached after them. The runtime
 writes a batch's records and its offset atomically (exactly-once) or records first and offsets
 after (at-least-once); on restart the task reads where to resume with `context.offsets.get(...)`.
+A source transaction too large for one batch spans several: all but its last say
+`ends_transaction=False`, and under exactly-once they share one Kafka transaction.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ class ConnectorConfig(BaseModel):
 @dataclass(frozen=True, slots=True)
 class SourceRecord:
     """One record for the log. `key`/`value`: bytes and str go as they are, anything else as JSON;
-    a None value is a tombstone. `partition=None` lets the producer hash the key."""
+    a None value is a tombstone. `partition=None` lets the producer hash the key.
+
+    The runtime reads records by attribute only, so a source may hand it any object with these six
+    attributes (cdc's records are such objects: built once per row, they skip a conversion)."""
 
     topic: str
     value: Json | bytes
@@ -52,13 +57,19 @@ class Batch:
     `source_partition` names the stream the offset belongs to (e.g. {"server": "shop"}) and
     `source_offset` is where to resume (e.g. {"file": "bin.000003", "pos": 4711}); both must be
     JSON. A batch may hold no records: it then only moves the offset (a heartbeat, or events the
-    source filtered out). Under exactly-once a batch is never split between transactions, so a
-    source should cut batches at its own transaction boundaries.
+    source filtered out).
+
+    `ends_transaction=False` says the source's own transaction goes on in the next batch (a large
+    transaction cut into bounded slices). Under exactly-once the runtime commits only after a batch
+    that ends a source transaction, so a read_committed consumer sees each source transaction
+    whole; the offset of a slice is then never committed (if the task stops inside a source
+    transaction, the open Kafka transaction is aborted and the next run repeats it from its start).
     """
 
     records: Sequence[SourceRecord]
     source_partition: Mapping[str, Json]
     source_offset: Mapping[str, Json] | None
+    ends_transaction: bool = True
 
 
 class OffsetReader(Protocol):
@@ -69,14 +80,28 @@ class OffsetReader(Protocol):
     def all(self) -> list[tuple[Mapping[str, Json], Mapping[str, Json]]]: ...
 
 
+class LogAccess(Protocol):
+    """The log as a task may use it besides writing batches: topics it keeps state in, partition counts."""
+
+    async def partitions(self, topic: str, create: int = 1) -> int:
+        """The topic's partition count; a missing topic is created with `create` partitions."""
+
+    async def ensure_topic(self, topic: str, partitions: int = 1, compact: bool = False) -> None:
+        """Create the topic if missing; refuse an existing one that should be compacted and is not."""
+
+    async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+        """(key, value) of every committed record, oldest first, up to the end (read_committed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TaskContext:
-    """What the runtime tells a task: who it is and where it stopped last time."""
+    """What the runtime tells a task: who it is, where it stopped last time, and the log."""
 
     connector: str
     """The connector's name: the logical server name and default topic prefix."""
     task_id: int
     offsets: OffsetReader
+    log: LogAccess
 
 
 class Task(ABC):

@@ -11,22 +11,16 @@ inside the same transaction as the batch's records (see `connect.producer`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import IncompatibleBrokerVersion, for_code
-
 from .api import Json
+from .topics import LogTopics
 
 log = logging.getLogger(__name__)
-TOPIC_ALREADY_EXISTS = 36
 
 
 def _canonical(value: Json) -> str:
@@ -72,20 +66,14 @@ class OffsetStore(Protocol):
                offset: Mapping[str, Json] | None) -> OffsetRecord: ...
 
 
-class OffsetStoreError(Exception):
-    """The offsets topic is unusable; the message says what to change."""
-
-
 class LogOffsetStore:
     """Offsets in a compacted topic; created (compact, `partitions`, `replication_factor`) if missing."""
 
     def __init__(self, bootstrap_servers: str | list[str], topic: str, partitions: int,
                  replication_factor: int | None, request_timeout_ms: int = 30_000) -> None:
-        self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.partitions = partitions
-        self.replication_factor = replication_factor
-        self.timeout = request_timeout_ms / 1000
+        self.topics = LogTopics(bootstrap_servers, replication_factor, request_timeout_ms)
 
     def record(self, connector: str, source_partition: Mapping[str, Json],
                offset: Mapping[str, Json] | None) -> OffsetRecord:
@@ -93,69 +81,17 @@ class LogOffsetStore:
         return OffsetRecord(self.topic, key, None if offset is None else _canonical(offset).encode())
 
     async def start(self) -> None:
-        """Make sure the topic exists and is compacted; learn its partition count."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                    request_timeout_ms=int(self.timeout * 1000))
-        await admin.start()
-        try:
-            if self.topic not in await admin.list_topics():
-                await self._create(admin)
-            [described] = await admin.describe_topics([self.topic])
-            self.partitions = len(described["partitions"])
-            await self._check_compacted(admin)
-        finally:
-            await admin.close()
-
-    async def _create(self, admin: AIOKafkaAdminClient) -> None:
-        replication = self.replication_factor or min(3, len((await admin.describe_cluster())["brokers"]))
-        topic = NewTopic(self.topic, self.partitions, replication, topic_configs={"cleanup.policy": "compact"})
-        try:
-            response = await admin.create_topics([topic])
-        except IncompatibleBrokerVersion:
-            log.warning("the broker cannot create topics (no CreateTopics API): offsets topic %s will be "
-                        "auto-created without cleanup.policy=compact; create it compacted yourself", self.topic)
-            return
-        for name, code, *rest in response.topic_errors:
-            if code not in (0, TOPIC_ALREADY_EXISTS):
-                message = rest[0] if rest and isinstance(rest[0], str) else ""
-                raise OffsetStoreError(f"cannot create offsets topic {name}: {for_code(code).__name__} {message}")
-        log.info("created offsets topic %s (compact, %d partitions, replication %d)",
-                 self.topic, self.partitions, replication)
-
-    async def _check_compacted(self, admin: AIOKafkaAdminClient) -> None:
-        """Refuse a topic whose retention would delete offsets (the connector would start over)."""
-        try:
-            [response] = await admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, self.topic, {"cleanup.policy": None})])
-        except IncompatibleBrokerVersion:
-            log.warning("the broker cannot describe configs: not checking that %s is compacted", self.topic)
-            return
-        for _code, _message, _type, _name, entries in response.resources:
-            policy = {entry[0]: entry[1] for entry in entries}.get("cleanup.policy", "")
-            if "compact" not in policy.split(","):
-                raise OffsetStoreError(
-                    f"offsets topic {self.topic} has cleanup.policy={policy}; it must be compact, or retention "
-                    f"will delete offsets and connectors start over: alter the topic or pick another offsets.topic")
+        """Make sure the topic exists and is compacted (connectors would start over if retention deleted
+        offsets); learn its partition count."""
+        await self.topics.ensure_topic(self.topic, self.partitions, compact=True, label="offsets topic",
+                                       loss="offsets and connectors start over")
+        self.partitions = await self.topics.partitions(self.topic)
 
     async def load(self, connector: str) -> Offsets:
         """Read the topic from the beginning to its last committed record; keep this connector's offsets."""
         offsets = Offsets()
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
-                                    isolation_level="read_committed", auto_offset_reset="earliest",
-                                    request_timeout_ms=int(self.timeout * 1000))
-        await consumer.start()
-        try:
-            partitions = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            end = await consumer.end_offsets(partitions)
-            async with asyncio.timeout(self.timeout):
-                while pending := [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
-                    batches = await consumer.getmany(*pending, timeout_ms=500)
-                    for message in (m for messages in batches.values() for m in messages):
-                        self._replay(offsets, connector, message.key, message.value)
-        finally:
-            await consumer.stop()
+        for key, value in await self.topics.read(self.topic):
+            self._replay(offsets, connector, key, value)
         return offsets
 
     def _replay(self, offsets: Offsets, connector: str, key: bytes | None, value: bytes | None) -> None:

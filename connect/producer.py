@@ -3,8 +3,10 @@
 - `TransactionalWriter` (delivery: exactly_once): one Kafka transaction holds a batch's records
   AND its offset record (by default one transaction per batch; `commit_interval_ms` > 0 groups the
   batches of that many ms into one), so a read_committed consumer sees each batch whole, once, and
-  a restarted task resumes exactly after the last committed batch. The transactional id is derived
-  from connector name + task id, so a restarted (or zombie) instance fences the previous one.
+  a restarted task resumes exactly after the last committed batch. A source transaction split over
+  several batches (`ends_transaction=False`) stays in one Kafka transaction until its last batch.
+  The transactional id is derived from connector name + task id, so a restarted (or zombie)
+  instance fences the previous one.
 - `AtLeastOnceWriter` (delivery: at_least_once): records are sent as they come; every
   `commit_interval_ms` (default 1 s, and on stop) the writer waits for them all to be acknowledged
   and only then writes the latest offsets. A crash between the two repeats records; a clean stop
@@ -22,11 +24,14 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.producer.message_accumulator import BatchBuilder
 
 from .api import Json, SourceRecord
 from .config import RuntimeConfig
 from .offsets import OffsetRecord, OffsetStore
 
+_PARTITIONER = DefaultPartitioner()
 
 class TransactionsUnsupported(Exception):
     """The broker has no transaction support; exactly_once cannot work against it."""
@@ -78,49 +83,109 @@ async def start_producer(producer: AIOKafkaProducer, runtime: RuntimeConfig) -> 
 
 class Writer(ABC):
     """Sends a task's batches and commits their offsets every `commit_interval_ms`: a commit covers
-    every batch written since the last one. Subclasses decide what a commit is. Event loop only."""
+    every batch written since the last one. Subclasses decide what a commit is. Event loop only.
+
+    Records are appended to one open record batch per topic-partition (aiokafka's BatchBuilder) and
+    handed to the producer when that batch is full, when the source is idle (`flush`), or at a
+    commit: one produce batch per partition instead of one `send` per record, and no linger wait.
+    """
+
+    atomic: bool = False
+    """Whether a commit makes records visible together with their offsets (a transaction)."""
 
     def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str, interval_ms: int) -> None:
         self.producer = producer
         self.store = store
         self.connector = connector
         self.interval = interval_ms / 1000
+        self._builders: dict[tuple[str, int], BatchBuilder] = {}
         self._sent: list[asyncio.Future] = []
         self._offsets: dict[bytes, OffsetRecord] = {}  # latest per source partition
         self._since: float | None = None  # when the first uncommitted batch was written
+        self._inside = False  # the last batch did not end its source transaction
+        self._partitions: dict[str, list[int]] = {}
 
     async def write(self, records: Sequence[SourceRecord], source_partition: Mapping[str, Json],
-                    source_offset: Mapping[str, Json] | None) -> None:
+                    source_offset: Mapping[str, Json] | None, ends_transaction: bool = True) -> None:
         if self._since is None:
             await self._open()
             self._since = time.monotonic()
-        self._sent += [await self._send(r) for r in records]
+        await self._append(records)
         if source_offset is not None:
             offset = self.store.record(self.connector, source_partition, source_offset)
             self._offsets[offset.key] = offset
+        self._inside = not ends_transaction
         if self.commit_due_in() == 0:
             await self.commit()
 
     def commit_due_in(self) -> float | None:
-        """Seconds until a commit is due, or None when nothing waits for one."""
-        if self._since is None:
+        """Seconds until a commit is due, or None when nothing waits for one (or it may not happen yet)."""
+        if self._since is None or (self._inside and self.atomic):
             return None
         return max(0.0, self._since + self.interval - time.monotonic())
 
+    async def flush(self) -> None:
+        """Hand every open record batch to the producer (the source is idle: do not wait to fill them)."""
+        for tp in list(self._builders):
+            await self._ship(tp)
+
     async def commit(self) -> None:
+        """Commit what was written since the last commit. Under exactly-once, a source transaction
+        still open (its last batch not yet written) is aborted instead: it is repeated whole."""
         if self._since is None:
             return
-        sent, offsets = self._sent, list(self._offsets.values())
-        self._sent, self._offsets, self._since = [], {}, None
-        await self._commit(sent, offsets)
+        await self.flush()
+        sent, offsets, inside = self._sent, list(self._offsets.values()), self._inside
+        self._sent, self._offsets, self._since, self._inside = [], {}, None, False
+        if inside and self.atomic:
+            await self._abort(sent)
+        else:
+            await self._commit(sent, offsets)
 
-    async def _send(self, record: SourceRecord) -> asyncio.Future:
-        return await self.producer.send(
-            record.topic, serialize(record.value), key=serialize(record.key), partition=record.partition,
-            timestamp_ms=record.timestamp_ms, headers=list(record.headers) or None)
+    async def _append(self, records: Sequence[SourceRecord]) -> None:
+        builders = self._builders
+        for r in records:
+            partition = r.partition
+            if partition is None:
+                partition = await self._partition(r.topic, r.key)
+            tp = (r.topic, partition)
+            builder = builders.get(tp)
+            if builder is None:
+                builder = builders[tp] = self.producer.create_batch()
+            key, value, headers = r.key, r.value, r.headers
+            if key is not None and type(key) is not bytes:
+                key = serialize(key)
+            if value is not None and type(value) is not bytes:
+                value = serialize(value)
+            if builder.append(timestamp=r.timestamp_ms, key=key, value=value,
+                              headers=list(headers) if headers else None) is None:
+                await self._ship(tp)
+                builder = builders[tp] = self.producer.create_batch()
+                if builder.append(timestamp=r.timestamp_ms, key=key, value=value,
+                                  headers=list(headers) if headers else None) is None:
+                    raise ValueError(f"a record for {r.topic} is larger than producer.max_batch_size; raise it")
+
+    async def _partition(self, topic: str, key: Json | bytes) -> int:
+        """Kafka's default partitioner: murmur2 of the key bytes, a random partition without a key."""
+        partitions = self._partitions.get(topic)
+        if partitions is None:
+            partitions = self._partitions[topic] = sorted(await self.producer.partitions_for(topic))
+        return _PARTITIONER(serialize(key), partitions, partitions)
+
+    async def _ship(self, tp: tuple[str, int]) -> None:
+        builder = self._builders.pop(tp)
+        builder.close()  # a closed batch is sent at once, without lingering
+        self._sent.append(await self.producer.send_batch(builder, tp[0], partition=tp[1]))
 
     async def _send_offsets(self, offsets: list[OffsetRecord]) -> list[asyncio.Future]:
-        return [await self.producer.send(o.topic, o.value, key=o.key) for o in offsets]
+        futures = []
+        for o in offsets:
+            builder = self.producer.create_batch()
+            builder.append(timestamp=None, key=o.key, value=o.value)
+            builder.close()
+            futures.append(await self.producer.send_batch(builder, o.topic, partition=await self._partition(
+                o.topic, o.key)))
+        return futures
 
     async def _open(self) -> None:
         """Called before the first batch after a commit."""
@@ -128,21 +193,31 @@ class Writer(ABC):
     @abstractmethod
     async def _commit(self, sent: list[asyncio.Future], offsets: list[OffsetRecord]) -> None: ...
 
+    async def _abort(self, sent: list[asyncio.Future]) -> None:
+        """Drop what was written since the last commit (only transactional writers can)."""
+
 
 class TransactionalWriter(Writer):
     """The batches since the last commit, and their offsets, are one transaction."""
+
+    atomic = True
 
     async def _open(self) -> None:
         await self.producer.begin_transaction()
 
     async def _commit(self, sent, offsets) -> None:
         try:
+            # A failed produce does not fail aiokafka's commit: check every batch before committing.
             await asyncio.gather(*sent, *await self._send_offsets(offsets))
             await self.producer.commit_transaction()
         except BaseException:
             with contextlib.suppress(Exception):  # a fenced producer cannot abort; the coordinator will
                 await self.producer.abort_transaction()
             raise
+
+    async def _abort(self, sent) -> None:
+        await asyncio.gather(*sent, return_exceptions=True)
+        await self.producer.abort_transaction()
 
 
 class AtLeastOnceWriter(Writer):

@@ -4,7 +4,8 @@ Layers: `Worker` (the connectors of this process; what the CLI and REST API talk
 `TaskRunner` (one task: attempts, backoff, pause/resume/restart, status) → one attempt = offset
 store + producer + writer + the plugin's task. Everything runs on one event loop; the control
 methods (pause, resume, restart, stop) only set flags and wake the runner, which acts on them
-between batches, so a batch is always written and committed whole.
+between batches, so a batch is always written and committed whole (a source transaction split
+over several batches is committed whole too, or aborted when the task stops inside it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .api import Batch, ConnectorConfig, SourceConnector, SourceTask, TaskContex
 from .config import ConnectorSpec
 from .offsets import LogOffsetStore
 from .producer import Writer, make_producer, make_writer, start_producer
+from .topics import LogTopics
 from .transforms import chain
 
 log = logging.getLogger(__name__)
@@ -51,10 +53,12 @@ class TaskRunner:
         self._stopping = False
         self._restart_requested = False
         self._changed = asyncio.Event()
-        self._transform = chain(spec.runtime.transforms)
+        self._transform = chain(spec.runtime.transforms) if spec.runtime.transforms else None
         runtime = spec.runtime
         self.store = LogOffsetStore(runtime.bootstrap_servers, runtime.offsets.topic, runtime.offsets.partitions,
                                     runtime.offsets.replication_factor, runtime.producer.request_timeout_ms)
+        self.topics = LogTopics(runtime.bootstrap_servers, runtime.offsets.replication_factor,
+                                runtime.producer.request_timeout_ms)
 
     # -- control (called by the worker, the REST API, signal handlers) -----------------------------
 
@@ -126,7 +130,8 @@ class TaskRunner:
         await start_producer(producer, runtime)
         task: SourceTask | None = None
         try:
-            task = self.spec.plugin.task_class(self.task_config, TaskContext(self.spec.name, self.task_id, offsets))
+            context = TaskContext(self.spec.name, self.task_id, offsets, self.topics)
+            task = self.spec.plugin.task_class(self.task_config, context)
             await task.start()
             log.info("%s started (%s, %d stored offset(s))", self.label, runtime.delivery, len(offsets.all()))
             return await self._pump(task, make_writer(producer, self.store, runtime))
@@ -148,6 +153,7 @@ class TaskRunner:
                     pending = asyncio.ensure_future(anext(source))
                 if self.paused or not pending.done():
                     self.state = State.PAUSED if self.paused else State.RUNNING
+                    await writer.flush()  # the source is idle: send what is buffered now
                     await self._wait(pending, writer)
                     continue
                 try:
@@ -157,7 +163,8 @@ class TaskRunner:
                     return True
                 except Exception:
                     # The source failed, not the log: what was written is good, so commit it (the
-                    # writer waits for the records' acks first) and the restart repeats nothing.
+                    # writer waits for the records' acks first; a source transaction left unfinished
+                    # is aborted instead) and the restart repeats nothing that was committed.
                     await writer.commit()
                     raise
                 pending = None
@@ -182,8 +189,10 @@ class TaskRunner:
             await writer.commit()
 
     async def _write(self, batch: Batch, writer: Writer) -> None:
-        records = [out for record in batch.records if (out := self._transform(record)) is not None]
-        await writer.write(records, batch.source_partition, batch.source_offset)
+        records = batch.records
+        if self._transform is not None:
+            records = [out for record in records if (out := self._transform(record)) is not None]
+        await writer.write(records, batch.source_partition, batch.source_offset, batch.ends_transaction)
         self.batches_written += 1
         if self.failures:
             log.info("%s: recovered after %d failure(s)", self.label, self.failures)

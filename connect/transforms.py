@@ -2,12 +2,14 @@
 
 Configured as a list under `transforms:`; each entry's `type` picks the transform. A transform
 takes a record and returns a new record, or None to drop it. Field paths are dotted and rooted at
-the record: `topic`, `key.id`, `value.after.status`, `value.items.0.sku` (digits index lists).
+the record: `topic`, `key.id`, `value.after.status`, `value.items.0.sku` (digits index lists). A key
+or value given as bytes is read as JSON text when a path looks inside it (cdc's records are).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -31,8 +33,20 @@ def _split(path: str, roots: tuple[str, ...]) -> tuple[str, ...]:
     return parts
 
 
+def _parsed(data: Any) -> Any:
+    """A key or value as JSON data: sources such as cdc hand over JSON already encoded as bytes."""
+    if isinstance(data, bytes):
+        try:
+            return json.loads(data)
+        except ValueError:
+            return _MISSING
+    return data
+
+
 def _get(record: SourceRecord, parts: tuple[str, ...]) -> Any:
     node = getattr(record, parts[0])
+    if len(parts) > 1:
+        node = _parsed(node)
     for part in parts[1:]:
         if isinstance(node, dict):
             node = node.get(part, _MISSING)
@@ -167,10 +181,14 @@ class DropFieldsTransform(_Model):
             for root in ("key", "value"):
                 mine = [p[1:] for p in paths if p[0] == root]
                 data = getattr(record, root)
-                if mine and isinstance(data, dict):
-                    data = copy.deepcopy(data)
+                encoded = isinstance(data, bytes)
+                if mine and isinstance(data := _parsed(data), dict):
+                    if not encoded:
+                        data = copy.deepcopy(data)
                     for parts in mine:
                         _delete(data, parts)
+                    if encoded:
+                        data = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
                     changes[root] = data
             return replace(record, **changes) if changes else record
 
