@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from conftest import free_port
+from brokerproc import free_port
 from logcore.protocol.codec import ApiKey, ErrorCode, request_class
 from logcore.storage.records import encode_batch
 from wire import WireClient
