@@ -20,7 +20,7 @@ class SourceConfig(BaseModel):
     password: str = ""
     server_id: int = Field(ge=1, lt=2**32, description="replica server id; unique among the server's replicas")
     format: Literal["debezium", "canal"] = "debezium"
-    snapshot: Literal["initial", "when_needed", "no_data", "always"] = "initial"
+    snapshot: Literal["initial", "initial_only", "when_needed", "no_data", "always"] = "initial"
     restart_by: Literal["position", "gtid"] = "position"
     snapshot_chunk_rows: int = Field(default=10_000, ge=1)
     snapshot_progress: bool = False

@@ -121,7 +121,7 @@ class Dispatcher:
             self.flush(offset)
 
     def flush(self, offset: Offset) -> None:
-        self._sliced = self._txid is not None
-        self.ready.append(Batch(self._records, offset.to_dict()))
+        self._sliced = self._txid is not None      # inside a transaction: a slice of it
+        self.ready.append(Batch(self._records, offset.to_dict(), ends_transaction=not self._sliced))
         self._records = []
         self._last_flush = self.clock()

@@ -82,9 +82,10 @@ class MySqlSource:
             self.dispatcher.flush(offset)
             while self.dispatcher.ready:
                 yield self.dispatcher.ready.popleft()
-        else:
+        elif decision.stream:
             if not any(True for _ in self.history.store.records()):
                 raise CdcError(f"an offset is stored ({offset.position}) but the schema history is empty: "
                                "restore the history store, or delete the offset to take a new snapshot")
             self.history.recover(offset.position)
-        yield from self.streaming.run(self._client_factory(offset), offset)
+        if decision.stream:
+            yield from self.streaming.run(self._client_factory(offset), offset)

@@ -28,6 +28,12 @@ Json = Any
 """A value `json.dumps` accepts: dict, list, str, int, float, bool or None."""
 
 
+class FatalError(Exception):
+    """Raised by a task for a problem no restart can fix (the source is misconfigured, or refuses our
+    credentials): the runtime leaves the task FAILED at once, with this message, instead of retrying.
+    The message must say what to change."""
+
+
 class ConnectorConfig(BaseModel):
     """Base of every plugin's config model: unknown keys are errors, values are immutable."""
 

@@ -150,10 +150,9 @@ def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Connecto
 
 
 def validate(raw: dict[str, Any], source: str, environ: Mapping[str, str]) -> ConnectorSpec:
+    unresolved: list[tuple[str, str]] = []
+    data = interpolate(raw, environ, unresolved)
     problems: list[tuple[str, str]] = []
-    data = interpolate(raw, environ, problems)
-    if problems:
-        raise ConfigError(source, problems)
 
     runtime_raw = {k: v for k, v in data.items() if k in RUNTIME_KEYS}
     plugin_raw = {k: v for k, v in data.items() if k not in RUNTIME_KEYS}
@@ -168,6 +167,9 @@ def validate(raw: dict[str, Any], source: str, environ: Mapping[str, str]) -> Co
     config = None
     if plugin is not None:
         config = _validated(plugin.config_model, plugin_raw, problems, set(RUNTIME_KEYS))
+    # Validated anyway, so one report lists everything; a key with an unresolved ${VAR} shows only that.
+    paths = {path for path, _ in unresolved}
+    problems = unresolved + [(path, message) for path, message in problems if path not in paths]
     if problems:
         raise ConfigError(source, problems)
     return ConnectorSpec(runtime, plugin, config, source)

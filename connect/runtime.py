@@ -17,7 +17,7 @@ import logging
 import time
 import traceback
 
-from .api import Batch, ConnectorConfig, SourceConnector, SourceTask, TaskContext
+from .api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask, TaskContext
 from .config import ConnectorSpec
 from .offsets import LogOffsetStore
 from .producer import Writer, make_producer, make_writer, start_producer
@@ -32,7 +32,7 @@ class State(str, enum.Enum):
     RUNNING = "RUNNING"
     PAUSED = "PAUSED"
     RESTARTING = "RESTARTING"  # failed; waiting out the backoff before the next attempt (see trace)
-    FAILED = "FAILED"          # failed restart.max_restarts times in a row; only a REST restart revives it
+    FAILED = "FAILED"          # failed restart.max_restarts times in a row, or fatally; only a REST restart revives it
     FINISHED = "FINISHED"      # the source ended on its own (e.g. a snapshot-only run)
     STOPPED = "STOPPED"
 
@@ -101,6 +101,10 @@ class TaskRunner:
             except Exception as exc:
                 self.failures += 1
                 self.trace = "".join(traceback.format_exception(exc))
+                if isinstance(exc, FatalError):
+                    self.state = State.FAILED
+                    log.error("%s failed and will not be restarted: %s", self.label, exc)
+                    return self.state
                 if restart.max_restarts is not None and self.failures > restart.max_restarts:
                     self.state = State.FAILED
                     log.error("%s failed %d times in a row, giving up: %s", self.label, self.failures, _why(exc))

@@ -4,7 +4,7 @@
 schema from the store as it was at that position, so events read after a restart are described by the
 tables as they were when the events were written. A snapshot starts with a reset record. Where the
 records live is the store's business: in memory, a JSON-lines file, or (with the runtime) a compacted
-topic — anything with `append` and `records`.
+topic written in the connector's transactions — anything with `append` and `records`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Protocol
 
 from cdc.errors import UnsupportedDdlError
 from cdc.offsets import BinlogPosition
+from cdc.records import Record
 from cdc.schema.ddl import TableChange, apply_ddl
 from cdc.schema.model import Schema
 
@@ -57,6 +58,31 @@ class FileHistoryStore:
             return []
         with open(self.path) as f:
             return [json.loads(line) for line in f if line.strip()]
+
+
+class TopicHistoryStore:
+    """Records kept in a log topic by the connector runtime: loaded from the topic's committed records
+    at start; new ones wait in `take()` until the runtime writes them with the next batch, in the same
+    Kafka transaction as that batch's offset, so the stored history never runs ahead of (or behind)
+    the stored offset. Keys are the record's sequence number (unique: compaction keeps them all)."""
+
+    def __init__(self, topic: str, stored: Iterable[bytes | None] = ()) -> None:
+        self.topic = topic
+        self._records = [json.loads(value) for value in stored if value is not None]
+        self._pending: list[Record] = []
+
+    def append(self, record: dict) -> None:
+        key = b"%d" % len(self._records)
+        self._records.append(dict(record))
+        self._pending.append(Record(self.topic, key, json.dumps(record).encode(), 0))
+
+    def records(self) -> Iterable[dict]:
+        return list(self._records)
+
+    def take(self) -> list[Record]:
+        """Records appended since the last call, for the batch about to be written."""
+        pending, self._pending = self._pending, []
+        return pending
 
 
 def _position(record: dict) -> BinlogPosition:

@@ -133,3 +133,13 @@ def test_no_data_mode_records_structure_and_streams_from_now(mariadb, db, captur
     later = Capture.records(capture.run(config, offset=first[-1].offset))
     assert [(m["value"]["type"], m["value"]["data"]) for m in later] == [("INSERT", [{"id": "2", "v": "b"}])]
     assert later[0]["value"]["mysqlType"] == {"id": "int(11)", "v": "varchar(3)"}
+
+
+def test_initial_only_snapshots_once_and_never_streams(mariadb, db, capture):
+    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)")
+    config = capture.config(db, snapshot="initial_only")
+    first = capture.run(config)
+    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (3)")
+    assert [(c["op"], c["after"]["id"]) for c in Capture.changes(first)] == [("r", 1), ("r", 2)]
+    assert all(b.ends_transaction for b in first) and "snapshot" not in first[-1].offset
+    assert capture.run(config, offset=first[-1].offset) == []          # done: a restart neither reads nor streams

@@ -1,0 +1,214 @@
+"""The `mysql` connector plugin: runs `MySqlSource` under the connector runtime (connect/).
+
+    name: shop
+    connector: mysql
+    bootstrap_servers: 127.0.0.1:9092
+    database: {host: 127.0.0.1, port: 3306, user: cdc, password: "${MYSQL_PASSWORD}", server_id: 5401}
+    tables: {include: ['shop\\..*'], exclude: []}
+
+The source is blocking (binlog socket, SQLAlchemy), so it runs in a thread and hands batches to the
+event loop through a small bounded queue (`_Handoff`): decoding goes on while the runtime writes and
+commits. Each batch carries the schema-history records recorded since the previous one
+(`TopicHistoryStore`), so history, change events and offset land in one Kafka transaction, and a
+batch that slices a large MySQL transaction says so (`ends_transaction=False`): the runtime keeps
+the Kafka transaction open until the MySQL transaction's last slice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections import deque
+from collections.abc import AsyncGenerator
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from cdc.config import SourceConfig
+from cdc.errors import CdcError
+from cdc.schema.history import TopicHistoryStore
+from cdc.source import MySqlSource
+from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
+
+_ACCESS_DENIED = 1045
+_STOP = object()
+
+
+class DatabaseConfig(ConnectorConfig):
+    host: str = "127.0.0.1"
+    port: int = Field(3306, ge=1, le=65535)
+    user: str
+    password: SecretStr = SecretStr("")
+    server_id: int = Field(ge=1, lt=2**32)
+    """Replica id the connector uses; unique among the server's replicas."""
+
+
+class TablesConfig(ConnectorConfig):
+    include: list[str] = []
+    """Anchored regexes over `db.table`; none: every table outside the system databases."""
+    exclude: list[str] = []
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return patterns
+
+
+class MySqlConfig(ConnectorConfig):
+    database: DatabaseConfig
+    tables: TablesConfig = TablesConfig()
+    snapshot: Literal["initial", "initial_only", "when_needed", "no_data", "always"] = "initial"
+    snapshot_chunk_rows: int = Field(10_000, ge=1)
+    format: Literal["debezium", "canal"] = "debezium"
+    restart_by: Literal["position", "gtid"] = "position"
+    topic_prefix: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Logical server name: prefix of every topic, `source.name` of events. Default: the connector name."""
+    topic_partitions: int = Field(1, ge=1)
+    """Partitions of the topics the connector creates; existing topics keep theirs."""
+    tombstones_on_delete: bool = True
+    transaction_metadata: bool = False
+    heartbeat_interval_ms: int = Field(10_000, ge=0)
+    max_batch_records: int = Field(10_000, ge=1)
+    ddl_skip_unparseable: bool = False
+    schema_history_topic: str | None = None
+    """Compacted topic of the schema history. Default: `<name>.schema-history`."""
+
+    def source_config(self, connector: str) -> SourceConfig:
+        db = self.database
+        return SourceConfig(
+            name=self.topic_prefix or connector, host=db.host, port=db.port, user=db.user,
+            password=db.password.get_secret_value(), server_id=db.server_id, format=self.format,
+            snapshot=self.snapshot, restart_by=self.restart_by, snapshot_chunk_rows=self.snapshot_chunk_rows,
+            table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
+            topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
+            transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
+            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable)
+
+
+class _Handoff:
+    """Batches from the source thread to the event loop: at most `max_records` records (or one batch,
+    however large) wait, so memory stays bounded while decoding runs ahead of writing."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_records: int) -> None:
+        self._loop = loop
+        self._max_records = max_records
+        self._items: deque = deque()
+        self._queued = 0
+        self._room = threading.Condition()
+        self._ready = asyncio.Event()
+        self.closed = False
+
+    def put(self, item) -> bool:
+        """From the thread; False when the consumer went away."""
+        size = len(item.records) if isinstance(item, Batch) else 0
+        with self._room:
+            while self._items and self._queued + size > self._max_records and not self.closed:
+                self._room.wait()
+            if self.closed:
+                return False
+            self._items.append(item)
+            self._queued += size
+        self._loop.call_soon_threadsafe(self._ready.set)
+        return True
+
+    async def get(self):
+        while True:
+            self._ready.clear()
+            with self._room:
+                if self._items:
+                    item = self._items.popleft()
+                    self._queued -= len(item.records) if isinstance(item, Batch) else 0
+                    self._room.notify()
+                    return item
+            await self._ready.wait()
+
+    def close(self) -> None:
+        with self._room:
+            self.closed = True
+            self._items.clear()
+            self._room.notify_all()
+
+
+def _fatal(exc: BaseException, config: MySqlConfig) -> BaseException:
+    """Problems a restart cannot fix become FatalError, with what to change."""
+    if isinstance(exc, CdcError):
+        return FatalError(str(exc))
+    code = next((e.args[0] for e in (exc, getattr(exc, "orig", None))
+                 if e is not None and e.args and isinstance(e.args[0], int)), None)
+    if code == _ACCESS_DENIED:
+        db = config.database
+        return FatalError(f"MySQL at {db.host}:{db.port} refused user {db.user!r}: "
+                          f"{getattr(exc, 'orig', exc).args[-1]}; check database.user and database.password")
+    return exc
+
+
+class MySqlTask(SourceTask):
+    config: MySqlConfig
+
+    async def start(self) -> None:
+        connector, log = self.context.connector, self.context.log
+        self.source_config = self.config.source_config(connector)
+        self.source_partition = {"server": self.source_config.name}
+        topic = self.config.schema_history_topic or f"{connector}.schema-history"
+        await log.ensure_topic(topic, 1, compact=True, label="schema history topic",
+                               loss="table structures, and events could no longer be decoded after a restart")
+        self.history = TopicHistoryStore(topic, (value for _, value in await log.read(topic)))
+        self._partitions: dict[str, int] = {}
+        self._loop = asyncio.get_running_loop()
+        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records)
+        self._source = MySqlSource(self.source_config, self.history, self.context.offsets.get(self.source_partition),
+                                   partitions=self._partition_count)
+        self._thread: threading.Thread | None = None
+
+    def _partition_count(self, topic: str) -> int:
+        """From the source thread: the topic's partitions, creating it if missing."""
+        count = self._partitions.get(topic)
+        if count is None:
+            future = asyncio.run_coroutine_threadsafe(
+                self.context.log.partitions(topic, self.config.topic_partitions), self._loop)
+            count = self._partitions[topic] = future.result()
+        return count
+
+    def _run(self) -> None:
+        """The source thread: every batch, with the history recorded before it, into the handoff."""
+        handoff = self._handoff
+        try:
+            for batch in self._source.batches():
+                records = batch.records
+                if history := self.history.take():
+                    records = history + records
+                if not handoff.put(Batch(records, self.source_partition, batch.offset, batch.ends_transaction)):
+                    return
+            handoff.put(_STOP)
+        except BaseException as exc:
+            handoff.put(_fatal(exc, self.config))
+
+    async def batches(self) -> AsyncGenerator[Batch, None]:
+        self._thread = threading.Thread(target=self._run, name=f"mysql-{self.context.connector}", daemon=True)
+        self._thread.start()
+        while True:
+            item = await self._handoff.get()
+            if item is _STOP:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    async def stop(self) -> None:
+        if getattr(self, "_source", None) is None:
+            return
+        self._source.stop()
+        self._handoff.close()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+
+class MySqlConnector(SourceConnector):
+    config_model = MySqlConfig
+    task_class = MySqlTask
