@@ -61,7 +61,8 @@ def sample(cls: type, rng: random.Random, regions: list, depth: int = 0) -> dict
             data[plan.name] = None
         elif plan.nested is not None:
             if plan.is_array:
-                data[plan.name] = [sample(plan.nested, rng, regions, depth + 1) for _ in range(rng.randint(0, 3 - depth))]
+                items = rng.randint(0, 3 - depth)
+                data[plan.name] = [sample(plan.nested, rng, regions, depth + 1) for _ in range(items)]
             else:
                 data[plan.name] = sample(plan.nested, rng, regions, depth + 1)
         elif plan.is_array:
