@@ -1,34 +1,61 @@
-"""The `binlake` command: Kafka's tool set and the pipeline's runners as subcommands."""
+"""The `binlake` command: Kafka's tool set and the pipeline's runners as subcommands.
+
+Subcommands load lazily: each one's module is imported only when it runs (or its own --help is
+asked for), so `binlake topics ...` does not pay for importing the broker, the connector runtime
+and the demo. `binlake --help` lists them from the short help kept here;
+tests/test_cli.py checks it matches each command's own.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from binlake.demo import demo_command
-from connect.cli import connect_command
-from logcore.tools.broker_cmd import broker_command
-from logcore.tools.console import consume_command, produce_command
-from logcore.tools.dump_log import dump_log_command
-from logcore.tools.groups_cmd import groups_command
-from logcore.tools.topics_cmd import topics_command
-from logcore.tools.transactions_cmd import transactions_command
+# name -> ("module:attribute" of the click command, its one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "broker": ("logcore.tools.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
+    "topics": ("logcore.tools.topics_cmd:topics_command", "Create, list, describe, alter and delete topics."),
+    "connect": ("connect.cli:connect_command", "Run source connectors (standalone mode), configured in YAML."),
+    "demo": ("binlake.demo.command:demo_command", "Run the whole pipeline on this machine, no Docker needed."),
+    "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),
+    "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
+    "dump-log": ("logcore.tools.dump_log:dump_log_command",
+                 "Print the batches of segment .log files, or the entries of .index / .timeindex files."),
+    "groups": ("logcore.tools.groups_cmd:groups_command", "List, describe, reset offsets of and delete consumer groups."),
+    "transactions": ("logcore.tools.transactions_cmd:transactions_command", "List, describe and abort transactions."),
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A click group whose subcommands are `module:attr` references, imported on first use."""
+
+    def __init__(self, *args, lazy: dict[str, tuple[str, str]], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy:
+            module, _, attr = self.lazy[name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the stored one-line helps, without importing any subcommand."""
+        rows = [(name, self.lazy[name][1] if name in self.lazy
+                 else self.commands[name].get_short_help_str(formatter.width))
+                for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, lazy=SUBCOMMANDS)
 @click.version_option(package_name="binlake")
 def main() -> None:
     """binlake: change data capture from MySQL/MariaDB onto a Kafka-compatible log."""
-
-
-main.add_command(broker_command)
-main.add_command(topics_command)
-main.add_command(connect_command)
-main.add_command(demo_command)
-main.add_command(produce_command)
-main.add_command(consume_command)
-main.add_command(dump_log_command)
-main.add_command(groups_command)
-main.add_command(transactions_command)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ faster than `mariadb-install-db`.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -103,11 +105,19 @@ class MariaDB:
 
 
 def initialize_datadir(data_dir: Path) -> None:
-    result = subprocess.run(
+    # own session: if we are interrupted, the script and the bootstrap mariadbd it runs die together
+    proc = subprocess.Popen(
         [INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", "--auth-root-authentication-method=normal",
-         "--user=root", "--skip-test-db"], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SandboxError(f"mariadb-install-db failed:\n{result.stdout}\n{result.stderr}")
+         "--user=root", "--skip-test-db"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        output, _ = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise SandboxError(f"mariadb-install-db failed:\n{output}")
 
 
 def start_mariadb(base: Path, template: Path | None = None,
@@ -137,19 +147,27 @@ def start_mariadb(base: Path, template: Path | None = None,
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     server = MariaDB(data_dir=data_dir, port=port, proc=proc, log_path=log_path)
+    try:
+        _wait_ready(server)
+        server.sql(f"CREATE USER '{server.user}'@'%' IDENTIFIED BY '{server.password}'",
+                   f"GRANT {CDC_GRANTS} ON *.* TO '{server.user}'@'%'")
+    except BaseException:       # Ctrl-C included: never leave a server nobody will stop
+        server.stop()
+        raise
+    return server
+
+
+def _wait_ready(server: MariaDB) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        if proc.poll() is not None:
-            raise SandboxError(f"mariadbd exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
+        if server.proc.poll() is not None:
+            raise SandboxError(f"mariadbd exited with {server.proc.returncode}:\n"
+                               f"{server.log_path.read_text(errors='replace')}")
         try:
             server.sql("SELECT 1")
-            break
+            return
         except pymysql.err.OperationalError:
             if time.monotonic() > deadline:
-                server.stop()
                 raise SandboxError(f"mariadbd did not accept connections within {START_TIMEOUT_S} s:\n"
-                                   f"{log_path.read_text(errors='replace')}") from None
+                                   f"{server.log_path.read_text(errors='replace')}") from None
             time.sleep(0.1)
-    server.sql(f"CREATE USER '{server.user}'@'%' IDENTIFIED BY '{server.password}'",
-               f"GRANT {CDC_GRANTS} ON *.* TO '{server.user}'@'%'")
-    return server

@@ -1,0 +1,195 @@
+"""The pieces of the demo pipeline, each started the way a user would start it by hand.
+
+`STAGES` runs in order; each stage starts one piece, records what later stages and the user need in
+`Pipeline`, and registers how to stop it on the ExitStack (so stopping runs in reverse order, on
+success, on error and on Ctrl-C alike; `--keep` detaches the stack instead). The stream processor
+(streams/) and the Spark sink (spark_sink/) become further stages here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from binlake import sandbox
+
+from .shop import DATABASE, SCHEMA, SEED
+
+BINLAKE = [sys.executable, "-m", "binlake.cli"]
+STOP_TIMEOUT_S = 20
+
+
+class DemoError(RuntimeError):
+    """A piece of the pipeline failed to start or died; the message carries its log."""
+
+
+@dataclass
+class Process:
+    """A child process in its own session (a Ctrl-C reaches only the demo, which stops it in order),
+    with its output in a log file."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> "Process":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise DemoError(f"{self.name} exited with {self.proc.returncode}; its log "
+                            f"({self.log_path}) ends:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 25) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """SIGTERM (a clean shutdown), SIGKILL if that takes longer than STOP_TIMEOUT_S."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass
+class Pipeline:
+    """What the stages started: addresses, processes, files. Filled in stage by stage."""
+
+    work_dir: Path
+    format: str
+    console: Console
+    mariadb: sandbox.MariaDB | None = None
+    bootstrap: str = ""
+    processes: list[Process] = field(default_factory=list)
+    connector: Process | None = None
+
+    @property
+    def connector_name(self) -> str:
+        return DATABASE
+
+    def topics(self, tables: Iterable[str]) -> set[str]:
+        """The connector's topics for `tables` ("shop.orders"): one per table, and in Debezium format the
+        schema-change topic (the connector's name)."""
+        return {f"{self.connector_name}.{table}" for table in tables} | (
+            {self.connector_name} if self.format == "debezium" else set())
+
+    def say(self, text: str) -> None:
+        """One line of progress, never wrapped (paths stay copyable)."""
+        self.console.print(text, soft_wrap=True, highlight=False)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes] + ([self.mariadb.proc.pid] if self.mariadb else [])
+
+    def check_alive(self) -> None:
+        for p in self.processes:
+            p.check_alive()
+
+
+def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    base = pipeline.work_dir / "mariadb"
+    base.mkdir()
+    server = sandbox.start_mariadb(base)
+    stack.callback(server.stop)
+    pipeline.mariadb = server
+    pipeline.say(f"[bold]MariaDB[/]   127.0.0.1:{server.port}  (binlog ROW, full row images and metadata; "
+                           f"data in {server.data_dir})")
+
+
+def start_broker(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    address = f"127.0.0.1:{sandbox.free_port()}"
+    data_dir = pipeline.work_dir / "broker"
+    broker = Process("broker", [*BINLAKE, "broker", "--data-dir", str(data_dir), "--listen", address],
+                     pipeline.work_dir / "broker.log").start()
+    stack.callback(broker.stop)
+    pipeline.processes.append(broker)
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + 20
+    while True:
+        broker.check_alive()
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.2):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise DemoError(f"the broker did not listen on {address} within 20 s:\n{broker.log_tail()}") from None
+            time.sleep(0.05)
+    pipeline.bootstrap = address
+    pipeline.say(f"[bold]broker[/]    {address}  (binlake broker, data in {data_dir})")
+
+
+def connector_config(pipeline: Pipeline) -> dict:
+    """The `mysql` connector's YAML for the sandbox server (examples/shop.yaml, with this run's addresses)."""
+    server = pipeline.mariadb
+    return {
+        "name": pipeline.connector_name,
+        "connector": "mysql",
+        "bootstrap_servers": pipeline.bootstrap,
+        "database": {"host": "127.0.0.1", "port": server.port, "user": server.user, "password": server.password,
+                     "server_id": 5401},
+        "tables": {"include": [rf"{DATABASE}\..*"]},
+        "snapshot": "initial",
+        "format": pipeline.format,
+    }
+
+
+def start_connector(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    path = pipeline.work_dir / "shop.yaml"
+    path.write_text(yaml.safe_dump(connector_config(pipeline), sort_keys=False))
+    connector = Process("connector", [*BINLAKE, "connect", "run", str(path)], pipeline.work_dir / "connect.log")
+    connector.start()
+    stack.callback(connector.stop)
+    pipeline.processes.append(connector)
+    pipeline.connector = connector
+    pipeline.say(f"[bold]connector[/] binlake connect run {path}  (mysql → {pipeline.bootstrap}, "
+                           f"format {pipeline.format}, exactly once)")
+
+
+def create_shop(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    """The shop database with its first rows, before the connector starts: its snapshot reads them."""
+    pipeline.mariadb.sql(f"CREATE DATABASE {DATABASE}")
+    pipeline.mariadb.sql(*SCHEMA, *SEED, db=DATABASE)
+    pipeline.say(f"[bold]database[/]  {DATABASE}: tables customers, products, orders and their first rows")
+
+
+# In order; each stage's stop runs in reverse. Next: the stream processor (streams/), the Spark sink.
+STAGES = (start_mariadb, create_shop, start_broker, start_connector)
+
+
+def keep_instructions(pipeline: Pipeline) -> str:
+    """How to reach what `--keep` left running, and how to stop it."""
+    server, b = pipeline.mariadb, pipeline.bootstrap
+    topic = f"{pipeline.connector_name}.{DATABASE}.orders"
+    pids = " ".join(map(str, pipeline.pids()))
+    return "\n".join([
+        "Left running:",
+        f"  SQL      mariadb -h 127.0.0.1 -P {server.port} -u root {DATABASE}",
+        f"  events   kcat -b {b} -C -t {topic} -o beginning -f '%k %s\\n'",
+        f"           binlake consume --bootstrap-server {b} --topic {topic} --from-beginning "
+        "--property print.key=true",
+        f"  topics   binlake topics list --bootstrap-server {b}",
+        f"  logs     {pipeline.work_dir}/*.log",
+        f"  stop     kill {pids}; sleep 3; rm -rf {pipeline.work_dir}",
+    ])

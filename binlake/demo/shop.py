@@ -1,0 +1,104 @@
+"""The demo's data: a `shop` database, the rows it starts with (the connector's snapshot reads them)
+and a workload that runs while the connector streams the binlog.
+
+The tables use the types whose mapping is worth seeing: DECIMAL (exact strings), DATETIME, JSON, ENUM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from binlake.sandbox import MariaDB
+
+from .events import normalized
+
+DATABASE = "shop"
+
+SCHEMA = (
+    """CREATE TABLE customers (
+         id INT PRIMARY KEY,
+         name VARCHAR(64) NOT NULL,
+         email VARCHAR(128) NOT NULL,
+         tier ENUM('basic', 'silver', 'gold') NOT NULL DEFAULT 'basic',
+         signed_up DATETIME(3) NOT NULL)""",
+    """CREATE TABLE products (
+         sku VARCHAR(16) PRIMARY KEY,
+         name VARCHAR(64) NOT NULL,
+         price DECIMAL(10, 2) NOT NULL,
+         attributes JSON)""",
+    """CREATE TABLE orders (
+         id INT PRIMARY KEY,
+         customer_id INT NOT NULL,
+         sku VARCHAR(16) NOT NULL,
+         quantity SMALLINT UNSIGNED NOT NULL,
+         total DECIMAL(12, 2) NOT NULL,
+         status ENUM('new', 'paid', 'shipped', 'cancelled') NOT NULL DEFAULT 'new',
+         ordered_at DATETIME NOT NULL)""",
+)
+
+SEED = (
+    """INSERT INTO customers VALUES
+         (1, 'Ada Lovelace', 'ada@example.com', 'gold', '2024-01-05 09:30:00.125'),
+         (2, 'Alan Turing', 'alan@example.com', 'basic', '2024-02-11 17:02:45.500'),
+         (3, 'Grace Hopper', 'grace@example.com', 'silver', '2024-03-20 08:15:00.000')""",
+    """INSERT INTO products VALUES
+         ('MUG-01', 'Binlog mug', 12.50, '{"color": "teal", "ml": 350}'),
+         ('TEE-01', 'Exactly-once tee', 19.90, '{"sizes": ["S", "M", "L"]}'),
+         ('STK-01', 'Sticker pack', 3.00, NULL)""",
+    """INSERT INTO orders VALUES
+         (1, 1, 'MUG-01', 2, 25.00, 'shipped', '2024-04-01 10:00:00'),
+         (2, 2, 'STK-01', 5, 15.00, 'paid', '2024-04-02 11:30:00'),
+         (3, 3, 'TEE-01', 1, 19.90, 'new', '2024-04-03 12:45:00')""",
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One workload step: statements committed as one transaction."""
+
+    title: str
+    statements: tuple[str, ...]
+
+
+WORKLOAD = (
+    Step("insert: a customer signs up",
+         ("INSERT INTO customers VALUES (4, 'Edsger Dijkstra', 'edsger@example.com', 'basic', NOW(3))",)),
+    Step("update: a price change", ("UPDATE products SET price = 14.00 WHERE sku = 'MUG-01'",)),
+    Step("one transaction: two orders, and the customer moves up a tier",
+         ("INSERT INTO orders VALUES (4, 4, 'MUG-01', 1, 14.00, 'new', NOW())",
+          "INSERT INTO orders VALUES (5, 4, 'TEE-01', 1, 19.90, 'new', NOW())",
+          "UPDATE customers SET tier = 'silver' WHERE id = 4")),
+    Step("update of several rows: both orders are paid", ("UPDATE orders SET status = 'paid' WHERE id IN (4, 5)",)),
+    Step("delete: an order is removed", ("DELETE FROM orders WHERE id = 2",)),
+    Step("primary-key change: a product gets a new SKU (its orders follow)",
+         ("UPDATE products SET sku = 'MUG-02' WHERE sku = 'MUG-01'",
+          "UPDATE orders SET sku = 'MUG-02' WHERE sku = 'MUG-01'")),
+    Step("schema change: ALTER TABLE adds a column", ("ALTER TABLE orders ADD COLUMN gift_note VARCHAR(64) NULL",)),
+    Step("insert using the new column",
+         ("INSERT INTO orders VALUES (6, 1, 'TEE-01', 3, 59.70, 'new', NOW(), 'happy birthday')",)),
+)
+
+LAST_CHANGE = ("orders", (6,))
+"""Table and key of the workload's last row change: once its event is read, everything before it is
+committed in the log."""
+
+
+def run_step(server: MariaDB, step: Step) -> None:
+    with server.connect(db=DATABASE) as conn, conn.cursor() as cur:
+        conn.begin()
+        for statement in step.statements:
+            cur.execute(statement)
+        conn.commit()
+
+
+def primary_keys(server: MariaDB) -> dict[str, set[tuple[str, ...]]]:
+    """Per table ("shop.orders"): the primary keys of the rows it holds now."""
+    with server.connect(db=DATABASE) as conn, conn.cursor() as cur:
+        cur.execute("SELECT TABLE_NAME, GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) "
+                    "FROM information_schema.KEY_COLUMN_USAGE "
+                    "WHERE TABLE_SCHEMA = %s AND CONSTRAINT_NAME = 'PRIMARY' GROUP BY TABLE_NAME", (DATABASE,))
+        keys = {}
+        for table, columns in cur.fetchall():
+            cur.execute(f"SELECT {columns} FROM {table}")
+            keys[f"{DATABASE}.{table}"] = {normalized(row) for row in cur.fetchall()}
+        return keys
