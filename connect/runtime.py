@@ -129,11 +129,13 @@ class TaskRunner:
         """One life of the task; True when its source ended, False when stopped or restarted."""
         runtime = self.spec.runtime
         await self.store.start()
-        offsets = await self.store.load(self.spec.name)
         producer = make_producer(runtime, self.task_id)
+        # Before reading offsets: InitProducerId settles a transaction the previous instance left behind
+        # (aborted, or committed if it had already asked to commit), so the offsets read are final.
         await start_producer(producer, runtime)
         task: SourceTask | None = None
         try:
+            offsets = await self.store.load(self.spec.name)
             context = TaskContext(self.spec.name, self.task_id, offsets, self.topics)
             task = self.spec.plugin.task_class(self.task_config, context)
             await task.start()

@@ -75,8 +75,8 @@ class LogTopics:
             if code not in (0, TOPIC_ALREADY_EXISTS):
                 message = rest[0] if rest and isinstance(rest[0], str) else ""
                 raise TopicError(f"cannot create topic {name}: {for_code(code).__name__} {message}")
-        log.info("created topic %s (%s%d partitions, replication %d)",
-                 topic, "compact, " if compact else "", partitions, replication)
+        log.info("created topic %s (%s%d partition%s, replication %d)",
+                 topic, "compact, " if compact else "", partitions, "s" if partitions != 1 else "", replication)
 
     async def _check_compacted(self, admin: AIOKafkaAdminClient, topic: str, label: str, loss: str) -> None:
         try:

@@ -1,0 +1,160 @@
+"""The mysql connector end to end: `binlake connect run` (a subprocess) against a throwaway MariaDB and a
+real broker, events read back with a read_committed aiokafka consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from e2e_harness import ROOT, mysql_config, mysql_rows, read_committed, replay, same_rows, wait_until, write_config
+
+
+async def messages(address: str, topic: str) -> list:
+    try:
+        return await read_committed(address, [topic])
+    except AssertionError:  # not created yet
+        return []
+
+
+async def topics(address: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=address)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+async def cleanup_policy(address: str, topic: str) -> str:
+    admin = AIOKafkaAdminClient(bootstrap_servers=address)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None})])
+        return {e[0]: e[1] for r in response.resources for e in r[4]}["cleanup.policy"]
+    finally:
+        await admin.close()
+
+
+async def test_example_shop_yaml_snapshot_then_streaming(mariadb, broker, connector):
+    mariadb.sql("CREATE DATABASE shop", "CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)",
+                "CREATE TABLE shop.customers (id INT PRIMARY KEY, name VARCHAR(20))",
+                "INSERT INTO shop.orders VALUES (1, 'pen', 2), (2, 'ink', 1), (3, 'pad', 5)",
+                "INSERT INTO shop.customers VALUES (7, 'ann')",
+                "CREATE DATABASE elsewhere", "CREATE TABLE elsewhere.t (id INT PRIMARY KEY)")
+    env = {"MYSQL_PASSWORD": mariadb.password, "MYSQL_PORT": str(mariadb.port), "BOOTSTRAP_SERVERS": broker.address}
+    running = connector(ROOT / "examples" / "shop.yaml", env)
+    address = broker.address
+
+    async def snapshot_landed():
+        return len(await messages(address, "shop.shop.orders")) == 3
+    await wait_until(snapshot_landed, 60, "the snapshot of shop.orders")
+
+    mariadb.sql("BEGIN", "INSERT INTO shop.orders VALUES (4, 'cap', 1)", "UPDATE shop.orders SET qty = 3 WHERE id = 1",
+                "DELETE FROM shop.orders WHERE id = 2", "UPDATE shop.orders SET id = 30 WHERE id = 3", "COMMIT",
+                "INSERT INTO shop.customers VALUES (8, 'bob')", "INSERT INTO elsewhere.t VALUES (1)",
+                "ALTER TABLE shop.orders ADD COLUMN note VARCHAR(10)", "INSERT INTO shop.orders VALUES (5, 'mug', 1, 'gift')")
+
+    async def streamed():
+        return same_rows(replay(await messages(address, "shop.shop.orders")), mysql_rows(mariadb, "shop.orders"))
+    await wait_until(streamed, 30, "the streamed changes of shop.orders")
+    orders = await messages(address, "shop.shop.orders")
+    ops = [(m.data["op"], m.data["after"] or m.data["before"]) if m.data else ("tombstone", json.loads(m.key))
+           for m in orders]
+    assert [(op, row["id"]) for op, row in ops] == [
+        ("r", 1), ("r", 2), ("r", 3),
+        ("c", 4), ("u", 1), ("d", 2), ("tombstone", 2), ("d", 3), ("tombstone", 3), ("c", 30), ("c", 5)]
+    assert ops[-1][1] == {"id": 5, "item": "mug", "qty": 1, "note": "gift"}
+    streamed_txn = {m.data["transaction"]["id"] for m in orders[3:10] if m.data}
+    assert len(streamed_txn) == 1                       # the multi-statement transaction is one transaction id
+    assert [m.data["after"]["id"] for m in await messages(address, "shop.shop.customers")] == [7, 8]
+    assert "shop.elsewhere.t" not in await topics(address)   # tables: include 'shop\..*' only
+
+    schema = [m.data for m in await messages(address, "shop")]
+    assert [c["tableChanges"][0]["id"] for c in schema[:2]] == ["shop.customers", "shop.orders"]  # snapshot
+    assert schema[-1]["ddl"] == "ALTER TABLE shop.orders ADD COLUMN note VARCHAR(10)"
+    history = [json.loads(m.value) for m in await messages(address, "shop.schema-history")]
+    assert history[0]["reset"] and history[-1]["ddl"] == "ALTER TABLE shop.orders ADD COLUMN note VARCHAR(10)"
+    assert await cleanup_policy(address, "shop.schema-history") == "compact"
+    assert running.terminate() == 0, running.log()[-3000:]
+
+    # A restart resumes after the last committed position, with the table shapes from the history topic.
+    resumed = connector(ROOT / "examples" / "shop.yaml", env)
+    mariadb.sql("INSERT INTO shop.orders VALUES (6, 'box', 2, 'late')")
+
+    async def resumed_streaming():
+        return len(await messages(address, "shop.shop.orders")) == len(orders) + 1
+    await wait_until(resumed_streaming, 30, "the event written after the restart")
+    await asyncio.sleep(1)                              # room for anything repeated to show up
+    after = await messages(address, "shop.shop.orders")
+    assert len(after) == len(orders) + 1 and after[-1].data["after"] == {"id": 6, "item": "box", "qty": 2, "note": "late"}
+    assert "shop-0 started (exactly_once, 1 stored offset(s))" in resumed.log()
+    assert resumed.terminate() == 0
+
+
+async def test_canal_format_with_include_and_exclude_filters(mariadb, broker, connector, tmp_path):
+    db = mariadb.new_database()
+    mariadb.sql(f"CREATE TABLE `{db}`.keep (id INT PRIMARY KEY, v VARCHAR(10))", f"CREATE TABLE `{db}`.skip (id INT PRIMARY KEY)",
+                f"INSERT INTO `{db}`.keep VALUES (1, 'a')", f"INSERT INTO `{db}`.skip VALUES (1)")
+    config = mysql_config("flat", broker, mariadb, [rf"{db}\..*"], format="canal", snapshot="initial",
+                          tables={"include": [rf"{db}\..*"], "exclude": [rf"{db}\.skip"]})
+    running = connector(write_config(tmp_path / "flat.yaml", **config))
+    topic = f"flat.{db}.keep"
+
+    async def snapshot_landed():
+        return await messages(broker.address, topic)
+    await wait_until(snapshot_landed, 60, "the snapshot")
+    mariadb.sql(f"UPDATE `{db}`.keep SET v = 'b' WHERE id = 1", f"INSERT INTO `{db}`.skip VALUES (2)",
+                f"DELETE FROM `{db}`.keep WHERE id = 1", f"ALTER TABLE `{db}`.keep ADD COLUMN w INT")
+
+    async def streamed():
+        found = await messages(broker.address, topic)
+        return found if len(found) >= 5 else None
+    found = await wait_until(streamed, 30, "canal messages")
+    flat = [m.data for m in found]
+    assert [(m["type"], m["isDdl"]) for m in flat] == [("CREATE", True), ("INSERT", False), ("UPDATE", False),
+                                                         ("DELETE", False), ("ALTER", True)]
+    assert flat[2]["data"] == [{"id": "1", "v": "b"}] and flat[2]["old"] == [{"v": "a"}]
+    assert flat[2]["pkNames"] == ["id"] and flat[2]["database"] == db and flat[2]["table"] == "keep"
+    assert [m.key for m in found[1:4]] == [b'{"id":1}'] * 3 and found[4].key is None   # no tombstones in canal
+    assert f"flat.{db}.skip" not in await topics(broker.address)
+    assert running.terminate() == 0
+
+
+async def test_binlog_off_is_reported_and_the_run_fails(mariadb_factory, broker, connector, tmp_path):
+    server = mariadb_factory()                                     # no --log-bin
+    running = connector(write_config(tmp_path / "c.yaml", **mysql_config("nolog", broker, server, [r"x\..*"])))
+    assert running.wait(60) == 1
+    assert ("nolog-0 failed and will not be restarted: binary logging is off on the server: start it with --log-bin "
+            "(log_bin=ON) and --server-id, then restart the source") in running.log()
+
+
+async def test_wrong_password_is_reported_and_the_run_fails(mariadb, broker, connector, tmp_path):
+    config = mysql_config("badpw", broker, mariadb, [r"x\..*"])
+    config["database"]["password"] = "not-the-password"
+    running = connector(write_config(tmp_path / "c.yaml", **config))
+    assert running.wait(60) == 1
+    log = running.log()
+    assert f"badpw-0 failed and will not be restarted: MySQL at 127.0.0.1:{mariadb.port} refused user 'cdc': " in log
+    assert "Access denied for user 'cdc'" in log and "check database.user and database.password" in log
+    assert "not-the-password" not in log
+
+
+async def test_config_errors_list_every_wrong_key_with_its_path(connector, tmp_path):
+    path = tmp_path / "shop.yaml"
+    path.write_text("name: shop\nconnector: mysql\nbootstrap_servers: 127.0.0.1:9\n"
+                    "database: {host: 127.0.0.1, prot: 3306, user: cdc, password: '${NO_SUCH_PASSWORD}'}\n"
+                    "tables: {include: ['shop\\..(*'], exclde: []}\nsnapshot: inital\nformat: canal\n")
+    running = connector(path)
+    assert running.wait(30) == 2
+    log = running.log()
+    assert f"{path}: 6 problems" in log
+    for line in ("database.password: environment variable NO_SUCH_PASSWORD is not set",
+                 "database.server_id: required key is missing",
+                 "database.prot: unknown key; did you mean 'port'?",
+                 "tables.include: 'shop\\\\..(*' is not a regular expression",
+                 "tables.exclde: unknown key; did you mean 'exclude'?",
+                 "snapshot: Input should be 'initial', 'initial_only', 'when_needed', 'no_data' or 'always' (got 'inital')"):
+        assert line in log, log
