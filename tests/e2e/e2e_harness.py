@@ -55,6 +55,14 @@ class ConnectorProcess:
             self.proc.wait()
 
 
+async def wait_for_log(process: ConnectorProcess, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in process.log():
+        if process.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no {text!r} in the connector's log:\n{process.log()[-3000:]}")
+        await asyncio.sleep(0.05)
+
+
 def write_config(path: Path, **keys) -> Path:
     path.write_text(yaml.safe_dump(keys, sort_keys=False))
     return path
