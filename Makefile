@@ -3,6 +3,7 @@ VENV        := .venv
 PYTHON      ?= python3
 APT_PACKAGES := kcat mariadb-server
 PYTEST_ARGS ?=
+DEMO_ARGS   ?=
 
 .PHONY: setup system-deps test test-all demo bench clean
 
@@ -27,8 +28,9 @@ test: setup
 test-all: setup
 	$(VENV)/bin/pytest -m '' $(PYTEST_ARGS)
 
+# MariaDB (mariadb-server) → mysql connector → broker, on this machine; e.g. DEMO_ARGS='--format canal --keep'
 demo: setup
-	$(VENV)/bin/binlake demo
+	$(VENV)/bin/binlake demo $(DEMO_ARGS)
 
 bench: setup
 	$(VENV)/bin/python bench/produce_consume.py

@@ -9,7 +9,8 @@ and a `cdc` user holding the privileges the source needs. Root has no password o
     server.stop()
 
 Tests initialize one template data directory and copy it per server (`template=`): copying is
-faster than `mariadb-install-db`.
+faster than `mariadb-install-db`. By hand: `python -m binlake.sandbox DIR [--port N]` runs one in the
+foreground until Ctrl-C (docs/quickstart.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import click
 import pymysql
 
 MARIADBD = "/usr/sbin/mariadbd"
@@ -121,9 +123,9 @@ def initialize_datadir(data_dir: Path) -> None:
 
 
 def start_mariadb(base: Path, template: Path | None = None,
-                  options: dict[str, str | None] = BINLOG_OPTIONS) -> MariaDB:
+                  options: dict[str, str | None] = BINLOG_OPTIONS, port: int | None = None) -> MariaDB:
     """Start mariadbd on `base`/data (a copy of `template`, else freshly initialized) with `options`
-    (`--key=value`, or `--key` for None); its log is `base`/mariadbd.log.
+    (`--key=value`, or `--key` for None), on `port` (default: a free one); its log is `base`/mariadbd.log.
 
     The server runs in its own session, so a Ctrl-C meant for the caller does not reach it: the
     caller stops it (`stop()`), or leaves it running on purpose.
@@ -136,7 +138,7 @@ def start_mariadb(base: Path, template: Path | None = None,
         initialize_datadir(data_dir)
     else:
         shutil.copytree(template, data_dir)
-    port = free_port()
+    port = port or free_port()
     args = [MARIADBD, "--no-defaults", f"--datadir={data_dir}", f"--port={port}", "--bind-address=127.0.0.1",
             f"--socket={data_dir / 'mysqld.sock'}", f"--pid-file={data_dir / 'mysqld.pid'}", "--user=root",
             "--skip-name-resolve", "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
@@ -171,3 +173,32 @@ def _wait_ready(server: MariaDB) -> None:
                 raise SandboxError(f"mariadbd did not accept connections within {START_TIMEOUT_S} s:\n"
                                    f"{server.log_path.read_text(errors='replace')}") from None
             time.sleep(0.1)
+
+
+@click.command()
+@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
+def main(base: Path, port: int | None) -> None:
+    """Run a throwaway MariaDB in BASE (its data in BASE/data) until Ctrl-C, then stop it; BASE stays."""
+    if (base / "data").exists():
+        raise click.ClickException(f"{base / 'data'} exists already; remove it or choose another directory")
+    base.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)   # SIGTERM stops the server like Ctrl-C
+    try:
+        server = start_mariadb(base, port=port)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"MariaDB on 127.0.0.1:{server.port} (socket {server.socket_path}), binlog ROW/FULL/FULL; "
+               f"users root (no password) and {server.user} (password {server.password}); log {server.log_path}\n"
+               f"  export MYSQL_PORT={server.port} MYSQL_PASSWORD={server.password}\n"
+               "Ctrl-C stops it.")
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
