@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -25,15 +26,31 @@ EXPECTED = {
 }
 
 
+DEMO = [sys.executable, "-m", "binlake.cli", "demo"]
+ENV = {**os.environ, "COLUMNS": "250", "PYTHONUNBUFFERED": "1"}      # rows unclipped, lines as they come
+
+
 def run_demo(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "binlake.cli", "demo", *args], capture_output=True, text=True,
-                            cwd=ROOT, timeout=120, env={**os.environ, "COLUMNS": "250"})  # rows unclipped
+    result = subprocess.run([*DEMO, *args], capture_output=True, text=True, cwd=ROOT, timeout=120, env=ENV)
     return result, time.monotonic() - started
 
 
 def work_dir(output: str) -> Path:
     return Path(re.search(r"files in (/\S+)", output).group(1))
+
+
+def processes_using(directory: Path) -> list[str]:
+    """Command lines that mention `directory` (mariadbd's datadir, the broker's, the connector's config)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in args:
+            found.append(args)
+    return found
 
 
 @pytest.mark.parametrize("fmt", ["debezium", "canal"])
@@ -78,3 +95,22 @@ def test_demo_keep_leaves_the_pipeline_running_and_says_how_to_stop_it():
             while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
         subprocess.run(["rm", "-rf", str(directory)])
+
+
+@pytest.mark.parametrize("when", [r"^broker +127\.0\.0\.1:", r"streaming: changes"])
+def test_ctrl_c_stops_every_process_and_removes_the_files(when):
+    """SIGINT while the pieces start (MariaDB and the broker are up) and while events stream."""
+    proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV)
+    seen = ""
+    for line in proc.stdout:
+        seen += line
+        if re.search(when, line):
+            break
+    directory = work_dir(seen)
+    assert processes_using(directory)                   # MariaDB at least is running now
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 1, seen + rest
+    assert "interrupted" in rest
+    assert not directory.exists()
+    assert processes_using(directory) == []
