@@ -139,8 +139,8 @@ def demo_command(fmt: str, keep: bool) -> None:
     stack = contextlib.ExitStack()
     stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
     ok = False
-    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → broker → you (format {fmt}); files in {work_dir}",
-                  soft_wrap=True)
+    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → broker → you (format {fmt}); "
+                  f"files in {work_dir}", soft_wrap=True)
     try:
         for stage in STAGES:
             stage(pipeline, stack)

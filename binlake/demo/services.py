@@ -115,7 +115,7 @@ def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     stack.callback(server.stop)
     pipeline.mariadb = server
     pipeline.say(f"[bold]MariaDB[/]   127.0.0.1:{server.port}  (binlog ROW, full row images and metadata; "
-                           f"data in {server.data_dir})")
+                 f"data in {server.data_dir})")
 
 
 def start_broker(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
@@ -158,13 +158,12 @@ def connector_config(pipeline: Pipeline) -> dict:
 def start_connector(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     path = pipeline.work_dir / "shop.yaml"
     path.write_text(yaml.safe_dump(connector_config(pipeline), sort_keys=False))
-    connector = Process("connector", [*BINLAKE, "connect", "run", str(path)], pipeline.work_dir / "connect.log")
-    connector.start()
+    connector = Process("connector", [*BINLAKE, "connect", "run", str(path)], pipeline.work_dir / "connect.log").start()
     stack.callback(connector.stop)
     pipeline.processes.append(connector)
     pipeline.connector = connector
     pipeline.say(f"[bold]connector[/] binlake connect run {path}  (mysql → {pipeline.bootstrap}, "
-                           f"format {pipeline.format}, exactly once)")
+                 f"format {pipeline.format}, exactly once)")
 
 
 def create_shop(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
