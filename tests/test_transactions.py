@@ -21,7 +21,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, encode_key, encode_value,
                                                  partition_for)
-from logcore.protocol.codec import ApiKey, ErrorCode, request_class
+from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
 from logcore.storage.records import encode_batch
 from wire import WireClient
 
@@ -458,3 +458,63 @@ def test_cli_lists_describes_and_aborts_a_hanging_transaction(broker):
     refused = subprocess.run([sys.executable, "-m", "binlake.cli", "transactions", "describe", *bootstrap,
                               "--transactional-id", "nobody"], capture_output=True, text=True, timeout=TIMEOUT)
     assert refused.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in refused.stderr
+
+
+# -- exact answers: KIP-360 epoch bumps, KIP-447 generation fencing, unstable offsets -----------
+
+
+def call(client: WireClient, api_key: ApiKey, version: int, data: dict):
+    return client.call(build(request_class(api_key, version), data))
+
+
+def test_init_producer_id_bumps_retries_and_fences_by_expected_epoch(broker):
+    with WireClient(broker.address) as client:
+        def init(pid: int = -1, epoch: int = -1):
+            return call(client, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "kip360",
+                                                             "transaction_timeout": 30000,
+                                                             "producer_id": pid, "producer_epoch": epoch})
+        first = init()
+        bumped = init(first.producer_id, first.producer_epoch)  # KIP-360: the producer asks for a new epoch
+        retried = init(first.producer_id, first.producer_epoch)  # the same request again: its answer was lost
+        stale = init(first.producer_id, first.producer_epoch - 1 if first.producer_epoch else 7)
+        other = init(first.producer_id + 1000, 0)
+    assert first.error_code == ErrorCode.none and first.producer_epoch == 0
+    assert (bumped.producer_id, bumped.producer_epoch) == (first.producer_id, 1)
+    assert (retried.error_code, retried.producer_epoch) == (ErrorCode.none, 1)
+    assert stale.error_code == ErrorCode.producer_fenced
+    assert other.error_code == ErrorCode.producer_fenced
+
+
+def test_txn_offset_commit_is_fenced_by_generation_and_pending_until_the_marker(broker):
+    create_topics(broker.address, source=1)
+    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "g447", "session.timeout.ms": 6000})
+    consumer.subscribe(["source"])
+    deadline = time.monotonic() + TIMEOUT
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, "the consumer never joined its group"
+        consumer.poll(0.2)
+    with WireClient(broker.address) as client:
+        init = call(client, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "t447", "transaction_timeout": 30000})
+        txn = {"transactional_id": "t447", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+        assert call(client, ApiKey.ADD_OFFSETS_TO_TXN, 3, {**txn, "group_id": "g447"}).error_code == ErrorCode.none
+
+        def commit(**member):
+            response = call(client, ApiKey.TXN_OFFSET_COMMIT, 3, {**txn, "group_id": "g447", **member, "topics": [
+                {"name": "source", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                   "committed_metadata": ""}]}]})
+            return response.topics[0].partitions[0].error_code
+
+        def fetch(require_stable: bool):
+            response = call(client, ApiKey.OFFSET_FETCH, 7, {"group_id": "g447", "require_stable": require_stable,
+                                                            "topics": [{"name": "source", "partition_indexes": [0]}]})
+            result = response.topics[0].partitions[0]
+            return result.error_code, result.committed_offset
+
+        assert commit(generation_id=1000, member_id="") == ErrorCode.illegal_generation
+        assert commit(generation_id=-1, member_id="not-a-member") == ErrorCode.unknown_member_id
+        assert commit(generation_id=-1, member_id="") == ErrorCode.none
+        assert fetch(require_stable=True) == (ErrorCode.unstable_offset_commit, -1)
+        assert fetch(require_stable=False) == (ErrorCode.none, -1)  # not visible before the commit marker
+        assert call(client, ApiKey.END_TXN, 3, {**txn, "committed": True}).error_code == ErrorCode.none
+        assert fetch(require_stable=True) == (ErrorCode.none, 42)
+    consumer.close()

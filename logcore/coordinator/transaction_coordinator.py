@@ -201,9 +201,8 @@ class TransactionCoordinator:
             meta = TxnMetadata(transactional_id, self.producer_ids.next_id(), NO_EPOCH, timeout_ms, S.EMPTY,
                                last_update_ms=now)
         expected = producer_epoch if producer_id >= 0 else None
-        if expected is not None and not self._is_same_producer(meta, producer_id, producer_epoch):
-            raise ProducerFenced(f"producer {producer_id} epoch {producer_epoch} is no longer current for "
-                                 f"transactional id {transactional_id}: another producer with this id took over")
+        if expected is not None and meta.producer_epoch != NO_EPOCH and producer_id != meta.producer_id:
+            raise self._fenced(meta, producer_id, producer_epoch)
         if meta.completing:
             self._complete(transactional_id)
             meta = self.txns[transactional_id]
@@ -218,8 +217,10 @@ class TransactionCoordinator:
         return meta.producer_id, meta.producer_epoch
 
     @staticmethod
-    def _is_same_producer(meta: TxnMetadata, producer_id: int, epoch: int) -> bool:
-        return producer_id == meta.producer_id and epoch in (meta.producer_epoch, meta.last_producer_epoch)
+    def _fenced(meta: TxnMetadata, producer_id: int, epoch: int) -> ProducerFenced:
+        return ProducerFenced(f"producer {producer_id} epoch {epoch} is no longer current for transactional id "
+                              f"{meta.transactional_id!r} (now producer {meta.producer_id} epoch "
+                              f"{meta.producer_epoch}): another instance took over, or its transaction timed out")
 
     def _next_epoch(self, meta: TxnMetadata, expected: int | None, timeout_ms: int, now: int) -> TxnMetadata:
         base = replace(meta, timeout_ms=timeout_ms, state=S.EMPTY, partitions=frozenset(), start_ms=-1,
@@ -233,7 +234,9 @@ class TransactionCoordinator:
             return replace(base, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=NO_EPOCH)
         if meta.producer_epoch == NO_EPOCH or expected == meta.producer_epoch:
             return replace(base, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch)
-        return base  # a retry of a bump that succeeded: the same epoch again
+        if expected == meta.last_producer_epoch:
+            return base  # a retry of a bump whose answer was lost: the same epoch again
+        raise self._fenced(meta, meta.producer_id, expected)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
 
@@ -244,9 +247,7 @@ class TransactionCoordinator:
                 f"producer id {producer_id} is not the one of transactional id {transactional_id!r}; "
                 f"the producer must call InitProducerId first")
         if meta.producer_epoch != epoch:
-            raise ProducerFenced(
-                f"producer {producer_id} epoch {epoch} of {transactional_id!r} was fenced by epoch "
-                f"{meta.producer_epoch} (a newer producer instance, or its transaction timed out and was aborted)")
+            raise self._fenced(meta, producer_id, epoch)
         return meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,

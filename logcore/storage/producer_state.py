@@ -97,11 +97,11 @@ class CompletedTxn:
 
 @dataclass(frozen=True)
 class PendingAppend:
-    """What `prepare` decided: entries to install, transactions the append completes, or the batch
-    already in the log that this append repeats (then nothing is written)."""
+    """What `prepare` decided: the producer's entry to install and the transaction a marker ends, or
+    the batch already in the log that this append repeats (then nothing is written)."""
 
-    entries: dict[int, ProducerEntry]
-    completed: tuple[CompletedTxn, ...] = ()
+    entry: ProducerEntry | None
+    completed: CompletedTxn | None = None
     duplicate: BatchMetadata | None = None
 
 
@@ -210,44 +210,32 @@ class ProducerStateManager:
                 from_client: bool = True) -> PendingAppend | None:
         """Check batches about to be written at `first_offset`; None when none carries a producer id.
         Raises the partition's error (OutOfOrderSequence, InvalidProducerEpoch, ...). Mutates nothing."""
-        entries: dict[int, ProducerEntry] = {}
-        completed = []
-        position, offset = 0, first_offset
         for header in headers:
-            at, start = header._replace(base_offset=offset), position
-            position, offset = position + header.size, offset + header.last_offset_delta + 1
             if header.is_control and from_client:
                 raise InvalidRecord(f"produce requests to {self.tp} may not carry control batches")
-            if header.producer_id < 0:
-                if header.is_transactional:
-                    raise InvalidRecord(f"transactional batch for {self.tp} carries no producer id")
-                continue
-            if len(headers) > 1:
-                raise InvalidRecord(f"a produce request for {self.tp} with a producer id must hold exactly one "
-                                    f"record batch")
-            marker = read_marker(memoryview(records)[start:position]) if header.is_control else None
-            current = entries.get(header.producer_id) or self.producers.get(header.producer_id) \
-                or ProducerEntry(header.producer_id)
-            entry, done, duplicate = transition(current, at, marker, Check.CLIENT if from_client else Check.EPOCH,
-                                                self.tp)
-            if duplicate is not None:
-                return PendingAppend({}, duplicate=duplicate)
-            entries[header.producer_id] = entry
-            if done:
-                completed.append(done)
-        if not entries:
+            if header.producer_id < 0 and header.is_transactional:
+                raise InvalidRecord(f"transactional batch for {self.tp} carries no producer id")
+        if not any(h.producer_id >= 0 for h in headers):
             return None
-        return PendingAppend(entries, tuple(completed))
+        if len(headers) > 1:
+            raise InvalidRecord(f"a produce request for {self.tp} with a producer id must hold exactly one record "
+                                f"batch, as Kafka requires")
+        header = headers[0]._replace(base_offset=first_offset)
+        marker = read_marker(records) if header.is_control else None
+        current = self.producers.get(header.producer_id) or ProducerEntry(header.producer_id)
+        entry, done, duplicate = transition(current, header, marker, Check.CLIENT if from_client else Check.EPOCH,
+                                            self.tp)
+        if duplicate is not None:
+            return PendingAppend(None, duplicate=duplicate)
+        return PendingAppend(entry, done)
 
     def commit(self, pending: PendingAppend | None, segment: "Segment") -> None:
         """Install a prepared append whose bytes are now in `segment`; index its aborted transactions."""
-        if pending is None:
+        if pending is None or pending.entry is None:
             return
-        for pid, entry in pending.entries.items():
-            self._install(entry)
-        for txn in pending.completed:
-            if txn.aborted:
-                segment.txn_index.append(self._aborted_entry(txn))
+        self._install(pending.entry)
+        if pending.completed is not None and pending.completed.aborted:
+            segment.txn_index.append(self._aborted_entry(pending.completed))
 
     def _install(self, entry: ProducerEntry) -> None:
         self.producers[entry.producer_id] = entry
