@@ -1,6 +1,7 @@
 """Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
-WriteTxnMarkers, and the operator APIs DescribeTransactions, ListTransactions and DescribeProducers. The transaction
-coordinator (and, for markers, each partition's producer state) does the work; these translate.
+WriteTxnMarkers, and the operator APIs DescribeTransactions, ListTransactions and DescribeProducers.
+The transaction coordinator (and, for markers, each partition's producer state) does the work;
+these translate.
 """
 
 from __future__ import annotations

@@ -195,8 +195,8 @@ def describe_transaction(bootstrap_server: str, transactional_id: str) -> None:
 
 
 def _producers(cluster: _Cluster, topic: str, partition: int) -> list:
-    described = cluster.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [partition]}]},
-                             cluster.leader_of(topic, partition))
+    wanted = {"topics": [{"name": topic, "partition_indexes": [partition]}]}
+    described = cluster.call(ApiKey.DESCRIBE_PRODUCERS, 0, wanted, cluster.leader_of(topic, partition))
     result = described.topics[0].partitions[0]
     _check(result.error_code, f"describing the producers of {topic}-{partition}", result.error_message)
     return list(result.active_producers)
