@@ -232,7 +232,7 @@ async def test_aiokafka_retries_after_lost_responses_are_not_duplicated(proxied_
 def test_init_producer_id_without_transactional_id_every_version(broker):
     seen = []
     with WireClient(broker.address) as client:
-        for version in range(6):
+        for version in range(7):
             response = init_producer_id(client, version)
             assert response.error_code == ErrorCode.none, version
             assert response.producer_epoch == 0

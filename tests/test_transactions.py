@@ -183,7 +183,7 @@ def test_read_committed_stops_at_the_last_stable_offset(broker):
 def test_init_producer_id_with_transactional_id_every_version(broker):
     epochs = []
     with WireClient(broker.address) as client:
-        for version in range(6):
+        for version in range(7):
             cls = request_class(ApiKey.INIT_PRODUCER_ID, version)
             fields = {"transactional_id": "versions", "transaction_timeout": datetime.timedelta(seconds=30)}
             if version >= 3:
@@ -193,9 +193,12 @@ def test_init_producer_id_with_transactional_id_every_version(broker):
             epochs.append((response.producer_id, response.producer_epoch))
         too_long = client.call(request_class(ApiKey.INIT_PRODUCER_ID, 4)(
             transactional_id="versions", transaction_timeout=datetime.timedelta(hours=1)))
+        two_phase = client.call(request_class(ApiKey.INIT_PRODUCER_ID, 6)(
+            transactional_id="versions", transaction_timeout=datetime.timedelta(seconds=30), enable2_pc=True))
     assert len({pid for pid, _ in epochs}) == 1  # one producer id per transactional id
-    assert [e for _, e in epochs] == list(range(6))  # each start fences the previous one
+    assert [e for _, e in epochs] == list(range(7))  # each start fences the previous one
     assert too_long.error_code == ErrorCode.invalid_transaction_timeout
+    assert two_phase.error_code == ErrorCode.invalid_request
 
 
 # -- fencing and timeouts ----------------------------------------------------------------------

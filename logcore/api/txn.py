@@ -12,7 +12,7 @@ from ..coordinator.group_coordinator import OffsetCommit
 from ..coordinator.offsets_codec import OFFSETS_TOPIC, partition_for
 from ..coordinator.transaction_log import TxnState
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError
+from ..protocol.errors import BrokerError, InvalidRequest
 from . import handles
 
 # PRODUCER_FENCED (KIP-588) reaches only versions that know it; older ones get INVALID_PRODUCER_EPOCH.
@@ -31,9 +31,12 @@ def _ms(value: datetime.timedelta | int) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else value
 
 
-@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 6)
 async def init_producer_id(ctx, request) -> dict:
     try:
+        if getattr(request, "enable2_pc", False) or getattr(request, "keep_prepared_txn", False):
+            raise InvalidRequest("two-phase commit with an external coordinator (KIP-939) is not supported; "
+                                 "leave transaction.two.phase.commit.enable unset in the producer")
         pid, epoch = ctx.broker.transactions.init_producer_id(
             request.transactional_id, _ms(request.transaction_timeout),
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
