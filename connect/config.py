@@ -86,6 +86,9 @@ class RuntimeConfig(_Strict):
     commit_interval_ms: int | None = Field(None, ge=0)
     """How long batches collect before their offsets are committed. None: 0 for exactly_once (one
     transaction per batch), 1000 for at_least_once. Larger: fewer, bigger transactions / offset writes."""
+    group_commit_max_ms: int = Field(500, ge=0)
+    """exactly_once: when a commit falls due while the source already holds more batches, they join the
+    transaction (fewer commits under load, no delay when idle) until it has been open this long."""
     tasks_max: int = Field(1, ge=1)
     offsets: OffsetsConfig = OffsetsConfig()
     restart: RestartConfig = RestartConfig()

@@ -2,8 +2,9 @@
 
 - `TransactionalWriter` (delivery: exactly_once): one Kafka transaction holds a batch's records
   AND its offset record (by default one transaction per batch; `commit_interval_ms` > 0 groups the
-  batches of that many ms into one), so a read_committed consumer sees each batch whole, once, and
-  a restarted task resumes exactly after the last committed batch. A source transaction split over
+  batches of that many ms into one; batches the source already holds when a commit falls due join
+  it, for up to `group_commit_max_ms`), so a read_committed consumer sees each batch whole, once,
+  and a restarted task resumes exactly after the last committed batch. A source transaction split over
   several batches (`ends_transaction=False`) stays in one Kafka transaction until its last batch.
   The transactional id is derived from connector name + task id, so a restarted (or zombie)
   instance fences the previous one.
@@ -86,18 +87,23 @@ class Writer(ABC):
     every batch written since the last one. Subclasses decide what a commit is. Event loop only.
 
     Records are appended to one open record batch per topic-partition (aiokafka's BatchBuilder) and
-    handed to the producer when that batch is full, when the source is idle (`flush`), or at a
-    commit: one produce batch per partition instead of one `send` per record, and no linger wait.
+    handed to the producer when that batch is full, when it has lingered `producer.linger_ms`
+    (`flush`), or at a commit: one produce batch per partition instead of one `send` per record,
+    and a commit never waits for a linger.
     """
 
     atomic: bool = False
     """Whether a commit makes records visible together with their offsets (a transaction)."""
 
-    def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str, interval_ms: int) -> None:
+    def __init__(self, producer: AIOKafkaProducer, store: OffsetStore, connector: str, interval_ms: int,
+                 group_max_ms: int = 0, linger_ms: int = 5) -> None:
         self.producer = producer
         self.store = store
         self.connector = connector
         self.interval = interval_ms / 1000
+        self.group_max = max(interval_ms, group_max_ms) / 1000
+        self.linger = linger_ms / 1000
+        self._filling: float | None = None  # when the oldest open record batch got its first record
         self._builders: dict[tuple[str, int], BatchBuilder] = {}
         self._sent: list[asyncio.Future] = []
         self._offsets: dict[bytes, OffsetRecord] = {}  # latest per source partition
@@ -115,19 +121,27 @@ class Writer(ABC):
             offset = self.store.record(self.connector, source_partition, source_offset)
             self._offsets[offset.key] = offset
         self._inside = not ends_transaction
-        if self.commit_due_in() == 0:
-            await self.commit()
 
-    def commit_due_in(self) -> float | None:
-        """Seconds until a commit is due, or None when nothing waits for one (or it may not happen yet)."""
+    def commit_due_in(self, more_waiting: bool = False) -> float | None:
+        """Seconds until a commit is due, or None when nothing waits for one (or it may not happen yet: a
+        source transaction is open). `more_waiting`: the source already holds the next batch; a
+        transaction then goes on taking batches (group commit) until it is `group_max` old."""
         if self._since is None or (self._inside and self.atomic):
             return None
-        return max(0.0, self._since + self.interval - time.monotonic())
+        limit = self.group_max if more_waiting and self.atomic else self.interval
+        return max(0.0, self._since + limit - time.monotonic())
+
+    def flush_due_in(self) -> float | None:
+        """Seconds until the open record batches have lingered `producer.linger_ms` for more records."""
+        if self._filling is None:
+            return None
+        return max(0.0, self._filling + self.linger - time.monotonic())
 
     async def flush(self) -> None:
-        """Hand every open record batch to the producer (the source is idle: do not wait to fill them)."""
+        """Hand every open record batch to the producer."""
         for tp in list(self._builders):
             await self._ship(tp)
+        self._filling = None
 
     async def commit(self) -> None:
         """Commit what was written since the last commit. Under exactly-once, a source transaction
@@ -144,6 +158,8 @@ class Writer(ABC):
 
     async def _append(self, records: Sequence[SourceRecord]) -> None:
         builders = self._builders
+        if records and self._filling is None:
+            self._filling = time.monotonic()
         for r in records:
             partition = r.partition
             if partition is None:
@@ -230,6 +246,8 @@ class AtLeastOnceWriter(Writer):
 
 def make_writer(producer: AIOKafkaProducer, store: OffsetStore, runtime: RuntimeConfig) -> Writer:
     if runtime.delivery == "exactly_once":
-        return TransactionalWriter(producer, store, runtime.name, runtime.commit_interval_ms or 0)
+        return TransactionalWriter(producer, store, runtime.name, runtime.commit_interval_ms or 0,
+                                   runtime.group_commit_max_ms, runtime.producer.linger_ms)
     return AtLeastOnceWriter(producer, store, runtime.name,
-                             1000 if runtime.commit_interval_ms is None else runtime.commit_interval_ms)
+                             1000 if runtime.commit_interval_ms is None else runtime.commit_interval_ms,
+                             linger_ms=runtime.producer.linger_ms)

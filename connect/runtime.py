@@ -157,11 +157,13 @@ class TaskRunner:
                 self._changed.clear()
                 if pending is None:
                     pending = asyncio.ensure_future(anext(source))
+                    await asyncio.sleep(0)  # a batch the source already holds arrives in this one step
                 if self.paused or not pending.done():
                     self.state = State.PAUSED if self.paused else State.RUNNING
-                    await writer.flush()  # the source is idle: send what is buffered now
                     await self._wait(pending, writer)
                     continue
+                if writer.commit_due_in(more_waiting=True) == 0:
+                    await writer.commit()
                 try:
                     batch = pending.result()
                 except StopAsyncIteration:
@@ -184,15 +186,19 @@ class TaskRunner:
             await source.aclose()
 
     async def _wait(self, pending: asyncio.Future, writer: Writer) -> None:
-        """Until the next batch (unless paused), a control request, or offsets fall due."""
+        """The source is idle: commit or send what is due, then wait for the next batch (unless paused),
+        a control request, or the next commit or linger deadline."""
+        if writer.commit_due_in() == 0:
+            await writer.commit()
+        if writer.flush_due_in() == 0:
+            await writer.flush()
+        deadlines = [d for d in (writer.commit_due_in(), writer.flush_due_in()) if d is not None]
         wake = asyncio.ensure_future(self._changed.wait())
         try:
-            done, _ = await asyncio.wait({wake} if self.paused else {wake, pending},
-                                         timeout=writer.commit_due_in(), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({wake} if self.paused else {wake, pending},
+                               timeout=min(deadlines, default=None), return_when=asyncio.FIRST_COMPLETED)
         finally:
             wake.cancel()
-        if not done:
-            await writer.commit()
 
     async def _write(self, batch: Batch, writer: Writer) -> None:
         records = batch.records
