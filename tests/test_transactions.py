@@ -22,6 +22,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, encode_key, encode_value,
                                                  partition_for)
 from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
+from logcore.storage.batch import TRANSACTIONAL
 from logcore.storage.records import encode_batch
 from wire import WireClient
 
@@ -521,3 +522,36 @@ def test_txn_offset_commit_is_fenced_by_generation_and_pending_until_the_marker(
         assert call(client, ApiKey.END_TXN, 3, {**txn, "committed": True}).error_code == ErrorCode.none
         assert fetch(require_stable=True) == (ErrorCode.none, 42)
     consumer.close()
+
+
+def test_transactional_produce_outside_its_transaction_is_refused(broker):
+    """KIP-890's check: a write that arrives before AddPartitionsToTxn, or after the transaction ended
+    (a delayed request, a zombie), would open a transaction nothing ever closes."""
+    create_topics(broker.address, guarded=1)
+    with WireClient(broker.address) as client:
+        init = call(client, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "guard", "transaction_timeout": 30000})
+        pid, epoch = init.producer_id, init.producer_epoch
+        txn = {"transactional_id": "guard", "producer_id": pid, "producer_epoch": epoch}
+        sequence = [0]
+
+        def produce(value: bytes, producer_epoch: int = epoch) -> ErrorCode:
+            records = encode_batch([(None, value)], int(time.time() * 1000), producer_id=pid,
+                                   producer_epoch=producer_epoch, base_sequence=sequence[0], attributes=TRANSACTIONAL)
+            response = call(client, ApiKey.PRODUCE, 9, {"transactional_id": "guard", "acks": -1, "timeout": 5000,
+                                                       "topic_data": [{"name": "guarded", "partition_data": [
+                                                           {"index": 0, "records": records}]}]})
+            code = response.responses[0].partition_responses[0].error_code
+            sequence[0] += code == ErrorCode.none
+            return code
+
+        assert produce(b"not-added-yet") == ErrorCode.invalid_txn_state
+        added = call(client, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": "guard", "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": "guarded", "partitions": [0]}]})
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
+        assert produce(b"in-transaction") == ErrorCode.none
+        assert produce(b"stale-epoch", producer_epoch=epoch - 1) == ErrorCode.invalid_producer_epoch
+        assert call(client, ApiKey.END_TXN, 3, {**txn, "committed": True}).error_code == ErrorCode.none
+        assert produce(b"after-the-commit") == ErrorCode.invalid_txn_state
+    assert list_offset_latest(broker.address, "guarded", isolation=1) == 2  # nothing left open
+    assert read_all(broker.address, {"guarded": 1}, "read_committed") == [b"in-transaction"]

@@ -16,6 +16,9 @@ async def produce(ctx, request) -> dict | None:
             try:
                 if request.acks not in (0, 1, -1):
                     raise InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {request.acks}")
+                if request.transactional_id is not None:  # KIP-890: only into an open transaction
+                    ctx.broker.transactions.check_produce(request.transactional_id, (topic.name, data.index),
+                                                          data.records or b"")
                 appended = replicas.append(topic.name, data.index, data.records or b"")
                 result.update(error_code=ErrorCode.none, base_offset=appended.base_offset,
                               log_append_time=appended.log_append_time_ms,

@@ -28,6 +28,7 @@ from ..protocol.errors import (
     BrokerError,
     ConcurrentTransactions,
     CoordinatorNotAvailable,
+    InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -35,6 +36,7 @@ from ..protocol.errors import (
     ProducerFenced,
     TransactionalIdNotFound,
 )
+from ..storage.batch import HEADER_SIZE, read_header
 from .producer_ids import ProducerIdManager
 from .state_topic import StateTopic
 from .transaction_log import (
@@ -271,6 +273,18 @@ class TransactionCoordinator:
         if meta.state != S.ONGOING or tp not in meta.partitions:
             raise InvalidTxnState(f"{tp[0]}-{tp[1]} is not part of an open transaction of {transactional_id!r}; "
                                   f"add it first (AddPartitionsToTxn / AddOffsetsToTxn)")
+
+    def check_produce(self, transactional_id: str, tp: TopicPartition, records: bytes) -> None:
+        """The same check for a transactional produce, so a write that arrives after its transaction
+        ended (a delayed or zombie request) is refused instead of opening a transaction that nothing
+        would ever close."""
+        header = read_header(records) if len(records) >= HEADER_SIZE else None
+        if header is None or not header.is_transactional:
+            return  # the log answers malformed or non-transactional batches itself
+        try:
+            self.check_in_transaction(transactional_id, header.producer_id, header.producer_epoch, tp)
+        except ProducerFenced as exc:
+            raise InvalidProducerEpoch(exc.message) from None  # what produce answers since KIP-588
 
     def verify(self, producer_id: int, epoch: int, tp: TopicPartition) -> bool:
         """Whether a transactional produce to `tp` belongs to an open transaction that added it."""
