@@ -158,3 +158,35 @@ async def test_config_errors_list_every_wrong_key_with_its_path(connector, tmp_p
                  "tables.exclde: unknown key; did you mean 'exclude'?",
                  "snapshot: Input should be 'initial', 'initial_only', 'when_needed', 'no_data' or 'always' (got 'inital')"):
         assert line in log, log
+
+
+async def test_a_backlog_of_small_transactions_is_grouped_into_few_kafka_transactions(mariadb, broker, connector,
+                                                                                    tmp_path):
+    db = mariadb.new_database()
+    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    config = write_config(tmp_path / "g.yaml", **mysql_config("grouped", broker, mariadb, [rf"{db}\.t"],
+                                                               snapshot="no_data"))
+    first = connector(config)
+
+    async def structure_recorded():
+        return await offsets(broker.address, "grouped")
+    await wait_until(structure_recorded, 60, "the structure snapshot's offset")
+    assert first.terminate() == 0
+    commits_before = len(await offsets(broker.address, "grouped"))
+    mariadb.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(300)))   # 300 autocommit transactions
+    connector(config)
+
+    async def caught_up():
+        return len(await messages(broker.address, f"grouped.{db}.t")) == 300
+    await wait_until(caught_up, 60, "300 events")
+    events = [m.data for m in await messages(broker.address, f"grouped.{db}.t")]
+    assert [e["after"]["id"] for e in events] == list(range(300))
+    assert len({e["transaction"]["id"] for e in events}) == 300        # each its own MySQL transaction...
+    commits = len(await offsets(broker.address, "grouped")) - commits_before
+    assert commits < 100, commits                                     # ...but far fewer Kafka transactions
+
+
+async def offsets(address: str, name: str) -> list[dict]:
+    """The connector's offset records, one per committed Kafka transaction."""
+    return [json.loads(m.value) for m in await messages(address, "binlake-offsets")
+            if json.loads(m.key)[0] == name and m.value is not None]
