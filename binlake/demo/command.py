@@ -22,7 +22,7 @@ from binlake.sandbox import SandboxError
 
 from . import shop
 from .events import TableState, normalized, parse
-from .services import STAGES, DemoError, Pipeline, keep_instructions
+from .services import STAGES, DemoError, Pipeline, interrupts_held, keep_instructions
 from .view import event_line, summary_table
 
 WAIT_S = 40          # for the snapshot, and for the workload's last event
@@ -134,22 +134,12 @@ def demo_command(fmt: str, keep: bool) -> None:
     """Run the whole pipeline on this machine, no Docker needed."""
     console = Console()
     signal.signal(signal.SIGTERM, signal.default_int_handler)     # SIGTERM cleans up like Ctrl-C
-    work_dir = Path(tempfile.mkdtemp(prefix="binlake-demo-"))
-    pipeline = Pipeline(work_dir, fmt, console)
-    stack = contextlib.ExitStack()
-    stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
-    ok = False
-    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → broker → you (format {fmt}); "
-                  f"files in {work_dir}", soft_wrap=True)
-    try:
-        for stage in STAGES:
-            stage(pipeline, stack)
-        ok = asyncio.run(show(pipeline))
-    except (DemoError, SandboxError) as exc:
-        console.print(f"[red]demo failed:[/] {exc}", highlight=False)
-    except KeyboardInterrupt:
-        console.print("interrupted")
-    finally:
+    with contextlib.ExitStack() as stack:                          # stops what the stages started, in reverse
+        with interrupts_held():
+            work_dir = Path(tempfile.mkdtemp(prefix="binlake-demo-"))
+            stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
+        pipeline = Pipeline(work_dir, fmt, console)
+        ok = run(pipeline, stack)
         signal.signal(signal.SIGINT, signal.SIG_IGN)              # a second Ctrl-C must not cut the cleanup short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if keep and ok:
@@ -157,5 +147,20 @@ def demo_command(fmt: str, keep: bool) -> None:
             console.print(keep_instructions(pipeline), highlight=False, soft_wrap=True)
         else:
             console.print(f"stopping the connector, the broker and MariaDB; removing {work_dir}", soft_wrap=True)
-            stack.close()
     sys.exit(0 if ok else 1)
+
+
+def run(pipeline: Pipeline, stack: contextlib.ExitStack) -> bool:
+    """Start the stages and show the events; False (with the reason printed) on failure or Ctrl-C."""
+    console = pipeline.console
+    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → broker → you (format {pipeline.format}); "
+                  f"files in {pipeline.work_dir}", soft_wrap=True)
+    try:
+        for stage in STAGES:
+            stage(pipeline, stack)
+        return asyncio.run(show(pipeline))
+    except (DemoError, SandboxError) as exc:
+        console.print(f"[red]demo failed:[/] {exc}", highlight=False)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+    return False

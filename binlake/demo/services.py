@@ -74,6 +74,22 @@ class Process:
             self.proc.wait()
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Hold SIGINT/SIGTERM until the block ends: what the block starts gets registered for stopping
+    before an interrupt unwinds the stack (else it could be started and never stopped)."""
+    pending: list[int] = []
+    held = {sig: signal.signal(sig, lambda signum, _frame: pending.append(signum))
+            for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
 @dataclass
 class Pipeline:
     """What the stages started: addresses, processes, files. Filled in stage by stage."""
@@ -107,12 +123,20 @@ class Pipeline:
         for p in self.processes:
             p.check_alive()
 
+    def launch(self, process: Process, stack: contextlib.ExitStack) -> Process:
+        with interrupts_held():
+            process.start()
+            stack.callback(process.stop)
+            self.processes.append(process)
+        return process
+
 
 def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     base = pipeline.work_dir / "mariadb"
     base.mkdir()
-    server = sandbox.start_mariadb(base)
-    stack.callback(server.stop)
+    with interrupts_held():         # a Ctrl-C now takes effect once the server is up (about 2 s)
+        server = sandbox.start_mariadb(base)
+        stack.callback(server.stop)
     pipeline.mariadb = server
     pipeline.say(f"[bold]MariaDB[/]   127.0.0.1:{server.port}  (binlog ROW, full row images and metadata; "
                  f"data in {server.data_dir})")
@@ -121,10 +145,8 @@ def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
 def start_broker(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     address = f"127.0.0.1:{sandbox.free_port()}"
     data_dir = pipeline.work_dir / "broker"
-    broker = Process("broker", [*BINLAKE, "broker", "--data-dir", str(data_dir), "--listen", address],
-                     pipeline.work_dir / "broker.log").start()
-    stack.callback(broker.stop)
-    pipeline.processes.append(broker)
+    broker = pipeline.launch(Process("broker", [*BINLAKE, "broker", "--data-dir", str(data_dir), "--listen", address],
+                                     pipeline.work_dir / "broker.log"), stack)
     host, port = address.rsplit(":", 1)
     deadline = time.monotonic() + 20
     while True:
@@ -158,10 +180,8 @@ def connector_config(pipeline: Pipeline) -> dict:
 def start_connector(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     path = pipeline.work_dir / "shop.yaml"
     path.write_text(yaml.safe_dump(connector_config(pipeline), sort_keys=False))
-    connector = Process("connector", [*BINLAKE, "connect", "run", str(path)], pipeline.work_dir / "connect.log").start()
-    stack.callback(connector.stop)
-    pipeline.processes.append(connector)
-    pipeline.connector = connector
+    pipeline.connector = pipeline.launch(
+        Process("connector", [*BINLAKE, "connect", "run", str(path)], pipeline.work_dir / "connect.log"), stack)
     pipeline.say(f"[bold]connector[/] binlake connect run {path}  (mysql → {pipeline.bootstrap}, "
                  f"format {pipeline.format}, exactly once)")
 
