@@ -113,7 +113,7 @@ async def count_changes(address: str) -> int:
     """Row-change events in the topic (tombstones and schema changes excluded), read with read_committed."""
     consumer = AIOKafkaConsumer(bootstrap_servers=address, isolation_level="read_committed",
                                 auto_offset_reset="earliest", enable_auto_commit=False,
-                                max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20)
+                                max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)  # 6 x 8 MiB fit
     await consumer.start()
     try:
         partitions = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
