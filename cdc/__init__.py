@@ -10,4 +10,5 @@
   emitter.py      one row change -> records (formats/: Debezium envelope, Canal flat message)
   dispatcher.py   table filters, transaction metadata, heartbeats, bounded batches
   checks.py       startup checks; murmur2.py Kafka's partitioner
+  connector.py    the `mysql` plugin of the connector runtime (connect/): config model, source thread
 """

@@ -17,12 +17,14 @@ the Kafka transaction open until the MySQL transaction's last slice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Literal
 
+import pymysql
 from pydantic import Field, SecretStr, field_validator
 
 from cdc.config import SourceConfig
@@ -139,12 +141,11 @@ def _fatal(exc: BaseException, config: MySqlConfig) -> BaseException:
     """Problems a restart cannot fix become FatalError, with what to change."""
     if isinstance(exc, CdcError):
         return FatalError(str(exc))
-    code = next((e.args[0] for e in (exc, getattr(exc, "orig", None))
-                 if e is not None and e.args and isinstance(e.args[0], int)), None)
-    if code == _ACCESS_DENIED:
+    error = getattr(exc, "orig", exc)           # SQLAlchemy wraps the driver's error
+    if isinstance(error, pymysql.err.OperationalError) and error.args[0] == _ACCESS_DENIED:
         db = config.database
-        return FatalError(f"MySQL at {db.host}:{db.port} refused user {db.user!r}: "
-                          f"{getattr(exc, 'orig', exc).args[-1]}; check database.user and database.password")
+        return FatalError(f"MySQL at {db.host}:{db.port} refused user {db.user!r}: {error.args[1]}; "
+                          "check database.user and database.password")
     return exc
 
 
@@ -179,12 +180,13 @@ class MySqlTask(SourceTask):
         """The source thread: every batch, with the history recorded before it, into the handoff."""
         handoff = self._handoff
         try:
-            for batch in self._source.batches():
-                records = batch.records
-                if history := self.history.take():
-                    records = history + records
-                if not handoff.put(Batch(records, self.source_partition, batch.offset, batch.ends_transaction)):
-                    return
+            with contextlib.closing(self._source.batches()) as batches:   # closed: a snapshot's connections too
+                for batch in batches:
+                    records = batch.records
+                    if history := self.history.take():
+                        records = history + records
+                    if not handoff.put(Batch(records, self.source_partition, batch.offset, batch.ends_transaction)):
+                        return
             handoff.put(_STOP)
         except BaseException as exc:
             handoff.put(_fatal(exc, self.config))

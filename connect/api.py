@@ -92,8 +92,10 @@ class LogAccess(Protocol):
     async def partitions(self, topic: str, create: int = 1) -> int:
         """The topic's partition count; a missing topic is created with `create` partitions."""
 
-    async def ensure_topic(self, topic: str, partitions: int = 1, compact: bool = False) -> None:
-        """Create the topic if missing; refuse an existing one that should be compacted and is not."""
+    async def ensure_topic(self, topic: str, partitions: int = 1, compact: bool = False, *,
+                           label: str = "topic", loss: str = "the state it holds") -> None:
+        """Create the topic if missing; refuse an existing one that should be compacted and is not
+        (the error names it as `label`, e.g. "schema history topic", and says retention would delete `loss`)."""
 
     async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
         """(key, value) of every committed record, oldest first, up to the end (read_committed)."""
