@@ -287,6 +287,34 @@ def test_unknown_producer_after_its_data_was_deleted(broker):
         assert produce(client, "forgotten", batch(pid, 0, 0, [b"again"])) == (ErrorCode.none, 2)
 
 
+def test_confluent_carries_on_after_deleted_records_made_it_unknown(broker):
+    """librdkafka answers UNKNOWN_PRODUCER_ID (its producer's data deleted) by resetting its
+    sequence numbers: every later message arrives, once, and none is reported lost."""
+    create_topic(broker.address, "reset")
+    failures: list = []
+    producer = Producer({"bootstrap.servers": broker.address, "enable.idempotence": True, "linger.ms": 5,
+                         "error_cb": failures.append})
+
+    def send(prefix: bytes) -> None:
+        for i in range(10):
+            producer.produce("reset", prefix + b"%d" % i, partition=0,
+                             on_delivery=lambda err, _msg: failures.append(err) if err else None)
+        assert producer.flush(TIMEOUT) == 0
+
+    send(b"before-")
+    tp, admin = TopicPartition("reset", 0, -1), AdminClient({"bootstrap.servers": broker.address})
+    assert admin.delete_records([tp])[tp].result(TIMEOUT).low_watermark == 10
+    send(b"after-")
+    assert failures == []
+    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "check", "enable.partition.eof": True})
+    consumer.assign([TopicPartition("reset", 0, -2)])  # from the log start offset
+    values = []
+    while (msg := consumer.poll(TIMEOUT)) is not None and msg.error() is None:
+        values.append(msg.value())
+    consumer.close()
+    assert values == [b"after-%d" % i for i in range(10)]
+
+
 def test_unknown_producer_after_retention(broker_factory):
     broker = broker_factory(config={"log.retention.check.interval.ms": "200"})
     create_topic(broker.address, "expiring", **{"segment.bytes": "200", "retention.ms": "60000"})
