@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import signal
+import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTP
@@ -118,6 +120,14 @@ def test_confluent_commit_and_abort_over_topics_and_partitions(broker, kcat):
     assert sorted(read_all(broker.address, topics, "read_uncommitted")) == sorted(committed + aborted)
     assert kcat_read(kcat, broker.address, "audit", "read_committed") == sorted(committed[1::2])
     assert len(kcat_read(kcat, broker.address, "audit", "read_uncommitted")) == len(committed + aborted) // 2
+
+    # Each partition indexed both aborts in Kafka's .txnindex format; they still count after a crash.
+    index = Path(broker.data_dir, "orders-0", "00000000000000000000.txnindex").read_bytes()
+    entries = [struct.unpack_from(">hqqqq", index, at) for at in range(0, len(index), 34)]
+    assert len(index) == 2 * 34 and all(version == 0 and first < last < lso for version, _, first, last, lso in entries)
+    broker.kill()
+    broker.start()
+    assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(committed)
 
 
 async def test_aiokafka_commit_and_abort(broker):
