@@ -20,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from crc32c import crc32c
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
@@ -352,7 +353,10 @@ def test_dedupe_survives_a_restart(broker, stop):
         broker.start()
     else:
         broker.restart()
-        assert (partition_dir / "00000000000000000024.snapshot").exists()  # at the log end
+        snapshot = (partition_dir / "00000000000000000024.snapshot").read_bytes()  # at the log end
+        version, crc, count = struct.unpack_from(">hIi", snapshot)  # Kafka's producer snapshot, version 1
+        assert (version, count, crc) == (1, 1, crc32c(snapshot[6:]))
+        assert struct.unpack_from(">qhiqiqiq", snapshot, 10)[:5] == (pid, 0, 23, 23, 1)  # last batch: seq 22-23
     with WireClient(broker.address) as client:
         assert produce(client, "durable", batches[-1]) == (ErrorCode.none, 22)  # known duplicate
         assert produce(client, "durable", batch(pid, 0, 30, [b"gap"]))[0] == ErrorCode.out_of_order_sequence_number
