@@ -565,3 +565,20 @@ def test_transactional_produce_outside_its_transaction_is_refused(broker):
         assert produce(b"after-the-commit") == ErrorCode.invalid_txn_state
     assert list_offset_latest(broker.address, "guarded", isolation=1) == 2  # nothing left open
     assert read_all(broker.address, {"guarded": 1}, "read_committed") == [b"in-transaction"]
+
+
+def test_idle_transactional_id_expires(broker_factory):
+    broker = broker_factory(config={**CONFIG, "transactional.id.expiration.ms": "1000"}, name="expiring")
+    create_topics(broker.address, brief=1)
+    producer = txn_producer(broker.address, "short-lived")
+    producer.begin_transaction()
+    producer.produce("brief", b"x", partition=0)
+    producer.commit_transaction(TIMEOUT)
+    assert describe_txn(broker.address, "short-lived").error_code == ErrorCode.none
+    deadline = time.monotonic() + TIMEOUT
+    while describe_txn(broker.address, "short-lived").error_code != ErrorCode.transactional_id_not_found:
+        assert time.monotonic() < deadline, "the idle transactional id was never expired"
+        time.sleep(0.2)
+    broker.kill()  # the tombstone is in __transaction_state: a restarted coordinator forgets it too
+    broker.start()
+    assert describe_txn(broker.address, "short-lived").error_code == ErrorCode.transactional_id_not_found

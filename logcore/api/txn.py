@@ -166,8 +166,8 @@ async def describe_transactions(ctx, request) -> dict:
             meta = ctx.broker.transactions.describe(txn_id)
         except BrokerError as exc:
             states.append({"error_code": exc.code, "transactional_id": txn_id, "transaction_state": "",
-                           "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
-                           "producer_epoch": -1, "topics": []})
+                           "transaction_timeout": 0, "transaction_start_time": 0, "producer_id": 0,
+                           "producer_epoch": 0, "topics": []})  # Kafka's defaults in an error entry
             continue
         states.append({"error_code": ErrorCode.none, "transactional_id": txn_id,
                        "transaction_state": meta.state.kafka_name, "transaction_timeout": meta.timeout_ms,
