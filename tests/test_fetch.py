@@ -108,6 +108,20 @@ def test_first_batch_is_whole_even_past_every_limit(broker):
         assert got[("big", 0)].records in (None, b"") and got[("big", 0)].high_watermark == 1
 
 
+def test_a_later_partition_gets_no_cut_first_batch(broker):
+    """Past the first partition with data, a batch that does not fit the remaining budget is not
+    sent cut in two (a record set holding only a partial batch makes aiokafka fail)."""
+    with WireClient(broker.address) as client:
+        create(client, "cut")
+        produce(broker.address, "cut", [b"a" * 1000, b"b" * 1000], partition=0)
+        produce(broker.address, "cut", [b"c" * 5000], partition=1)
+        first = partitions_of(client.call(fetch(12, [("cut", 0, 0, 1 << 20)])))[("cut", 0)]
+        got = partitions_of(client.call(fetch(12, [("cut", 0, 0, 1 << 20), ("cut", 1, 0, 1 << 20)],
+                                              max_bytes=len(first.records) + 2000)))
+        assert batches(got[("cut", 0)].records) == [0, 1]
+        assert got[("cut", 1)].records in (None, b"") and got[("cut", 1)].high_watermark == 1
+
+
 def test_offset_out_of_range_answers_at_once(broker):
     with WireClient(broker.address) as client:
         create(client, "oor")

@@ -272,7 +272,15 @@ class PartitionLog:
         end = self._position_of(segment, upper_offset)
         length = end - position
         if length > max_bytes:
-            length = max(max_bytes, header.size) if min_one_batch else max_bytes
+            if min_one_batch:
+                length = max(max_bytes, header.size)
+            elif max_bytes < header.size:
+                # Send a later partition whole batches or nothing: a record set holding only a cut
+                # batch is refused by some clients (aiokafka: RecordTooLargeError). It comes first
+                # in a later fetch and is then sent whole.
+                return None
+            else:
+                length = max_bytes
         return FileRegion(segment.fd, position, length) if length > 0 else None
 
     def _position_of(self, segment: Segment, offset: int) -> int:

@@ -10,6 +10,7 @@ import gzip
 import struct
 from dataclasses import dataclass
 
+import cramjam
 from crc32c import crc32c
 
 from .batch import (CODECS, COMPRESSION_MASK, CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC,
@@ -151,17 +152,14 @@ def decompress(codec: int, data: bytes) -> bytes:
     name = CODECS.get(codec)
     if name is None:
         raise CorruptRecords(f"unknown compression codec {codec}")
-    try:
-        if name == "gzip":
+    if name == "gzip":
+        try:
             return gzip.decompress(data)
-        import cramjam  # optional: only dump-log and the cleaner read compressed records
-    except ImportError:
-        raise CorruptRecords(f"decoding {name} batches needs the cramjam package (pip install cramjam)") from None
-    except (OSError, EOFError) as exc:
-        raise CorruptRecords(f"gzip data does not decompress: {exc}") from None
+        except (OSError, EOFError) as exc:
+            raise CorruptRecords(f"gzip data does not decompress: {exc}") from None
     try:
         if name == "snappy":
-            return _snappy(cramjam, data)
+            return _snappy(data)
         if name == "lz4":
             return bytes(cramjam.lz4.decompress(data))
         return bytes(cramjam.zstd.decompress(data))
@@ -169,7 +167,7 @@ def decompress(codec: int, data: bytes) -> bytes:
         raise CorruptRecords(f"{name} data does not decompress: {exc}") from None
 
 
-def _snappy(cramjam, data: bytes) -> bytes:
+def _snappy(data: bytes) -> bytes:
     """Raw snappy (librdkafka), or xerial's framing (Java clients): 16-byte header, then blocks of
     (int32 length, raw snappy)."""
     if not data.startswith(_XERIAL_MAGIC):
