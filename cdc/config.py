@@ -8,6 +8,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+def check_regexes(patterns):
+    """Table filters must compile; a pydantic validator's ValueError names the field."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+    return patterns
+
+
 class SourceConfig(BaseModel):
     """Validated source settings; unknown keys are refused so typos surface at startup."""
 
@@ -37,12 +47,7 @@ class SourceConfig(BaseModel):
     @field_validator("table_include", "table_exclude")
     @classmethod
     def _regexes_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"table filter {pattern!r} is not a valid regex: {exc}") from None
-        return patterns
+        return check_regexes(patterns)
 
     @property
     def heartbeat_topic(self) -> str:

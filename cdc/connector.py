@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator
@@ -27,7 +26,7 @@ from typing import Literal
 import pymysql
 from pydantic import Field, SecretStr, field_validator
 
-from cdc.config import SourceConfig
+from cdc.config import SourceConfig, check_regexes
 from cdc.errors import CdcError
 from cdc.schema.history import TopicHistoryStore
 from cdc.source import MySqlSource
@@ -54,12 +53,7 @@ class TablesConfig(ConnectorConfig):
     @field_validator("include", "exclude")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
-        return patterns
+        return check_regexes(patterns)
 
 
 class MySqlConfig(ConnectorConfig):

@@ -91,16 +91,20 @@ def parse_line(line: bytes, number: int, props: dict[str, str]) -> tuple[bytes |
     return key, value
 
 
+async def _start(client: AIOKafkaProducer | AIOKafkaConsumer, bootstrap: str) -> None:
+    try:
+        await client.start()
+    except KafkaError as exc:
+        await client.stop()
+        raise click.ClickException(f"cannot connect to {bootstrap}: {exc}") from None
+
+
 async def _produce(bootstrap: str, topic: str, partition: int | None, acks: str, compression: str,
                    props: dict[str, str], source) -> int:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all" if acks in ("all", "-1") else int(acks),
                                 compression_type=None if compression == "none" else compression,
                                 client_id="binlake-console-producer")
-    try:
-        await producer.start()
-    except KafkaError as exc:
-        await producer.stop()
-        raise click.ClickException(f"cannot connect to {bootstrap}: {exc}") from None
+    await _start(producer, bootstrap)
     loop = asyncio.get_running_loop()
     pending: list[asyncio.Future] = []
     sent = number = 0
@@ -192,11 +196,7 @@ async def _consume(bootstrap: str, topic: str, group: str | None, partition: int
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=group is not None,
                                 auto_offset_reset="earliest" if start == "earliest" else "latest",
                                 client_id="binlake-console-consumer")
-    try:
-        await consumer.start()
-    except KafkaError as exc:
-        await consumer.stop()
-        raise click.ClickException(f"cannot connect to {bootstrap}: {exc}") from None
+    await _start(consumer, bootstrap)
     count = 0
     try:
         await _position(consumer, topic, partition, start)
