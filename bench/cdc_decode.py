@@ -24,12 +24,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "cdc")]
+sys.path[:0] = [str(ROOT)]
 
 import pymysql  # noqa: E402
 from pymysqlreplication import BinLogStreamReader  # noqa: E402
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
 
+from binlake.sandbox import BINLOG_OPTIONS, initialize_datadir, start_mariadb  # noqa: E402
 from cdc.binlog import PyMySqlReplicationClient, Rows, TableMap  # noqa: E402
 from cdc.config import SourceConfig  # noqa: E402
 from cdc.connection import make_engine  # noqa: E402
@@ -85,8 +86,7 @@ def raw_pymysqlreplication(settings: dict, start: BinlogPosition) -> int:
                                 enable_logging=False)
     count = 0
     for event in reader:
-        for row in event.rows:
-            count += 1
+        count += len(event.rows)
     reader.close()
     return count
 
@@ -152,7 +152,6 @@ def main() -> None:
     args = parser.parse_args()
     server = base = None
     if args.port is None:
-        from cdc_harness import BINLOG_OPTIONS, initialize_datadir, start_mariadb
         base = Path(tempfile.mkdtemp(prefix="cdc-bench-"))
         initialize_datadir(base / "template")
         server = start_mariadb(base, base / "template", BINLOG_OPTIONS)

@@ -41,7 +41,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdc_decode import TABLE, batch_inserts, mixed, position, raw_pymysqlreplication  # noqa: E402
 from produce_consume import BrokerUnderTest  # noqa: E402
 
-import pymysql  # noqa: E402
 import yaml  # noqa: E402
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 

@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as TP
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from request_path import PRODUCE_VERSION, produce_frame  # bench/ is on sys.path when run as a script
+
+from logcore.protocol.codec import ApiKey, decode_response
+from logcore.storage.records import encode_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -280,11 +286,6 @@ def client_ceiling(count: int, value: bytes) -> list[Result]:
 def wire_produce(address: str, topic: str, count: int, value: bytes, per_batch: int, broker) -> Result:
     """Pre-encoded produce requests (acks=1) written as fast as the broker takes them: the client costs
     almost nothing, so msgs/s here is what the broker can ingest."""
-    from request_path import PRODUCE_VERSION, produce_frame  # bench/ is on sys.path when run as a script
-
-    from logcore.protocol.codec import ApiKey, decode_response
-    from logcore.storage.records import encode_batch
-
     frame = produce_frame(encode_batch([(None, value)] * per_batch, int(time.time() * 1000)), 1, topic)
     requests = max(1, count // per_batch)
     Producer({"bootstrap.servers": address}).list_topics(topic, timeout=10)  # auto-create
@@ -308,8 +309,6 @@ def wire_produce(address: str, topic: str, count: int, value: bytes, per_batch: 
 
 
 async def aiokafka_produce(address: str, topic: str, count: int, value: bytes, broker) -> Result:
-    from aiokafka import AIOKafkaProducer
-
     settings = {"acks": 1, "linger_ms": 20, "max_batch_size": 1024 * 1024, "max_request_size": 8 * 1024 * 1024}
     async with AIOKafkaProducer(bootstrap_servers=address, **settings) as producer:
         await producer.partitions_for(topic)
@@ -320,8 +319,6 @@ async def aiokafka_produce(address: str, topic: str, count: int, value: bytes, b
 
 
 async def aiokafka_consume(address: str, topic: str, count: int, size: int, broker) -> Result:
-    from aiokafka import AIOKafkaConsumer, TopicPartition as TP
-
     settings = {"fetch_max_bytes": 64 * 1024 * 1024, "max_partition_fetch_bytes": 16 * 1024 * 1024,
                 "fetch_max_wait_ms": 100}
     consumer = AIOKafkaConsumer(bootstrap_servers=address, enable_auto_commit=False, **settings)

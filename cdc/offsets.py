@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+from pymysqlreplication.gtid import Gtid
+from pymysqlreplication.gtid import GtidSet as MySqlGtidSet
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class BinlogPosition:
@@ -94,7 +98,6 @@ class EventSource:
 
     def json(self, row: int) -> bytes:
         if self._prefix is None:
-            import orjson
             self._prefix = orjson.dumps({k: v for k, v in self.fields.items() if k != "row"})[:-1] + b',"row":'
         return self._prefix + b"%d}" % row
 
@@ -112,12 +115,10 @@ class GtidSet:
                 self._mariadb[int(part.split("-")[0])] = part
 
     def _add_mysql_text(self, text: str) -> None:
-        from pymysqlreplication.gtid import GtidSet as MySqlGtidSet
         self._mysql = MySqlGtidSet(text) if self._mysql is None else self._mysql.union(MySqlGtidSet(text))
 
     def add(self, gtid: str) -> None:
         if ":" in gtid:
-            from pymysqlreplication.gtid import Gtid
             if self._mysql is None:
                 self._add_mysql_text(gtid)
             else:

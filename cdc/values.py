@@ -16,6 +16,8 @@ import struct
 import time
 from typing import Callable
 
+from pymysqlreplication.json_binary import parse_json
+
 _F32 = struct.Struct("<f")
 _D2B = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)          # bytes holding 0..9 decimal digits (MySQL decimal2bin)
 _FRAC_UNIT = (0, 10000, 100, 1)                 # microseconds per stored unit, by bytes of fraction
@@ -212,7 +214,6 @@ def mysql_json(raw: bytes) -> str | None:
     """MySQL 8 binary JSON re-serialized the way the server prints it."""
     if not raw:
         return None
-    from pymysqlreplication.json_binary import parse_json
 
     def plain(v):
         if isinstance(v, bytes):

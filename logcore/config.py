@@ -180,7 +180,7 @@ def parse_value(definition: ConfigDef, raw: Any) -> Any:
         else:
             value = str(raw)
     except (KeyError, ValueError):
-        raise InvalidConfig(f"invalid value {raw!r} for configuration {definition.name}: expected a {definition.type}")
+        raise InvalidConfig(f"invalid value {raw!r} for configuration {definition.name}: expected a {definition.type}") from None
     if definition.check and (why := definition.check(value)):
         raise InvalidConfig(f"invalid value {raw!r} for configuration {definition.name}: {why}")
     return value

@@ -77,7 +77,7 @@ def files(path) -> dict[str, bytes]:
 def test_offset_and_time_index_round_trip_and_truncate(tmp_path):
     index = OffsetIndex(str(tmp_path / "0.index"), 100)
     index.reset()
-    for i, (offset, position) in enumerate([(100, 0), (110, 400), (125, 900)]):
+    for offset, position in [(100, 0), (110, 400), (125, 900)]:
         index.append(offset, position)
     assert [index.lookup(o) for o in (99, 100, 109, 110, 124, 125, 500)] == [0, 0, 0, 400, 400, 900, 900]
     index.close()

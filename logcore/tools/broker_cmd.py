@@ -51,7 +51,7 @@ async def _run(broker: Broker) -> None:
     try:
         await broker.start()
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {broker.server.host}:{broker.server.port}: {exc.strerror}")
+        raise click.ClickException(f"cannot listen on {broker.server.host}:{broker.server.port}: {exc.strerror}") from None
     print(f"binlake broker {broker.broker_id} ready on {broker.address}", flush=True)
     await stop.wait()
     await broker.stop()

@@ -1,12 +1,11 @@
-"""A harness that runs the real source against throwaway MariaDB servers (binlake.sandbox) for tests and bench."""
+"""A harness that runs the real source against throwaway MariaDB servers (binlake.sandbox) for tests."""
 
 from __future__ import annotations
 
 import itertools
 import json
 
-from binlake.sandbox import (  # noqa: F401  (re-exported for conftest and bench)
-    BINLOG_OPTIONS, MARIADBD, MariaDB, initialize_datadir, start_mariadb)
+from binlake.sandbox import MariaDB
 
 
 class Capture:

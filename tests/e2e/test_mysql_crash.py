@@ -50,9 +50,9 @@ class Workload:
         return self.next_id
 
     def prepare(self) -> None:
-        self.server.sql(f"CREATE TABLE a (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(40))",
-                        f"CREATE TABLE b (id INT PRIMARY KEY, k INT, note VARCHAR(40))",
-                        f"CREATE TABLE c (x INT, y VARCHAR(8), payload VARCHAR(64), PRIMARY KEY (x, y))",
+        self.server.sql("CREATE TABLE a (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(40))",
+                        "CREATE TABLE b (id INT PRIMARY KEY, k INT, note VARCHAR(40))",
+                        "CREATE TABLE c (x INT, y VARCHAR(8), payload VARCHAR(64), PRIMARY KEY (x, y))",
                         "INSERT INTO a SELECT seq, seq % 97, CONCAT('a', seq) FROM seq_1_to_1500",
                         "INSERT INTO b SELECT seq, seq % 13, NULL FROM seq_1_to_600",
                         "INSERT INTO c SELECT seq, 'y', CONCAT('p', seq) FROM seq_1_to_400", db=self.db)
