@@ -79,9 +79,7 @@ class GroupCoordinator:
         self.config = config
         self.metadata = metadata
         self.topic = StateTopic(OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"),
-                                {"cleanup.policy": "compact",
-                                 "segment.bytes": str(config.get("offsets.topic.segment.bytes"))},
-                                replicas, metadata, create_topic)
+                                config.get("offsets.topic.segment.bytes"), replicas, metadata, create_topic)
         self.groups: dict[str, Group] = {}
         self._task: asyncio.Task | None = None
         self._next_retention_check = 0.0
@@ -105,16 +103,8 @@ class GroupCoordinator:
         """Rebuild every group and offset by replaying `__consumer_offsets` from the start."""
         if not self.topic.exists:
             return
-        started, records = time.monotonic(), 0
-        for partition in range(self.topic.partitions):
-            for key, value in self.topic.read(partition):
-                if key is None:
-                    continue
-                try:
-                    self.replay(*decode(key, value))
-                    records += 1
-                except ValueError as exc:
-                    log.error("%s-%d: skipping undecodable record: %s", OFFSETS_TOPIC, partition, exc)
+        started = time.monotonic()
+        records = self.topic.replay(lambda key, value: self.replay(*decode(key, value)))
         for group in self.groups.values():
             for member in group.members.values():
                 member.heartbeat()  # loaded members get one session to find the new coordinator
@@ -457,6 +447,20 @@ class GroupCoordinator:
         error = self._check_commit(group, generation, member_id, instance_id)
         if error is not ErrorCode.none:
             return [error] * len(commits)
+        errors, records = self.offset_records(group_id, commits)
+        if records:
+            try:
+                self._append(group_id, records)
+            except BrokerError as exc:
+                return [exc.code if e is ErrorCode.none else e for e in errors]
+        if group is not None and member_id in group.members:
+            group.members[member_id].heartbeat()  # a commit is as good as a heartbeat
+        return errors
+
+    def offset_records(self, group_id: str,
+                       commits: list[OffsetCommit]) -> tuple[list[ErrorCode], list[tuple[OffsetKey, OffsetValue]]]:
+        """One error per commit, in order (its partition must exist and its metadata fit
+        offset.metadata.max.bytes), and the records of the commits that passed."""
         now_ms = int(time.time() * 1000)
         max_metadata = self.config.get("offset.metadata.max.bytes")
         errors, records = [], []
@@ -470,14 +474,7 @@ class GroupCoordinator:
                 errors.append(ErrorCode.none)
                 records.append((OffsetKey(group_id, c.topic, c.partition),
                                 OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now_ms)))
-        if records:
-            try:
-                self._append(group_id, records)
-            except BrokerError as exc:
-                return [exc.code if e is ErrorCode.none else e for e in errors]
-        if group is not None and member_id in group.members:
-            group.members[member_id].heartbeat()  # a commit is as good as a heartbeat
-        return errors
+        return errors, records
 
     def _check_commit(self, group: Group | None, generation: int, member_id: str,
                       instance_id: str | None) -> ErrorCode:

@@ -1,4 +1,4 @@
-"""An internal topic that a coordinator appends its records to and replays on start.
+"""A compacted internal topic that a coordinator appends its records to and replays on start.
 
 Records go through ReplicaManager.append like any produce, as one uncompressed magic-v2 batch per
 call, so they get offsets, indexes and recovery for free. Loading reads the partition's segments
@@ -8,6 +8,7 @@ commit marker, as read_committed consumers see it. Event loop only.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Callable, Iterator
@@ -15,13 +16,15 @@ from typing import Callable, Iterator
 from ..storage.batch import TRANSACTIONAL
 from ..storage.records import control_marker, decode_batch, encode_batch
 
+log = logging.getLogger(__name__)
+
 
 class StateTopic:
-    def __init__(self, name: str, partitions: int, configs: dict[str, str], replicas, metadata,
+    def __init__(self, name: str, partitions: int, segment_bytes: int, replicas, metadata,
                  create_topic: Callable[..., object]) -> None:
         self.name = name
         self._wanted_partitions = partitions
-        self.configs = configs
+        self.configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.replicas = replicas
         self.metadata = metadata
         self._create_topic = create_topic
@@ -74,3 +77,19 @@ class StateTopic:
                 else:
                     yield from ((r.key, r.value) for r in records)
         self.open_transactions[partition] = open_txns
+
+    def replay(self, apply: Callable[[bytes, bytes | None], None]) -> int:
+        """Feed every keyed record of every partition to `apply(key, value)` in the order it took
+        effect (a coordinator's loading path); a record `apply` cannot decode (ValueError) is logged
+        and skipped. Returns how many records were applied."""
+        applied = 0
+        for partition in range(self.partitions):
+            for key, value in self.read(partition):
+                if key is None:
+                    continue
+                try:
+                    apply(key, value)
+                    applied += 1
+                except ValueError as exc:
+                    log.error("%s-%d: skipping undecodable record: %s", self.name, partition, exc)
+        return applied

@@ -41,7 +41,6 @@ from .producer_ids import ProducerIdManager
 from .state_topic import StateTopic
 from .transaction_log import (
     TRANSACTION_TOPIC,
-    CorruptTxnRecord,
     TxnLogValue,
     TxnState,
     decode_key,
@@ -102,9 +101,7 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.markers = markers
         self.topic = StateTopic(TRANSACTION_TOPIC, config.get("transaction.state.log.num.partitions"),
-                                {"cleanup.policy": "compact",
-                                 "segment.bytes": str(config.get("transaction.state.log.segment.bytes"))},
-                                replicas, metadata, create_topic)
+                                config.get("transaction.state.log.segment.bytes"), replicas, metadata, create_topic)
         self.txns: dict[str, TxnMetadata] = {}
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
         self._pending: dict[str, _Pending] = {}
@@ -130,16 +127,8 @@ class TransactionCoordinator:
         """Rebuild every transactional id from the log, then finish the decisions a crash interrupted."""
         if not self.topic.exists:
             return
-        started, records = time.monotonic(), 0
-        for partition in range(self.topic.partitions):
-            for key, value in self.topic.read(partition):
-                if key is None:
-                    continue
-                try:
-                    self.replay(decode_key(key), decode_value(value))
-                    records += 1
-                except CorruptTxnRecord as exc:
-                    log.error("%s-%d: skipping undecodable record: %s", TRANSACTION_TOPIC, partition, exc)
+        started = time.monotonic()
+        records = self.topic.replay(lambda key, value: self.replay(decode_key(key), decode_value(value)))
         for meta in self.txns.values():
             self.producer_ids.seen(meta.producer_id)
         log.info("loaded %d transactional id(s) from %d %s record(s) in %.2fs", len(self.txns), records,

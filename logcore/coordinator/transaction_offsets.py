@@ -13,7 +13,6 @@ Event loop only; no `await` between checking a commit and recording it.
 from __future__ import annotations
 
 import logging
-import time
 
 from ..protocol.errors import BrokerError, CoordinatorNotAvailable, ErrorCode, InvalidProducerEpoch, ProducerFenced
 from .group import GroupState
@@ -52,19 +51,7 @@ class TxnOffsets:
             self.transactions.check_in_transaction(transactional_id, producer_id, epoch, (OFFSETS_TOPIC, partition))
         except BrokerError as exc:
             return [exc.code] * len(commits)
-        now_ms = int(time.time() * 1000)
-        max_metadata = self.groups.config.get("offset.metadata.max.bytes")
-        errors, records = [], []
-        for c in commits:
-            info = self.groups.metadata.topics.get(c.topic)
-            if info is None or not 0 <= c.partition < info.partitions:
-                errors.append(ErrorCode.unknown_topic_or_partition)
-            elif c.metadata and len(c.metadata.encode()) > max_metadata:
-                errors.append(ErrorCode.offset_metadata_too_large)
-            else:
-                errors.append(ErrorCode.none)
-                records.append((OffsetKey(group_id, c.topic, c.partition),
-                                OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now_ms)))
+        errors, records = self.groups.offset_records(group_id, commits)
         if not records:
             return errors
         try:
