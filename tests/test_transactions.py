@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTP
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, encode_key, encode_value,
                                                  partition_for)
 from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
-from logcore.storage.batch import TRANSACTIONAL
+from logcore.storage.batch import HEADER_SIZE, TRANSACTIONAL, assign_offsets, read_header
 from logcore.storage.records import encode_batch
 from wire import WireClient
 
@@ -291,10 +291,27 @@ def test_broker_killed_mid_transaction_then_a_new_instance_aborts_it(broker):
     assert len(read_all(broker.address, {"orphan": 2}, "read_uncommitted")) == 11
 
 
+def append_while_down(data_dir: Path, topic: str, partition: int, batch: bytes) -> None:
+    """Append `batch` to a stopped broker's partition after its last batch, offsets and leader epoch
+    assigned as the broker would have."""
+    segment = max((data_dir / f"{topic}-{partition}").glob("*.log"))
+    data = segment.read_bytes()
+    position, last = 0, None
+    while position + HEADER_SIZE <= len(data):
+        last = read_header(data, position)
+        position += last.size
+    assert last is not None and position == len(data), f"{segment} does not end on a batch boundary"
+    buf = bytearray(batch)
+    assign_offsets(buf, [read_header(buf)], last.next_offset, last.leader_epoch, None)
+    with open(segment, "ab") as f:
+        f.write(buf)
+
+
 @pytest.mark.parametrize("decision", [TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT], ids=["commit", "abort"])
 def test_decision_logged_before_a_crash_is_completed_on_restart(broker, decision):
     """The state a crash between logging PrepareCommit/PrepareAbort and writing the markers leaves:
-    the decision is appended to `__transaction_state` directly, then the broker is SIGKILLed."""
+    the broker is SIGKILLed with the transaction open, and the decision is appended to its
+    `__transaction_state` partition while it is down."""
     create_topics(broker.address, decided=2)
     producer = txn_producer(broker.address, "decider")
     producer.begin_transaction()
@@ -303,22 +320,40 @@ def test_decision_logged_before_a_crash_is_completed_on_restart(broker, decision
     producer.flush(TIMEOUT)
     state = describe_txn(broker.address, "decider")
     assert state.transaction_state == "Ongoing"
+    broker.kill()
     now = int(time.time() * 1000)
     value = TxnLogValue(state.producer_id, state.producer_epoch, 60000, decision,
                         frozenset({("decided", 0), ("decided", 1)}), now, now)
-    record = encode_batch([(encode_key("decider"), encode_value(value))], now)
-    with WireClient(broker.address) as client:
-        response = client.call(ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
-                                              topic_data=(TopicProduceData(name=TRANSACTION_TOPIC, partition_data=(
-                                                  PartitionProduceData(index=partition_for("decider", TXN_PARTITIONS),
-                                                                       records=record),)),)))
-    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
-    broker.kill()
+    append_while_down(broker.data_dir, TRANSACTION_TOPIC, partition_for("decider", TXN_PARTITIONS),
+                      encode_batch([(encode_key("decider"), encode_value(value))], now))
     broker.start()
     expected = sorted(b"%d" % i for i in range(6)) if decision == TxnState.PREPARE_COMMIT else []
     assert sorted(read_all(broker.address, {"decided": 2}, "read_committed")) == expected
     done = "CompleteCommit" if decision == TxnState.PREPARE_COMMIT else "CompleteAbort"
     assert describe_txn(broker.address, "decider").transaction_state == done
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", TRANSACTION_TOPIC])
+def test_internal_topics_take_their_coordinators_settings_and_refuse_client_writes(broker, topic):
+    """Metadata asking for an internal topic before its coordinator made it creates it with the
+    coordinator's settings, not a client topic's defaults; a client's produce to it is refused
+    with INVALID_TOPIC_EXCEPTION, as Kafka answers."""
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    assert topic not in admin.list_topics(timeout=TIMEOUT).topics
+    producer = Producer({"bootstrap.servers": broker.address})  # no group, no transactional id: no coordinator
+    created = producer.list_topics(topic, timeout=TIMEOUT).topics[topic]  # Metadata allowing auto-creation
+    assert len(created.partitions) == 5 and created.error is None
+    configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    described = next(iter(configs.values())).result(TIMEOUT)
+    assert described["cleanup.policy"].value == "compact"
+    with WireClient(broker.address) as client:
+        response = client.call(ProduceRequest(
+            transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+            topic_data=(TopicProduceData(name=topic, partition_data=(
+                PartitionProduceData(index=0, records=encode_batch([(b"k", b"v")], int(time.time() * 1000))),)),)))
+    refused = response.responses[0].partition_responses[0]
+    assert refused.error_code == ErrorCode.invalid_topic_exception
+    assert "internal topic" in refused.error_message
 
 
 # -- consume-process-produce across a processor crash ------------------------------------------

@@ -1,5 +1,8 @@
-"""Metadata: brokers, controller and topic/partition leadership; auto-creates topics when allowed."""
+"""Metadata: brokers, controller and topic/partition leadership; auto-creates topics when allowed
+(an internal topic through its coordinator, which knows its settings)."""
 
+from ..coordinator.offsets_codec import OFFSETS_TOPIC
+from ..coordinator.transaction_log import TRANSACTION_TOPIC
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, UnknownTopicId
 from . import handles
@@ -28,6 +31,16 @@ def topic_metadata(broker, name: str) -> dict:
             "partitions": partitions, "topic_authorized_operations": -2147483648}
 
 
+def _auto_create(broker, name: str) -> None:
+    """Internal topics take their coordinator's settings (compacted, its partition count), never the
+    defaults a client's topic gets."""
+    coordinators = {OFFSETS_TOPIC: broker.groups, TRANSACTION_TOPIC: broker.transactions}
+    if name in coordinators:
+        coordinators[name].ensure_topic()
+    else:
+        broker.create_topic(name)
+
+
 @handles(ApiKey.METADATA, 0, 13)
 async def metadata(ctx, request) -> dict:
     broker = ctx.broker
@@ -50,7 +63,7 @@ async def metadata(ctx, request) -> dict:
             continue
         try:
             if name not in broker.metadata.topics and auto_create:
-                broker.create_topic(name)
+                _auto_create(broker, name)
             topics.append(topic_metadata(broker, name))
         except BrokerError as exc:
             topics.append({"error_code": exc.code, "name": name, "is_internal": False, "partitions": []})

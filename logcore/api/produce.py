@@ -1,7 +1,9 @@
-"""Produce: append each partition's record set; errors stay per partition."""
+"""Produce: append each partition's record set; errors stay per partition. Internal topics are
+written by their coordinators only, as in Kafka."""
 
+from ..cluster.topics import INTERNAL_TOPICS
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, InvalidRequiredAcks
+from ..protocol.errors import BrokerError, InvalidRequiredAcks, InvalidTopic
 from . import handles
 
 
@@ -16,6 +18,9 @@ async def produce(ctx, request) -> dict | None:
             try:
                 if request.acks not in (0, 1, -1):
                     raise InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {request.acks}")
+                if topic.name in INTERNAL_TOPICS:
+                    raise InvalidTopic(f"cannot append to internal topic {topic.name}: only its coordinator writes "
+                                       f"it (commit offsets with OffsetCommit or TxnOffsetCommit)")
                 if request.transactional_id is not None:  # KIP-890: only into an open transaction
                     ctx.broker.transactions.check_produce(request.transactional_id, (topic.name, data.index),
                                                           data.records or b"")
