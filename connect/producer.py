@@ -34,6 +34,7 @@ from .offsets import OffsetRecord, OffsetStore
 
 _PARTITIONER = DefaultPartitioner()
 
+
 class TransactionsUnsupported(Exception):
     """The broker has no transaction support; exactly_once cannot work against it."""
 
@@ -71,14 +72,13 @@ async def start_producer(producer: AIOKafkaProducer, runtime: RuntimeConfig) -> 
     try:
         await producer.start()
     except KafkaError as exc:
+        await producer.stop()
         # aiokafka wraps the version mismatch of FindCoordinator/InitProducerId in a plain KafkaError.
         if runtime.delivery == "exactly_once" and (
                 isinstance(exc, IncompatibleBrokerVersion) or "IncompatibleBrokerVersion" in str(exc)):
-            await producer.stop()
             raise TransactionsUnsupported(
                 f"the broker at {runtime.bootstrap_servers} does not support transactions ({exc}); "
                 "set delivery: at_least_once, or point bootstrap_servers at a broker that does") from None
-        await producer.stop()
         raise
 
 

@@ -126,19 +126,24 @@ def validate_produce(records: bytes, max_batch_bytes: int) -> list[BatchHeader]:
 
 
 def assign_offsets(buf: bytearray, headers: list[BatchHeader], first_offset: int, leader_epoch: int,
-                   append_time_ms: int | None) -> int:
+                   append_time_ms: int | None) -> list[BatchHeader]:
     """Patch base offsets, leader epochs and (LogAppendTime topics) timestamps in place; return the
-    next offset. Only the timestamp patch changes CRC-covered bytes, so only it recomputes the CRC."""
+    headers as written. Only the timestamp patch changes CRC-covered bytes, so only it recomputes the CRC."""
+    patched = []
     position, offset = 0, first_offset
     for header in headers:
         _BASE_OFFSET.pack_into(buf, position, offset)
         _LEADER_EPOCH.pack_into(buf, position + 12, leader_epoch)
+        header = header._replace(base_offset=offset, leader_epoch=leader_epoch)
         if append_time_ms is not None:
             attributes = header.attributes | TIMESTAMP_TYPE_LOG_APPEND
             struct.pack_into(">h", buf, position + 21, attributes)
             _TIMESTAMPS.pack_into(buf, position + 27, append_time_ms, append_time_ms)
             crc = crc32c(memoryview(buf)[position + CRC_START : position + header.size])
             _CRC.pack_into(buf, position + 17, crc)
+            header = header._replace(attributes=attributes, base_timestamp=append_time_ms,
+                                     max_timestamp=append_time_ms, crc=crc)
+        patched.append(header)
         offset += header.last_offset_delta + 1
         position += header.size
-    return offset
+    return patched

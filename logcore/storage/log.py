@@ -190,10 +190,7 @@ class PartitionLog:
             return AppendResult(pending.duplicate.first_offset, pending.duplicate.last_offset + 1, -1,
                                 self.log_start_offset, 0)
         buf = bytearray(records)
-        assign_offsets(buf, headers, base, self.leader_epoch, append_time)
-        patched = [h._replace(base_offset=o, leader_epoch=self.leader_epoch,
-                              max_timestamp=append_time if append_time is not None else h.max_timestamp)
-                   for h, o in zip(headers, _base_offsets(headers, base))]
+        patched = assign_offsets(buf, headers, base, self.leader_epoch, append_time)
         try:
             self._maybe_roll(len(buf), patched[-1].last_offset, now_ms)
             self.active.append(buf, patched)
@@ -243,7 +240,7 @@ class PartitionLog:
 
     def _first_segment_at(self, offset: int) -> int:
         """Index of the first segment holding offsets at or past `offset`."""
-        return max(bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1, 0)
+        return max(bisect.bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -383,11 +380,8 @@ class PartitionLog:
         self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 
 
-def _base_offsets(headers: list[BatchHeader], first: int):
-    offset = first
-    for header in headers:
-        yield offset
-        offset += header.last_offset_delta + 1
+def _base_offset(segment: Segment) -> int:
+    return segment.base_offset
 
 
 def _first_record(segment: Segment, position: int, header: BatchHeader, wanted) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""One segment: `<base>.log` plus its sparse `.index` and `.timeindex`.
+"""One segment: `<base>.log` plus its sparse `.index` and `.timeindex`, and its `.txnindex` of aborts.
 
 Owned by its PartitionLog; event loop only. Appends are whole record-set writes; reads return
 file positions so the fetch path can `sendfile` without reading records into Python.
