@@ -23,7 +23,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, encode_key, encode_value,
                                                  partition_for)
-from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
+from logcore.protocol.codec import ApiKey, ErrorCode, build, encode_request, request_class
 from logcore.storage.batch import HEADER_SIZE, TRANSACTIONAL, assign_offsets, read_header
 from logcore.storage.records import encode_batch
 from wire import WireClient
@@ -600,6 +600,42 @@ def test_transactional_produce_outside_its_transaction_is_refused(broker):
         assert produce(b"after-the-commit") == ErrorCode.invalid_txn_state
     assert list_offset_latest(broker.address, "guarded", isolation=1) == 2  # nothing left open
     assert read_all(broker.address, {"guarded": 1}, "read_committed") == [b"in-transaction"]
+
+
+def test_next_transaction_right_behind_end_txn_finds_the_markers_written(broker):
+    """EndTxn is answered once the decision is logged and the markers follow (as in Kafka); an
+    AddPartitionsToTxn for the next transaction pipelined behind it, in the same write, finishes them
+    first instead of answering CONCURRENT_TRANSACTIONS."""
+    create_topics(broker.address, pipelined=1)
+    with WireClient(broker.address) as client:
+        init = call(client, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "pipe", "transaction_timeout": 30000})
+        pid, epoch = init.producer_id, init.producer_epoch
+        add = build(request_class(ApiKey.ADD_PARTITIONS_TO_TXN, 3), {
+            "v3_and_below_transactional_id": "pipe", "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": "pipelined", "partitions": [0]}]})
+        end = build(request_class(ApiKey.END_TXN, 3),
+                    {"transactional_id": "pipe", "producer_id": pid, "producer_epoch": epoch, "committed": True})
+
+        def produce(value: bytes, sequence: int) -> ErrorCode:
+            records = encode_batch([(None, value)], int(time.time() * 1000), producer_id=pid, producer_epoch=epoch,
+                                   base_sequence=sequence, attributes=TRANSACTIONAL)
+            response = call(client, ApiKey.PRODUCE, 9, {"transactional_id": "pipe", "acks": -1, "timeout": 5000,
+                                                       "topic_data": [{"name": "pipelined", "partition_data": [
+                                                           {"index": 0, "records": records}]}]})
+            return response.responses[0].partition_responses[0].error_code
+
+        def added(response) -> ErrorCode:
+            return response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+        assert added(client.call(add)) == ErrorCode.none
+        assert produce(b"first", 0) == ErrorCode.none
+        client.sock.sendall(encode_request(end, 101) + encode_request(add, 102))
+        assert client.receive(end)[1].error_code == ErrorCode.none
+        assert added(client.receive(add)[1]) == ErrorCode.none
+        assert produce(b"second", 1) == ErrorCode.none
+        assert read_all(broker.address, {"pipelined": 1}, "read_committed") == [b"first"]
+        assert client.call(end).error_code == ErrorCode.none
+    assert read_all(broker.address, {"pipelined": 1}, "read_committed") == [b"first", b"second"]
 
 
 def test_idle_transactional_id_expires(broker_factory):

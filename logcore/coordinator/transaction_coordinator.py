@@ -6,9 +6,10 @@ anything, appends it to the transaction log, then `replay`s it; `replay` is the 
 also the loading path, so state after a restart is exactly what the log says.
 
 Ending a transaction logs PrepareCommit/PrepareAbort (the decision), writes a commit/abort marker to
-every partition of the transaction, then logs CompleteCommit/CompleteAbort. With every partition
-on this broker that all happens before EndTxn is answered. A decision whose markers could not all be
-written, or that a crash interrupted, is completed by `sweep` and on load.
+every partition of the transaction, then logs CompleteCommit/CompleteAbort. As in Kafka, EndTxn is
+answered once the decision is logged and the markers follow right after the response; any later
+request for the same transactional id finishes them first if they are still due. A decision whose
+markers could not all be written, or that a crash interrupted, is completed by `sweep` and on load.
 
 Zombies are fenced by epoch: InitProducerId bumps it (aborting an open transaction with the bumped
 epoch first), and so does aborting a transaction that ran past its timeout.
@@ -245,7 +246,11 @@ class TransactionCoordinator:
                        partitions: list[TopicPartition]) -> None:
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.completing:
-            raise ConcurrentTransactions(f"the previous transaction of {transactional_id!r} is still completing; retry")
+            self._complete(transactional_id)
+            meta = self.txns[transactional_id]
+            if meta.completing:
+                raise ConcurrentTransactions(f"the previous transaction of {transactional_id!r} is still completing; "
+                                             f"retry")
         if meta.state not in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise InvalidTxnState(f"cannot add partitions to {transactional_id!r} in state {meta.state.kafka_name}")
         if meta.state == S.ONGOING and meta.partitions.issuperset(partitions):
@@ -287,7 +292,7 @@ class TransactionCoordinator:
         wanted = "commit" if commit else "abort"
         if meta.state == S.ONGOING:
             self._log(replace(meta, state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, last_update_ms=_now_ms()))
-            self._complete(transactional_id)
+            self._complete_after_response(transactional_id)
             return self.txns[transactional_id]
         done, doing = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
         if meta.state == done:
@@ -308,6 +313,12 @@ class TransactionCoordinator:
         self._log(replace(meta, producer_epoch=bumped, last_producer_epoch=NO_EPOCH, state=S.PREPARE_ABORT,
                           last_update_ms=_now_ms()))
         self._complete(meta.transactional_id)
+
+    def _complete_after_response(self, transactional_id: str) -> None:
+        """The server writes the EndTxn response in the event loop's next iteration; the markers go in
+        the one after, so the producer's next round trips overlap them instead of waiting for them."""
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._complete, transactional_id)
 
     def _complete(self, transactional_id: str) -> None:
         """Write the markers still missing for a logged decision, then log its completion."""
