@@ -21,7 +21,6 @@ from .api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
 from .config import ConnectorSpec
 from .offsets import LogOffsetStore
 from .producer import Writer, make_producer, make_writer, start_producer
-from .topics import LogTopics
 from .transforms import chain
 
 log = logging.getLogger(__name__)
@@ -57,8 +56,7 @@ class TaskRunner:
         runtime = spec.runtime
         self.store = LogOffsetStore(runtime.bootstrap_servers, runtime.offsets.topic, runtime.offsets.partitions,
                                     runtime.offsets.replication_factor, runtime.producer.request_timeout_ms)
-        self.topics = LogTopics(runtime.bootstrap_servers, runtime.offsets.replication_factor,
-                                runtime.producer.request_timeout_ms)
+        self.topics = self.store.topics  # one admin view (and partition-count cache) for offsets and tasks
 
     # -- control (called by the worker, the REST API, signal handlers) -----------------------------
 
