@@ -21,12 +21,14 @@ written by Kafka itself loads.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
+@functools.lru_cache(maxsize=8192)  # every request of a group or transactional id asks for its partition
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
     h = 0

@@ -165,12 +165,12 @@ class TransactionCoordinator:
 
     def _log(self, meta: TxnMetadata) -> None:
         """The commit half: append the new metadata, then replay it. Raises the log's BrokerError."""
-        tid = meta.transactional_id
+        tid, value = meta.transactional_id, meta.to_log()
         try:
-            self.topic.append(self.partition_of(tid), [(encode_key(tid), encode_value(meta.to_log()))])
+            self.topic.append(self.partition_of(tid), [(encode_key(tid), encode_value(value))])
         except BrokerError as exc:
             raise CoordinatorNotAvailable(f"cannot write the transaction log for {tid!r}: {exc.message}") from exc
-        self.replay(tid, meta.to_log(), meta.last_producer_epoch)
+        self.replay(tid, value, meta.last_producer_epoch)
 
     # -- InitProducerId ------------------------------------------------------------------------
 
