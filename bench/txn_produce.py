@@ -5,6 +5,7 @@ broker` subprocess (confluent-kafka / librdkafka).
                                           [--set linger.ms=0 ...]
     .venv/bin/python bench/txn_produce.py --in-process [--per-txn 100 1000 10000] [--transactions 1000]
     .venv/bin/python bench/txn_produce.py --timeline [--per-txn 1000] [--transactions 1000]
+    .venv/bin/python bench/txn_produce.py --client-ceiling [--per-txn 1000]
 
 Rows use produce_consume.py's columns. A transactional row commits every `--per-txn` messages
 (begin, produce, commit: the commit waits for every batch and for the EndTxn answer), so its rate
@@ -22,6 +23,9 @@ Produce v9, EndTxn v1), and the markers EndTxn leaves for right after its respon
 with its connection's reads and response writes timestamped (the same monotonic clock as this
 process), so each of the three requests shows when it arrived and when its answer left, and the
 gaps in between are the client's (librdkafka's threads and timers).
+
+`--client-ceiling` runs the plain and transactional rows against librdkafka's own in-process mock
+cluster instead (a C broker that costs next to nothing): what the client allows at best.
 """
 
 from __future__ import annotations
@@ -54,9 +58,11 @@ from logcore.storage.records import encode_batch  # noqa: E402
 OVERRIDES = ["transaction.state.log.num.partitions=5", "offsets.topic.num.partitions=5"]
 
 
-def produce(address: str, broker: BrokerUnderTest, topic: str, count: int, value: bytes, name: str,
+def produce(address: str | None, broker: BrokerUnderTest | None, topic: str, count: int, value: bytes, name: str,
             extra: dict, per_txn: int | None = None) -> Result:
-    config = {"bootstrap.servers": address, "acks": "all", **THROUGHPUT_PRODUCER, **extra}
+    """`address` None: librdkafka's mock cluster."""
+    server = {"bootstrap.servers": address} if address else {"test.mock.num.brokers": 1}
+    config = {**server, "acks": "all", **THROUGHPUT_PRODUCER, **extra}
     failures: list = []
     config["on_delivery"] = lambda err, _msg: failures.append(err)
     producer = Producer(config)
@@ -82,8 +88,9 @@ def produce(address: str, broker: BrokerUnderTest, topic: str, count: int, value
     if phases:
         settings["median ms per transaction"] = {
             "produce() calls": 1000 * statistics.median(p for p, _ in phases),
-            "commit": 1000 * statistics.median(c for _, c in phases),
-            "broker CPU (mean)": 1000 * meter.broker_cpu / len(phases)}
+            "commit": 1000 * statistics.median(c for _, c in phases)}
+        if meter.broker_cpu is not None:
+            settings["median ms per transaction"]["broker CPU (mean)"] = 1000 * meter.broker_cpu / len(phases)
     return meter.result(name, count, len(value), settings=settings)
 
 
@@ -223,6 +230,7 @@ def main() -> None:
                         help="producer settings over the throughput ones, e.g. linger.ms=0 batch.num.messages=1000")
     parser.add_argument("--in-process", action="store_true", help="broker CPU per request of a transaction, no sockets")
     parser.add_argument("--timeline", action="store_true", help="split each transaction between client and broker")
+    parser.add_argument("--client-ceiling", action="store_true", help="against librdkafka's mock cluster, no binlake")
     parser.add_argument("--transactions", type=int, default=1000, help="with --in-process or --timeline")
     args = parser.parse_args()
     overrides = dict(item.split("=", 1) for item in args.set)
@@ -234,6 +242,16 @@ def main() -> None:
     if args.in_process:
         for per_txn in args.per_txn:
             print("\n".join(asyncio.run(in_process(args.transactions, per_txn, value))))
+        return
+    if args.client_ceiling:
+        rows = [best([produce(None, None, f"plain-{i}", args.messages, value, "mock plain", overrides)
+                      for i in range(args.repeat)])]
+        for per_txn in args.per_txn:
+            rows.append(best([produce(None, None, f"txn-{per_txn}-{i}", args.messages, value,
+                                      f"mock transactional {per_txn}/txn",
+                                      {**overrides, "transactional.id": f"mock-{per_txn}-{i}"}, per_txn)
+                              for i in range(args.repeat)]))
+        report(rows, rows[1:])
         return
 
     with tempfile.TemporaryDirectory(prefix="binlake-bench-") as tmp:
@@ -256,11 +274,16 @@ def main() -> None:
                                   for _ in range(args.repeat)]))
         finally:
             broker.stop()
+    report(rows, rows[2:-2])
+
+
+def report(rows: list[Result], transactional: list[Result]) -> None:
+    """The table, then each transactional row against the first (plain) one."""
     print(HEADER)
     for row in rows:
         print(row.row())
     plain = rows[0].messages / rows[0].seconds
-    for row in rows[2:-2]:
+    for row in transactional:
         phases = ", ".join(f"{k} {v:.2f}" for k, v in row.settings["median ms per transaction"].items())
         print(f"{row.name}: {row.messages / row.seconds / plain:.0%} of plain produce; ms per transaction: {phases}")
 
