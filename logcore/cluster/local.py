@@ -12,16 +12,8 @@ import os
 import uuid
 
 from ..protocol.errors import InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
+from ..storage.files import write_atomically
 from .topics import TopicInfo, collision_key, validate_topic_name
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -60,11 +52,11 @@ class LocalMetadataStore:
                 )
             return props["cluster.id"]
         cluster_id = _short_uuid()
-        _atomic_write(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.broker_id}\n")
+        write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.broker_id}\n")
         return cluster_id
 
     def _save(self) -> None:
-        _atomic_write(self._path, json.dumps([t.to_json() for t in self.topics.values()], indent=1))
+        write_atomically(self._path, json.dumps([t.to_json() for t in self.topics.values()], indent=1))
 
     def get(self, name: str) -> TopicInfo:
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+from ..storage.files import write_atomically
+
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
 
@@ -31,12 +33,8 @@ class ProducerIdManager:
             return -1
 
     def _write(self, start: int, end: int) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(
+            {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}))
 
     def seen(self, producer_id: int) -> None:
         """An id found in the transaction log: never hand it out again, even if the block file is lost."""

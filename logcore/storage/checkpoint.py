@@ -7,7 +7,7 @@ Writes are atomic: temp file, fsync, rename, fsync of the directory.
 
 from __future__ import annotations
 
-import os
+from .files import write_atomically
 
 VERSION = "0"
 
@@ -18,17 +18,7 @@ class CheckpointError(ValueError):
 
 def write_entries(path: str, entries: list[tuple]) -> None:
     lines = [VERSION, str(len(entries))] + [" ".join(str(field) for field in entry) for entry in entries]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(path, "\n".join(lines) + "\n")
 
 
 def read_entries(path: str, fields: int) -> list[list[str]] | None:

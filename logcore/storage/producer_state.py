@@ -39,6 +39,7 @@ from ..protocol.errors import (
     UnknownProducerId,
 )
 from .batch import BatchHeader
+from .files import write_atomically
 from .records import ControlMarker, CorruptRecords, control_marker, decode_batch
 from .txn_index import AbortedTxn
 
@@ -305,13 +306,7 @@ class ProducerStateManager:
                 (last.last_offset - last.first_offset) if last else 0, e.last_timestamp, e.coordinator_epoch,
                 e.txn_first_offset)
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
-        path = self._snapshot_path(offset)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(self._snapshot_path(offset), data)
 
     def _read_snapshot(self, offset: int) -> list[ProducerEntry] | None:
         path = self._snapshot_path(offset)
