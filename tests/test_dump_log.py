@@ -38,8 +38,10 @@ def batch_lines(out: str) -> list[dict[str, str]]:
 
 def test_batches_and_records_of_every_codec(broker):
     for codec in CODECS:
-        # flush() sends at once; the long linger keeps a slow loop from sending the first record alone,
-        # which librdkafka leaves uncompressed when compressing would not shrink it.
+        # The topic exists before the first record, and flush() sends at once while the long linger
+        # keeps a slow loop from sending records alone: librdkafka leaves a batch uncompressed when
+        # compressing would not shrink it, which a lone short record does not.
+        create_topic(broker.address, f"dump-{codec}")
         producer = Producer({"bootstrap.servers": broker.address, "compression.type": codec, "linger.ms": 5000,
                              "enable.idempotence": codec == "zstd"})
         for i in range(30):
@@ -54,8 +56,9 @@ def test_batches_and_records_of_every_codec(broker):
         lines = out.splitlines()
         assert lines[:2] == [f"Dumping {segment(broker, f'dump-{codec}')}", "Log starting offset: 0"]
         batches = batch_lines(out)
-        assert batches and all(b["compresscodec"] == codec and b["isvalid"] == "true" and b["magic"] == "2"
-                               for b in batches)
+        assert batches and all(b["isvalid"] == "true" and b["magic"] == "2" for b in batches)
+        assert all(b["compresscodec"] == codec for b in batches if int(b["count"]) > 1)
+        assert any(b["compresscodec"] == codec for b in batches)
         assert [int(b["baseOffset"]) for b in batches][0] == 0 and batches[-1]["lastOffset"] == "29"
         assert sum(int(b["count"]) for b in batches) == 30
         position = 0
