@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
 ROOT = Path(__file__).resolve().parent.parent
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
 
@@ -68,3 +70,26 @@ class BrokerProcess:
     def restart(self) -> "BrokerProcess":
         self.stop()
         return self.start()
+
+
+def read_to_end(address: str, topics: dict[str, int], isolation: str = "read_uncommitted",
+                timeout: float = 30) -> list[bytes]:
+    """Every value of every partition of `topics` ({name: partition count}) up to its end (the LSO
+    for read_committed), partition by partition, read with a real confluent-kafka consumer."""
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "reader", "enable.auto.commit": False,
+                        "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
+    got: dict[tuple[str, int], list[bytes]] = {}
+    ended: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + timeout
+    while len(ended) < sum(topics.values()):
+        assert time.monotonic() < deadline, f"{isolation} reader never reached the end: {ended}"
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            ended.add((msg.topic(), msg.partition()))
+            continue
+        got.setdefault((msg.topic(), msg.partition()), []).append(msg.value())
+    consumer.close()
+    return [v for tp in sorted(got) for v in got[tp]]

@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from brokerproc import read_to_end
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 TIMEOUT = 30
@@ -55,23 +56,6 @@ if __name__ == "__main__":
 '''
 
 
-def read_out(address: str, isolation: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": address, "group.id": "faust-check", "isolation.level": isolation,
-                        "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition("faust-out", 0, 0)])
-    values, ended, deadline = [], set(), time.monotonic() + TIMEOUT
-    while not ended:
-        assert time.monotonic() < deadline, "never reached the end of faust-out"
-        msg = consumer.poll(0.2)
-        if msg is None:
-            continue
-        if msg.error():
-            ended.add(msg.partition())
-            continue
-        values.append(msg.value())
-    consumer.close()
-    return values
-
 
 def start_worker(tmp_path, address: str) -> subprocess.Popen:
     (tmp_path / "app.py").write_text(APP)
@@ -93,19 +77,19 @@ def test_faust_exactly_once_across_a_worker_kill(broker_factory, tmp_path):
     first = start_worker(tmp_path, broker.address)
     try:
         deadline = time.monotonic() + 60
-        while len(read_out(broker.address, "read_committed")) < 100:  # well into the stream
+        while len(read_to_end(broker.address, {"faust-out": 1}, "read_committed")) < 100:  # well into the stream
             assert time.monotonic() < deadline, "the first worker produced nothing"
             assert first.poll() is None, "the first worker died"
             time.sleep(0.2)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
-    assert len(read_out(broker.address, "read_committed")) < len(inputs)
+    assert len(read_to_end(broker.address, {"faust-out": 1}, "read_committed")) < len(inputs)
 
     second = start_worker(tmp_path, broker.address)
     try:
         deadline = time.monotonic() + 120
-        while len(read_out(broker.address, "read_committed")) < len(inputs):
+        while len(read_to_end(broker.address, {"faust-out": 1}, "read_committed")) < len(inputs):
             assert time.monotonic() < deadline, "the second worker did not finish the stream"
             assert second.poll() is None, "the second worker died"
             time.sleep(1)
@@ -113,4 +97,4 @@ def test_faust_exactly_once_across_a_worker_kill(broker_factory, tmp_path):
     finally:
         second.send_signal(signal.SIGKILL)
         second.wait()
-    assert sorted(read_out(broker.address, "read_committed")) == sorted(v.upper() for v in inputs)
+    assert sorted(read_to_end(broker.address, {"faust-out": 1}, "read_committed")) == sorted(v.upper() for v in inputs)

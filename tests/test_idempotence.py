@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from brokerproc import free_port, read_to_end
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from crc32c import crc32c
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from wire import WireClient
 
-from brokerproc import free_port
 from logcore.protocol.codec import ApiKey, ErrorCode, request_class
 from logcore.storage.records import encode_batch
-from wire import WireClient
 
 TIMEOUT = 20
 
@@ -61,24 +61,6 @@ def produce(client: WireClient, topic: str, records: bytes, partition: int = 0):
     result = response.responses[0].partition_responses[0]
     return result.error_code, result.base_offset
 
-
-def consume_all(address: str, topic: str, partitions: int = 1, isolation: str = "read_uncommitted") -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": address, "group.id": "check", "enable.auto.commit": False,
-                        "isolation.level": isolation, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, ended = [], set()
-    deadline = time.monotonic() + TIMEOUT
-    while len(ended) < partitions and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            ended.add(msg.partition())
-            continue
-        values.append(msg.value())
-    consumer.close()
-    assert len(ended) == partitions, "did not reach the end of every partition"
-    return values
 
 
 class CuttingProxy:
@@ -199,7 +181,7 @@ def test_confluent_retries_after_lost_responses_are_not_duplicated(proxied_broke
     assert producer.flush(TIMEOUT) == 0
     assert failures == []
     assert proxy.cuts == 3  # three produce responses really were lost after the broker wrote them
-    assert consume_all(broker.address, "retried") == [b"%d" % i for i in range(300)]
+    assert read_to_end(broker.address, {"retried": 1}) == [b"%d" % i for i in range(300)]
 
 
 async def test_aiokafka_retries_after_lost_responses_are_not_duplicated(proxied_broker):
@@ -250,7 +232,7 @@ def test_duplicate_is_acknowledged_with_its_original_offset(broker):
         assert produce(client, "dups", batch(pid, 0, 3, [b"d"])) == (ErrorCode.none, 3)
         assert produce(client, "dups", first) == (ErrorCode.none, 0)  # the retry of the first batch
         assert produce(client, "dups", batch(pid, 0, 4, [b"e"])) == (ErrorCode.none, 4)
-    assert consume_all(broker.address, "dups") == [b"a", b"b", b"c", b"d", b"e"]
+    assert read_to_end(broker.address, {"dups": 1}) == [b"a", b"b", b"c", b"d", b"e"]
 
 
 def test_sequence_gap_is_out_of_order(broker):
@@ -263,7 +245,7 @@ def test_sequence_gap_is_out_of_order(broker):
         assert produce(client, "gaps", batch(pid, 1, 5, [b"new-epoch-not-at-0"]))[0] == \
             ErrorCode.out_of_order_sequence_number
         assert produce(client, "gaps", batch(pid, 0, 1, [b"b"]))[0] == ErrorCode.none
-    assert consume_all(broker.address, "gaps") == [b"a", b"b"]
+    assert read_to_end(broker.address, {"gaps": 1}) == [b"a", b"b"]
 
 
 def test_older_epoch_is_refused(broker):
@@ -273,7 +255,7 @@ def test_older_epoch_is_refused(broker):
         assert produce(client, "epochs", batch(pid, 0, 0, [b"old"]))[0] == ErrorCode.none
         assert produce(client, "epochs", batch(pid, 1, 0, [b"new"]))[0] == ErrorCode.none
         assert produce(client, "epochs", batch(pid, 0, 1, [b"zombie"]))[0] == ErrorCode.invalid_producer_epoch
-    assert consume_all(broker.address, "epochs") == [b"old", b"new"]
+    assert read_to_end(broker.address, {"epochs": 1}) == [b"old", b"new"]
 
 
 def test_unknown_producer_after_its_data_was_deleted(broker):
@@ -361,7 +343,7 @@ def test_dedupe_survives_a_restart(broker, stop):
         assert produce(client, "durable", batches[-1]) == (ErrorCode.none, 22)  # known duplicate
         assert produce(client, "durable", batch(pid, 0, 30, [b"gap"]))[0] == ErrorCode.out_of_order_sequence_number
         assert produce(client, "durable", batch(pid, 0, 24, [b"next"])) == (ErrorCode.none, 24)
-    assert len(consume_all(broker.address, "durable")) == 25
+    assert len(read_to_end(broker.address, {"durable": 1})) == 25
 
 
 def test_lost_snapshots_are_rebuilt_from_the_log(broker):

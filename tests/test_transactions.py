@@ -15,18 +15,26 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioTP
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioTP
+from brokerproc import read_to_end
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from wire import WireClient
 
-from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, encode_key, encode_value,
-                                                 partition_for)
+from logcore.coordinator.transaction_log import (
+    TRANSACTION_TOPIC,
+    TxnLogValue,
+    TxnState,
+    encode_key,
+    encode_value,
+    partition_for,
+)
 from logcore.protocol.codec import ApiKey, ErrorCode, build, encode_request, request_class
 from logcore.storage.batch import HEADER_SIZE, TRANSACTIONAL, assign_offsets, read_header
 from logcore.storage.records import encode_batch
-from wire import WireClient
 
 TIMEOUT = 30
 TXN_PARTITIONS = 5
@@ -54,26 +62,6 @@ def txn_producer(address: str, txn_id: str, **extra) -> Producer:
     producer.init_transactions(TIMEOUT)
     return producer
 
-
-def read_all(address: str, topics: dict[str, int], isolation: str) -> list[bytes]:
-    """Every value of every partition up to its end (the LSO for read_committed), partition by partition."""
-    consumer = Consumer({"bootstrap.servers": address, "group.id": "reader", "enable.auto.commit": False,
-                        "isolation.level": isolation, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
-    got: dict[tuple[str, int], list[bytes]] = {}
-    ended: set[tuple[str, int]] = set()
-    deadline = time.monotonic() + TIMEOUT
-    while len(ended) < sum(topics.values()):
-        assert time.monotonic() < deadline, f"{isolation} reader never reached the end: {ended}"
-        msg = consumer.poll(0.2)
-        if msg is None:
-            continue
-        if msg.error():
-            ended.add((msg.topic(), msg.partition()))
-            continue
-        got.setdefault((msg.topic(), msg.partition()), []).append(msg.value())
-    consumer.close()
-    return [v for tp in sorted(got) for v in got[tp]]
 
 
 def kcat_read(kcat: str, address: str, topic: str, isolation: str) -> list[bytes]:
@@ -116,8 +104,8 @@ def test_confluent_commit_and_abort_over_topics_and_partitions(broker, kcat):
             producer.flush(TIMEOUT)  # the doomed records really reach the log before the abort
             producer.abort_transaction(TIMEOUT)
     topics = {"orders": 3, "audit": 2}
-    assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(committed)
-    assert sorted(read_all(broker.address, topics, "read_uncommitted")) == sorted(committed + aborted)
+    assert sorted(read_to_end(broker.address, topics, "read_committed")) == sorted(committed)
+    assert sorted(read_to_end(broker.address, topics, "read_uncommitted")) == sorted(committed + aborted)
     assert kcat_read(kcat, broker.address, "audit", "read_committed") == sorted(committed[1::2])
     assert len(kcat_read(kcat, broker.address, "audit", "read_uncommitted")) == len(committed + aborted) // 2
 
@@ -127,7 +115,7 @@ def test_confluent_commit_and_abort_over_topics_and_partitions(broker, kcat):
     assert len(index) == 2 * 34 and all(version == 0 and first < last < lso for version, _, first, last, lso in entries)
     broker.kill()
     broker.start()
-    assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(committed)
+    assert sorted(read_to_end(broker.address, topics, "read_committed")) == sorted(committed)
 
 
 async def test_aiokafka_commit_and_abort(broker):
@@ -183,12 +171,12 @@ def test_read_committed_stops_at_the_last_stable_offset(broker):
 
     assert list_offset_latest(broker.address, "pending", isolation=0) == 3
     assert list_offset_latest(broker.address, "pending", isolation=1) == 1  # the open transaction starts at 1
-    assert read_all(broker.address, {"pending": 1}, "read_committed") == [b"before"]
-    assert read_all(broker.address, {"pending": 1}, "read_uncommitted") == [b"before", b"undecided", b"after"]
+    assert read_to_end(broker.address, {"pending": 1}, "read_committed") == [b"before"]
+    assert read_to_end(broker.address, {"pending": 1}, "read_uncommitted") == [b"before", b"undecided", b"after"]
 
     producer.commit_transaction(TIMEOUT)
     assert list_offset_latest(broker.address, "pending", isolation=1) == 4  # past the commit marker
-    assert read_all(broker.address, {"pending": 1}, "read_committed") == [b"before", b"undecided", b"after"]
+    assert read_to_end(broker.address, {"pending": 1}, "read_committed") == [b"before", b"undecided", b"after"]
 
 
 def test_init_producer_id_with_transactional_id_every_version(broker):
@@ -232,7 +220,7 @@ def test_zombie_producer_is_fenced(broker):
     with pytest.raises(KafkaException) as raised:
         zombie.commit_transaction(TIMEOUT)
     assert raised.value.args[0].fatal(), raised.value.args[0]  # fenced: the zombie can never write again
-    assert read_all(broker.address, {"fenced": 2}, "read_committed") == [b"successor"]
+    assert read_to_end(broker.address, {"fenced": 2}, "read_committed") == [b"successor"]
     state = describe_txn(broker.address, "worker-1")
     assert state.transaction_state == "CompleteCommit" and state.producer_epoch >= 2
 
@@ -251,8 +239,8 @@ def test_transaction_past_its_timeout_is_aborted_and_fenced(broker):
     assert list_offset_latest(broker.address, "sleepy", isolation=1) == 2  # past the abort marker
     with pytest.raises(KafkaException):
         producer.commit_transaction(TIMEOUT)
-    assert read_all(broker.address, {"sleepy": 1}, "read_committed") == []
-    assert read_all(broker.address, {"sleepy": 1}, "read_uncommitted") == [b"too-late"]
+    assert read_to_end(broker.address, {"sleepy": 1}, "read_committed") == []
+    assert read_to_end(broker.address, {"sleepy": 1}, "read_uncommitted") == [b"too-late"]
 
 
 # -- broker crashes ----------------------------------------------------------------------------
@@ -270,7 +258,7 @@ def test_broker_killed_mid_transaction_then_the_producer_commits(broker):
     for i in range(10, 20):
         producer.produce("survive", b"%d" % i, partition=i % 2)
     producer.commit_transaction(TIMEOUT)
-    assert sorted(read_all(broker.address, {"survive": 2}, "read_committed")) == sorted(b"%d" % i for i in range(20))
+    assert sorted(read_to_end(broker.address, {"survive": 2}, "read_committed")) == sorted(b"%d" % i for i in range(20))
 
 
 def test_broker_killed_mid_transaction_then_a_new_instance_aborts_it(broker):
@@ -282,13 +270,13 @@ def test_broker_killed_mid_transaction_then_a_new_instance_aborts_it(broker):
     producer.flush(TIMEOUT)
     broker.kill()
     broker.start()
-    assert read_all(broker.address, {"orphan": 2}, "read_committed") == []  # still undecided: nothing shows
+    assert read_to_end(broker.address, {"orphan": 2}, "read_committed") == []  # still undecided: nothing shows
     successor = txn_producer(broker.address, "orphaned")
     successor.begin_transaction()
     successor.produce("orphan", b"fresh", partition=1)
     successor.commit_transaction(TIMEOUT)
-    assert read_all(broker.address, {"orphan": 2}, "read_committed") == [b"fresh"]
-    assert len(read_all(broker.address, {"orphan": 2}, "read_uncommitted")) == 11
+    assert read_to_end(broker.address, {"orphan": 2}, "read_committed") == [b"fresh"]
+    assert len(read_to_end(broker.address, {"orphan": 2}, "read_uncommitted")) == 11
 
 
 def append_while_down(data_dir: Path, topic: str, partition: int, batch: bytes) -> None:
@@ -328,7 +316,7 @@ def test_decision_logged_before_a_crash_is_completed_on_restart(broker, decision
                       encode_batch([(encode_key("decider"), encode_value(value))], now))
     broker.start()
     expected = sorted(b"%d" % i for i in range(6)) if decision == TxnState.PREPARE_COMMIT else []
-    assert sorted(read_all(broker.address, {"decided": 2}, "read_committed")) == expected
+    assert sorted(read_to_end(broker.address, {"decided": 2}, "read_committed")) == expected
     done = "CompleteCommit" if decision == TxnState.PREPARE_COMMIT else "CompleteAbort"
     assert describe_txn(broker.address, "decider").transaction_state == done
 
@@ -447,20 +435,20 @@ def test_consume_process_produce_is_exactly_once_across_a_processor_kill(broker,
         first.send_signal(signal.SIGKILL)  # mid-transaction: its output is in the log, not committed
         first.wait()
     topics = {"eos-out": 2}
-    assert len(read_all(broker.address, topics, "read_uncommitted")) > \
-        len(read_all(broker.address, topics, "read_committed"))
+    assert len(read_to_end(broker.address, topics, "read_uncommitted")) > \
+        len(read_to_end(broker.address, topics, "read_committed"))
 
     second = _start_processor(tmp_path, source, broker.address, pause=0)
     try:
         deadline = time.monotonic() + 90
-        while len(read_all(broker.address, topics, "read_committed")) < len(inputs):
+        while len(read_to_end(broker.address, topics, "read_committed")) < len(inputs):
             assert time.monotonic() < deadline, "the restarted processor did not finish"
             assert second.poll() is None, "the restarted processor died"
             time.sleep(1)
     finally:
         second.send_signal(signal.SIGKILL)
         second.wait()
-    assert sorted(read_all(broker.address, topics, "read_committed")) == sorted(v.upper() for v in inputs)
+    assert sorted(read_to_end(broker.address, topics, "read_committed")) == sorted(v.upper() for v in inputs)
 
 
 # -- operators ---------------------------------------------------------------------------------
@@ -501,8 +489,8 @@ def test_cli_lists_describes_and_aborts_a_hanging_transaction(broker):
     out = binlake("abort", *bootstrap, "--topic", "hang", "--partition", "0", "--start-offset", "2")
     assert "aborted the transaction" in out
     assert list_offset_latest(broker.address, "hang", isolation=1) == 4  # past the abort marker
-    assert read_all(broker.address, {"hang": 1}, "read_committed") == [b"done"]
-    assert read_all(broker.address, {"hang": 1}, "read_uncommitted") == [b"done", b"stuck"]
+    assert read_to_end(broker.address, {"hang": 1}, "read_committed") == [b"done"]
+    assert read_to_end(broker.address, {"hang": 1}, "read_uncommitted") == [b"done", b"stuck"]
 
     refused = subprocess.run([sys.executable, "-m", "binlake.cli", "transactions", "describe", *bootstrap,
                               "--transactional-id", "nobody"], capture_output=True, text=True, timeout=TIMEOUT)
@@ -599,7 +587,7 @@ def test_transactional_produce_outside_its_transaction_is_refused(broker):
         assert call(client, ApiKey.END_TXN, 3, {**txn, "committed": True}).error_code == ErrorCode.none
         assert produce(b"after-the-commit") == ErrorCode.invalid_txn_state
     assert list_offset_latest(broker.address, "guarded", isolation=1) == 2  # nothing left open
-    assert read_all(broker.address, {"guarded": 1}, "read_committed") == [b"in-transaction"]
+    assert read_to_end(broker.address, {"guarded": 1}, "read_committed") == [b"in-transaction"]
 
 
 def test_next_transaction_right_behind_end_txn_finds_the_markers_written(broker):
@@ -633,9 +621,9 @@ def test_next_transaction_right_behind_end_txn_finds_the_markers_written(broker)
         assert client.receive(end)[1].error_code == ErrorCode.none
         assert added(client.receive(add)[1]) == ErrorCode.none
         assert produce(b"second", 1) == ErrorCode.none
-        assert read_all(broker.address, {"pipelined": 1}, "read_committed") == [b"first"]
+        assert read_to_end(broker.address, {"pipelined": 1}, "read_committed") == [b"first"]
         assert client.call(end).error_code == ErrorCode.none
-    assert read_all(broker.address, {"pipelined": 1}, "read_committed") == [b"first", b"second"]
+    assert read_to_end(broker.address, {"pipelined": 1}, "read_committed") == [b"first", b"second"]
 
 
 def test_idle_transactional_id_expires(broker_factory):
