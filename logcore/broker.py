@@ -22,7 +22,7 @@ from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAs
                               InvalidRequest, StorageError, TopicDeletionDisabled)
 from .protocol.fetch_session import FetchSessionCache
 from .replication.manager import ReplicaManager
-from .server import KafkaServer
+from .server import KafkaServer, ServerLimits
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class Broker:
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
                                                    ProducerIdManager(self.data_dir, broker_id), self.txn_markers,
                                                    self.groups)
-        self.server = KafkaServer(self, host, port, load_handlers(), self.config.get("socket.request.max.bytes"))
+        self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
 

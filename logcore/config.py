@@ -49,6 +49,25 @@ def _between(low: float, high: float) -> Callable[[Any], str | None]:
     return lambda v: None if low <= v <= high else f"must be between {low} and {high}"
 
 
+def _connection_overrides(value: str) -> str | None:
+    try:
+        parse_connection_overrides(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def parse_connection_overrides(value: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: `host:count,host:count` (an IPv6 host keeps its colons)."""
+    overrides = {}
+    for item in _split_list(value):
+        host, _, count = item.rpartition(":")
+        if not host or not _INTEGER.fullmatch(count) or int(count) < 0:
+            raise ValueError(f"expected host:count with a count of at least 0, got {item!r}")
+        overrides[host] = int(count)
+    return overrides
+
+
 def _one_of(*allowed: str) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         values = v if isinstance(v, list) else [v]
@@ -116,6 +135,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "how often recovery points are written",
               check=_at_least(0)),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "largest request frame", check=_at_least(1)),
+    ConfigDef("max.connections", "int", INT_MAX, "connections the broker accepts at once; more are closed",
+              check=_at_least(0)),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, "connections one IP address may hold; more are closed",
+              check=_at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", "string", "",
+              "per-IP exceptions to max.connections.per.ip, as host:count,host:count", check=_connection_overrides),
+    ConfigDef("connections.max.idle.ms", "long", 600000, "close connections idle this long (-1: never)",
+              check=_at_least(-1)),
+    ConfigDef("queued.max.requests", "int", 500,
+              "requests read and not yet handled, across connections, before the broker stops reading",
+              check=_at_least(1)),
+    ConfigDef("fetch.max.bytes", "int", 57671680, "most record bytes one fetch response carries", check=_at_least(0)),
     ConfigDef("log.retention.hours", "int", 168, "retention.ms in hours, when log.retention.ms is unset"),
     ConfigDef("log.retention.minutes", "int", None, "retention.ms in minutes, when log.retention.ms is unset"),
     ConfigDef("advertised.listeners", "string", None, "host:port clients should connect to"),
@@ -236,6 +267,9 @@ class BrokerConfig:
         if key in self.values:
             return self.values[key]
         return BROKER_CONFIGS[key].default
+
+    def connection_overrides(self) -> dict[str, int]:
+        return parse_connection_overrides(self.get("max.connections.per.ip.overrides"))
 
     def topic_synonyms(self, definition: ConfigDef) -> list[Synonym]:
         """Broker-level places a topic config can be set, highest precedence first: the synonyms

@@ -5,6 +5,12 @@ hands it (no stream reader, so no extra buffer copies or reader task wake-ups) a
 request's handler at once; one responder task per connection awaits the handlers in arrival order
 and writes their responses. So one connection's responses stay in order, while a long-poll fetch
 on one connection never holds up another connection.
+
+Limits, with Kafka's names (`ServerLimits`): the frame size, connections in all and per IP, idle
+connections, and requests in flight across the broker. Memory per connection is bounded too: a
+connection stops being read while MAX_PIPELINE of its requests are unanswered, while the broker
+holds `queued.max.requests`, and while more than WRITE_HIGH_WATER response bytes wait for a peer
+that does not read them. Bad input is logged through `BadInputLog`: a few lines, never one per frame.
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ import asyncio
 import collections
 import logging
 import socket
+import time
+from dataclasses import dataclass, field
 
 from .allocator import keep_freed_memory
 from .api import HANDLERS, RequestContext
+from .bad_input import BadInputLog
 from .protocol.codec import ErrorCode, FileRegion
 from .protocol.connection import NEED_DATA, RemoteProtocolError, Request, ServerConnection
 from .protocol.errors import BrokerError
@@ -27,14 +36,44 @@ SENDFILE_MIN = 64 * 1024  # smaller record regions are cheaper to copy than to s
 WRITE_HIGH_WATER = 4 * 1024 * 1024  # unsent response bytes that pause the responder
 
 
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one client may take from the broker, under Kafka's config names."""
+
+    max_frame: int = 104857600  # socket.request.max.bytes
+    max_connections: int = 2**31 - 1  # max.connections
+    max_connections_per_ip: int = 2**31 - 1  # max.connections.per.ip
+    per_ip_overrides: dict[str, int] = field(default_factory=dict)  # max.connections.per.ip.overrides
+    idle_ms: int = 600000  # connections.max.idle.ms (-1: never close idle connections)
+    queued_max_requests: int = 500  # queued.max.requests
+
+    @classmethod
+    def from_config(cls, config) -> "ServerLimits":
+        return cls(config.get("socket.request.max.bytes"), config.get("max.connections"),
+                   config.get("max.connections.per.ip"), config.connection_overrides(),
+                   config.get("connections.max.idle.ms"), config.get("queued.max.requests"))
+
+    def per_ip(self, host: str) -> int:
+        return self.per_ip_overrides.get(host, self.max_connections_per_ip)
+
+
 class KafkaServer:
-    def __init__(self, broker, host: str, port: int, supported: dict[int, tuple[int, int]], max_frame: int) -> None:
+    def __init__(self, broker, host: str, port: int, supported: dict[int, tuple[int, int]],
+                 limits: ServerLimits = ServerLimits()) -> None:
         self.broker = broker
         self.host, self.port = host, port
         self.supported = supported
-        self.max_frame = max_frame
+        self.limits = limits
+        self.bad_input = BadInputLog(log)
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: set[_Connection] = set()
+        self._per_host: collections.Counter[str] = collections.Counter()
+        self._responders: set[asyncio.Task] = set()
+        # Requests read whose handler has not started yet: Kafka's request queue between its network
+        # and handler threads, which queued.max.requests bounds. Parked long polls are not in it.
+        self._queued: set[asyncio.Task] = set()
+        self._starved: set[_Connection] = set()  # not reading because the queue is full
+        self._idle_sweeper: asyncio.Task | None = None
 
     async def start(self) -> None:
         if not keep_freed_memory():
@@ -42,69 +81,148 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.limits.idle_ms >= 0:
+            self._idle_sweeper = loop.create_task(self._close_idle_connections())
 
     async def stop(self) -> None:
         if self._server:
             self._server.close()
-        for task in list(self._connections):
+        if self._idle_sweeper:
+            self._idle_sweeper.cancel()
+        for task in list(self._responders):
             task.cancel()  # the broker is stopping: do not wait out long polls
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await asyncio.gather(*self._responders, return_exceptions=True)
         if self._server:
             await self._server.wait_closed()
+        self.bad_input.close()
+
+    def dispatch(self, request: Request, host: str) -> asyncio.Task:
+        """Start `request`'s handler; it counts as queued until it first runs."""
+        task = asyncio.get_running_loop().create_task(self.handle(request, host))
+        self._queued.add(task)
+        task.add_done_callback(self._dequeue)  # also when it is cancelled before it ever ran
+        return task
+
+    def _dequeue(self, task: asyncio.Task) -> None:
+        if task in self._queued:
+            self._queued.discard(task)
+            if self._starved and not self.saturated:
+                starved, self._starved = self._starved, set()
+                for conn in starved:
+                    conn.update_reading()
+
+    @property
+    def saturated(self) -> bool:
+        return len(self._queued) >= self.limits.queued_max_requests
+
+    def starve(self, conn: _Connection) -> None:
+        """`conn` stopped reading because the queue is full; `_dequeue` wakes it."""
+        self._starved.add(conn)
 
     async def handle(self, request: Request, host: str) -> dict | None | ErrorCode:
+        self._dequeue(asyncio.current_task())
         if request.error is not None:
-            log.info("answering %s to %s: %s", request.error.name, host, request.error_message)
+            self.bad_input.report(host, request.error_kind, "answering %s to %s: %s",
+                                  request.error.name, host, request.error_message)
             return request.error
         ctx = RequestContext(self.broker, request.api_version, request.client_id, host)
         try:
             return await HANDLERS[request.api_key](ctx, request.body)
         except BrokerError as exc:
             return exc.code
-        except Exception:
-            log.exception("handler for api %d v%d failed", request.api_key, request.api_version)
+        except Exception as exc:  # a handler bug costs this request only (UNKNOWN_SERVER_ERROR, as Kafka)
+            self.bad_input.report(host, f"handler error in api {request.api_key} ({type(exc).__name__})",
+                                  "handler for api %d v%d from %s failed", request.api_key, request.api_version,
+                                  host, level=logging.ERROR, exc_info=True)
             return ErrorCode.unknown_server_error
+
+    # -- connection accounting -------------------------------------------------------------------
+
+    def admit(self, conn: _Connection) -> str | None:
+        """Register a new connection, or say which limit refuses it."""
+        host = conn.peer[0]
+        if len(self._connections) >= self.limits.max_connections:
+            return f"max.connections={self.limits.max_connections} reached"
+        if self._per_host[host] >= self.limits.per_ip(host):
+            return f"max.connections.per.ip={self.limits.per_ip(host)} reached for {host}"
+        self._connections.add(conn)
+        self._per_host[host] += 1
+        return None
+
+    def release(self, conn: _Connection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self._per_host[conn.peer[0]] -= 1
+            if not self._per_host[conn.peer[0]]:
+                del self._per_host[conn.peer[0]]
+        self._starved.discard(conn)
+
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: close connections with nothing in flight and no bytes for that long."""
+        idle_s = self.limits.idle_ms / 1000
+        while True:
+            await asyncio.sleep(max(idle_s / 4, 0.05))
+            cutoff = time.monotonic() - idle_s
+            for conn in [c for c in self._connections if c.idle_since is not None and c.idle_since < cutoff]:
+                log.debug("closing connection from %s idle for more than %d ms", conn.peer, self.limits.idle_ms)
+                conn.close_idle()
 
 
 class _Connection(asyncio.Protocol):
     """One accepted socket. Event loop only: the transport callbacks frame requests and queue
-    (request, handler task) pairs; `_respond` is the only writer."""
+    (request, handler task) pairs; `_respond` is the only writer; `update_reading` alone pauses and
+    resumes the transport's reading."""
 
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
-        self.conn = ServerConnection(server.supported, server.max_frame)
+        self.conn = ServerConnection(server.supported, server.limits.max_frame)
         self.pending: collections.deque[tuple[Request, asyncio.Future] | None] = collections.deque()
         self.wakeup: asyncio.Future | None = None  # set while the responder waits for a request
         self.writable: asyncio.Future | None = None  # set while the transport is over its high water mark
         self.unsent: list[bytes] = []  # encoded responses not yet handed to the transport
+        self.unanswered = 0  # requests read whose response is not written yet
+        self.last_active = time.monotonic()
         self.closed = False
         self.stopped_reading = False  # a framing error or EOF: read nothing more
+        self.reading = True
 
     # -- transport callbacks (reading side) ------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.loop = asyncio.get_running_loop()
+        self.peer = transport.get_extra_info("peername") or ("?", 0)
+        refused = self.server.admit(self)
+        if refused is not None:
+            self.server.bad_input.report(self.peer[0], "connections refused by a limit",
+                                         "refusing a connection from %s: %s", self.peer, refused)
+            self.closed = self.stopped_reading = True
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.peer = transport.get_extra_info("peername") or ("?", 0)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self.responder = self.loop.create_task(self._respond())
-        self.server._connections.add(self.responder)
+        self.server._responders.add(self.responder)
 
     def data_received(self, data: bytes) -> None:
+        if self.stopped_reading:
+            return
+        self.last_active = time.monotonic()
         self.conn.receive_data(data)
         self._frame_requests()
 
     def eof_received(self) -> bool:
-        self.stopped_reading = True
-        self.conn.receive_data(b"")
-        self._frame_requests()
+        if not self.stopped_reading:
+            self.stopped_reading = True
+            self.conn.receive_data(b"")
+            self._frame_requests()
         return True  # keep the transport: the responder answers what was read, then closes it
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.server.release(self)
         self._queue(None)
         if self.writable is not None and not self.writable.done():
             self.writable.set_result(None)
@@ -115,30 +233,60 @@ class _Connection(asyncio.Protocol):
                 if event is None:  # the peer closed between frames
                     self._queue(None)
                     return
-                self._queue((event, self.loop.create_task(self.server.handle(event, self.peer[0]))))
+                self._queue((event, self.server.dispatch(event, self.peer[0])))
+                if len(self.pending) >= MAX_PIPELINE or self.server.saturated:
+                    break  # the rest stays buffered until the responder or the broker catches up
         except RemoteProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.server.bad_input.report(self.peer[0], "unframeable bytes", "closing connection from %s: %s",
+                                         self.peer, exc)
             self.stopped_reading = True
-            self.transport.pause_reading()
             self._queue(None)  # answer what was read, then close
-            return
-        if len(self.pending) >= MAX_PIPELINE:
-            self.transport.pause_reading()
+        self.update_reading()
 
     def _queue(self, item: tuple[Request, asyncio.Future] | None) -> None:
+        if item is not None:
+            self.unanswered += 1
         self.pending.append(item)
         if self.wakeup is not None and not self.wakeup.done():
             self.wakeup.set_result(None)
 
+    def update_reading(self) -> None:
+        """Read while this connection has room for more requests and responses, and the broker too."""
+        if self.closed:
+            return
+        starved = self.server.saturated
+        wanted = not (self.stopped_reading or starved or self.writable is not None
+                      or len(self.pending) >= MAX_PIPELINE)
+        if starved:
+            self.server.starve(self)
+        if wanted and not self.reading:
+            self.transport.resume_reading()
+            self.reading = True
+            self._frame_requests()  # requests that arrived while reading was paused
+        elif not wanted and self.reading:
+            self.transport.pause_reading()
+            self.reading = False
+
+    @property
+    def idle_since(self) -> float | None:
+        """When this connection last saw bytes or answered, if nothing is in flight on it now."""
+        return None if self.unanswered or self.closed else self.last_active
+
+    def close_idle(self) -> None:
+        self.transport.close()
+
     # -- transport callbacks (writing side) ------------------------------------------------------
 
     def pause_writing(self) -> None:
+        """The peer is not reading its responses: stop reading its requests until they drain."""
         self.writable = self.loop.create_future()
+        self.update_reading()
 
     def resume_writing(self) -> None:
         if self.writable is not None and not self.writable.done():
             self.writable.set_result(None)
         self.writable = None
+        self.update_reading()
 
     # -- the responder ---------------------------------------------------------------------------
 
@@ -151,6 +299,8 @@ class _Connection(asyncio.Protocol):
                 data = await result
                 if data is not None:  # None: acks=0 produce, no response
                     await self._add(request, data)
+                self.unanswered -= 1
+                self.last_active = time.monotonic()
             await self._flush()
         except asyncio.CancelledError:
             for item in self.pending:
@@ -163,7 +313,7 @@ class _Connection(asyncio.Protocol):
             log.exception("response writer for %s failed", self.peer)
         finally:
             self.transport.close()
-            self.server._connections.discard(self.responder)
+            self.server._responders.discard(self.responder)
 
     async def _next(self) -> tuple[Request, asyncio.Future] | None:
         if not self.pending:
@@ -172,8 +322,8 @@ class _Connection(asyncio.Protocol):
             self.wakeup = self.loop.create_future()
             await self.wakeup
         item = self.pending.popleft()
-        if len(self.pending) == MAX_PIPELINE - 1 and not (self.closed or self.stopped_reading):
-            self.transport.resume_reading()
+        if not self.reading:
+            self.update_reading()
         return item
 
     async def _add(self, request: Request, data: dict | ErrorCode) -> None:
@@ -181,8 +331,10 @@ class _Connection(asyncio.Protocol):
         conn = self.conn
         try:
             chunks = conn.send_error(request, data) if isinstance(data, ErrorCode) else conn.send(request, data)
-        except Exception:  # a handler bug must cost one response, not the connection
-            log.exception("cannot encode the response to api %d v%d", request.api_key, request.api_version)
+        except Exception as exc:  # a handler bug must cost one response, not the connection
+            self.server.bad_input.report(self.peer[0], f"unencodable response to api {request.api_key} "
+                                         f"({type(exc).__name__})", "cannot encode the response to api %d v%d",
+                                         request.api_key, request.api_version, level=logging.ERROR, exc_info=True)
             chunks = conn.send_error(request, ErrorCode.unknown_server_error)
         for chunk in chunks:
             if not isinstance(chunk, FileRegion):

@@ -31,9 +31,9 @@ async def fetch(ctx, request) -> dict:
     wanted = [(names[p.topic], p.partition) for p in context.partitions if names[p.topic]]
     deadline = time.monotonic() + request.max_wait.total_seconds()
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))  # KIP-541
     while True:
-        results, total, failed = _read_all(broker.replicas, context.partitions, names, request.max_bytes,
-                                           read_committed)
+        results, total, failed = _read_all(broker.replicas, context.partitions, names, max_bytes, read_committed)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break

@@ -27,8 +27,10 @@ from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._serialize import get_field_writer
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.static.constants import EntityType
+
+from .bounds import check_request
+from .schema import FieldPlan, field_plan
 
 __all__ = ["ApiKey", "ErrorCode", "FileRegion", "build", "request_class", "response_class"]
 
@@ -92,55 +94,19 @@ def _writer(cls: type):
     return entity_writer(cls)
 
 
-def read_request_header(frame: memoryview, request_cls: type) -> tuple[Any, int]:
-    """(header entity, bytes consumed) using the header version this request class implies."""
-    return _reader(request_cls.__header_schema__)(frame, 0)
-
-
-def read_request_body(frame: memoryview, offset: int, request_cls: type) -> Any:
-    value, _size = _reader(request_cls)(frame, offset)
-    return value
+def read_request(frame: memoryview, request_cls: type) -> tuple[Any, Any]:
+    """(header, body) entities of one request frame (without its size prefix), with the header
+    version this request class implies. MalformedRequest, before kio's native reader sees a byte,
+    when a length overruns the frame or a null stands where the schema allows none (bounds.py)."""
+    header_cls = request_cls.__header_schema__
+    check_request(frame, header_cls, request_cls)
+    header, used = _reader(header_cls)(frame, 0)
+    body, _size = _reader(request_cls)(frame, used)
+    return header, body
 
 
 # ---------------------------------------------------------------------------------------------
 # Building responses from neutral data
-
-
-@dataclass(frozen=True, slots=True)
-class _FieldPlan:
-    name: str
-    kafka_type: str | None
-    nested: type | None  # entity class for entity / entity-tuple fields
-    is_array: bool
-    optional: bool
-    default: Any
-    tag: int | None  # tagged field (flexible versions only)
-
-
-@cache
-def _plan(cls: type) -> tuple[_FieldPlan, ...]:
-    plans = []
-    for f in fields(cls):
-        kind = classify_field(f)
-        nested = kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
-        if f.default is not MISSING:
-            default = f.default
-        elif f.default_factory is not MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
-        else:
-            default = MISSING
-        plans.append(
-            _FieldPlan(
-                name=f.name,
-                kafka_type=f.metadata.get("kafka_type"),
-                nested=nested,
-                is_array=isinstance(kind, (EntityTupleField, PrimitiveTupleField)),
-                optional=is_optional(f),
-                default=default,
-                tag=f.metadata.get("tag"),
-            )
-        )
-    return tuple(plans)
 
 
 _ZERO = {
@@ -170,14 +136,14 @@ def _convert(kafka_type: str | None, value: Any) -> Any:
 class _Builder:
     def entity(self, cls: type, data: dict) -> Any:
         kwargs = {}
-        for plan in _plan(cls):
+        for plan in field_plan(cls):
             if plan.name in data:
                 kwargs[plan.name] = self.value(plan, data[plan.name])
             elif plan.default is MISSING:
                 kwargs[plan.name] = self.zero(plan)
         return cls(**kwargs)
 
-    def value(self, plan: _FieldPlan, value: Any) -> Any:
+    def value(self, plan: FieldPlan, value: Any) -> Any:
         if value is None:
             return None if plan.optional or plan.is_array else self.zero(plan)
         if plan.nested is not None:
@@ -190,7 +156,7 @@ class _Builder:
             raise ValueError("FileRegion values need encode_response")
         return _convert(plan.kafka_type, value)
 
-    def zero(self, plan: _FieldPlan) -> Any:
+    def zero(self, plan: FieldPlan) -> Any:
         if plan.is_array:
             return None if plan.optional else ()
         if plan.nested is not None:
@@ -258,8 +224,8 @@ Encoder = Callable[[list, Any], None]  # appends one value's bytes (and FileRegi
 @cache
 def _encoder(cls: type) -> Encoder:
     """Writes one entity of `cls` from a dict of neutral data."""
-    emitters = [_field_emitter(plan, cls.__flexible__) for plan in _plan(cls) if plan.tag is None]
-    tagged = [plan for plan in _plan(cls) if plan.tag is not None]
+    emitters = [_field_emitter(plan, cls.__flexible__) for plan in field_plan(cls) if plan.tag is None]
+    tagged = [plan for plan in field_plan(cls) if plan.tag is not None]
     when_absent = _tagged_fields(cls, tagged, {})  # the usual case: the handler set no tagged field
 
     def encode(parts: list, data: dict) -> None:
@@ -273,7 +239,7 @@ def _encoder(cls: type) -> Encoder:
     return encode
 
 
-def _field_emitter(plan: _FieldPlan, flexible: bool) -> Encoder:
+def _field_emitter(plan: FieldPlan, flexible: bool) -> Encoder:
     """Emits one field: the handler's value, or what `build` puts there when it is missing or None."""
     name, write = plan.name, _value_writer(plan, flexible)
     if plan.is_array:
@@ -293,7 +259,7 @@ def _field_emitter(plan: _FieldPlan, flexible: bool) -> Encoder:
     return emit
 
 
-def _value_writer(plan: _FieldPlan, flexible: bool) -> Encoder:
+def _value_writer(plan: FieldPlan, flexible: bool) -> Encoder:
     if plan.nested is not None:
         item = _encoder(plan.nested)
         if not plan.is_array and plan.optional:  # KIP-893 nullable struct: an int8 marker first
@@ -372,7 +338,7 @@ def _bytes_writer(flexible: bool, legacy_length_size: int) -> Encoder:
     return write
 
 
-def _tagged_fields(cls: type, tagged: list[_FieldPlan], data: dict) -> bytes:
+def _tagged_fields(cls: type, tagged: list[FieldPlan], data: dict) -> bytes:
     """Tagged fields that differ from their defaults, written by kio (they are rare, and this keeps
     kio's notion of each field's default)."""
     builder = _Builder()

@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import codec
+from .bounds import MalformedRequest
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 
@@ -41,6 +42,7 @@ class Request:
     body: Any  # kio request entity; None when `error` is set
     error: ErrorCode | None = None
     error_message: str = ""
+    error_kind: str = ""  # what went wrong, in a few words, for the bad-input summary in the log
 
 
 class ServerConnection:
@@ -92,15 +94,16 @@ class ServerConnection:
         if limits is None or not limits[0] <= version <= limits[1]:
             what = "api key" if limits is None else f"version {version} of api key"
             return Request(api_key, version, correlation_id, None, None, ErrorCode.unsupported_version,
-                           f"{what} {api_key} is not supported (supported: {limits})")
+                           f"{what} {api_key} is not supported (supported: {limits})", "unsupported api or version")
         cls = codec.request_class(api_key, version)
-        view = memoryview(frame)
         try:
-            header, used = codec.read_request_header(view, cls)
-            body = codec.read_request_body(view, used, cls)
-        except Exception as exc:  # kio raises assorted errors on malformed input
+            header, body = codec.read_request(memoryview(frame), cls)
+        except MalformedRequest as exc:
             return Request(api_key, version, correlation_id, None, None, ErrorCode.invalid_request,
-                           f"malformed request body: {exc!r}")
+                           f"malformed {cls.__name__} v{version}: {exc}", exc.kind)
+        except Exception as exc:  # kio raises assorted errors on what the bounds check lets through (bad UTF-8, ...)
+            return Request(api_key, version, correlation_id, None, None, ErrorCode.invalid_request,
+                           f"malformed {cls.__name__} v{version}: {exc!r}", type(exc).__name__)
         return Request(api_key, version, correlation_id, header.client_id, body)
 
     def send(self, request: Request, data: dict) -> list[bytes | codec.FileRegion]:
