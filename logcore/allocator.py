@@ -24,3 +24,12 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def release_freed_memory() -> None:
+    """Hand free heap pages back to the kernel now (glibc's malloc_trim), after dropping a lot of
+    state at once such as a deleted topic's partitions; the thresholds above would keep it."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

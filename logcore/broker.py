@@ -10,6 +10,7 @@ import os
 import time
 import uuid
 
+from .allocator import release_freed_memory
 from .api import load_handlers
 from .cluster.local import LocalMetadataStore
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
@@ -162,6 +163,7 @@ class Broker:
             raise TopicDeletionDisabled("topic deletion is disabled on this broker (delete.topic.enable=false)")
         info = self.metadata.delete(name)
         self.replicas.unhost_topic(name)
+        release_freed_memory()
         log.info("deleted topic %s", name)
         return info
 

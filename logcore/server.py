@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from .allocator import keep_freed_memory
 from .api import HANDLERS, RequestContext
 from .bad_input import BadInputLog
-from .protocol.codec import ErrorCode, FileRegion
+from .protocol.codec import ApiKey, ErrorCode, FileRegion
 from .protocol.connection import NEED_DATA, RemoteProtocolError, Request, ServerConnection
 from .protocol.errors import BrokerError
 
@@ -73,6 +73,7 @@ class KafkaServer:
         # and handler threads, which queued.max.requests bounds. Parked long polls are not in it.
         self._queued: set[asyncio.Task] = set()
         self._starved: set[_Connection] = set()  # not reading because the queue is full
+        self._orphans: set[asyncio.Task] = set()  # handlers still running for closed connections
         self._idle_sweeper: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -89,9 +90,9 @@ class KafkaServer:
             self._server.close()
         if self._idle_sweeper:
             self._idle_sweeper.cancel()
-        for task in list(self._responders):
+        for task in [*self._responders, *self._orphans]:
             task.cancel()  # the broker is stopping: do not wait out long polls
-        await asyncio.gather(*self._responders, return_exceptions=True)
+        await asyncio.gather(*self._responders, *self._orphans, return_exceptions=True)
         if self._server:
             await self._server.wait_closed()
         self.bad_input.close()
@@ -114,6 +115,13 @@ class KafkaServer:
     @property
     def saturated(self) -> bool:
         return len(self._queued) >= self.limits.queued_max_requests
+
+    def keep_running(self, tasks: list[asyncio.Task]) -> None:
+        """Hold handlers of a closed connection until they finish: the loop keeps only weak references."""
+        for task in tasks:
+            if not task.done():
+                self._orphans.add(task)
+                task.add_done_callback(self._orphans.discard)
 
     def starve(self, conn: _Connection) -> None:
         """`conn` stopped reading because the queue is full; `_dequeue` wakes it."""
@@ -181,6 +189,7 @@ class _Connection(asyncio.Protocol):
         self.writable: asyncio.Future | None = None  # set while the transport is over its high water mark
         self.unsent: list[bytes] = []  # encoded responses not yet handed to the transport
         self.unanswered = 0  # requests read whose response is not written yet
+        self.current: tuple[Request, asyncio.Future] | None = None  # the one the responder waits for
         self.last_active = time.monotonic()
         self.closed = False
         self.stopped_reading = False  # a framing error or EOF: read nothing more
@@ -223,6 +232,11 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.release(self)
+        # Nobody will read the answers. Fetches only read, so their long polls end now; every other
+        # handler finishes what it started (a produce may have appended already), unanswered.
+        for request, task in [item for item in (self.current, *self.pending) if item is not None]:
+            if request.api_key == ApiKey.FETCH:
+                task.cancel()
         self._queue(None)
         if self.writable is not None and not self.writable.done():
             self.writable.set_result(None)
@@ -293,16 +307,22 @@ class _Connection(asyncio.Protocol):
     async def _respond(self) -> None:
         try:
             while (item := await self._next()) is not None:
-                request, result = item
+                self.current = request, result = item
                 if not result.done():
                     await self._flush()  # what is ready goes out before a long poll
-                data = await result
+                try:
+                    data = await result
+                except asyncio.CancelledError:
+                    if self.closed and result.cancelled() and not self.responder.cancelling():
+                        break  # a fetch the lost connection ended (connection_lost)
+                    raise
                 if data is not None:  # None: acks=0 produce, no response
                     await self._add(request, data)
+                self.current = None
                 self.unanswered -= 1
                 self.last_active = time.monotonic()
             await self._flush()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the broker is stopping: do not wait for anything
             for item in self.pending:
                 if item is not None:
                     item[1].cancel()
@@ -314,6 +334,7 @@ class _Connection(asyncio.Protocol):
         finally:
             self.transport.close()
             self.server._responders.discard(self.responder)
+            self.server.keep_running([task for _, task in filter(None, (self.current, *self.pending))])
 
     async def _next(self) -> tuple[Request, asyncio.Future] | None:
         if not self.pending:

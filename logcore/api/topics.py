@@ -8,10 +8,15 @@ from collections import Counter
 
 from ..config import TOPIC_CONFIGS, format_value
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, InvalidReplicaAssignment, InvalidRequest, UnknownTopicId
+from ..protocol.errors import (BrokerError, InvalidPartitions, InvalidReplicaAssignment, InvalidRequest,
+                               UnknownTopicId)
 from . import handles
 
 ZERO_UUID = uuid.UUID(int=0)
+# Kafka 4 refuses a CreateTopics or CreatePartitions request that would add more partitions than
+# this, before placing any replica (KAFKA-17870); here it also keeps one request from making a
+# million directories.
+MAX_NEW_PARTITIONS = 10_000
 
 
 def split_repeated(items, name_of) -> tuple[list, list[dict]]:
@@ -44,6 +49,9 @@ def created_topic(broker, info, validate_only: bool) -> dict:
 async def create_topics(ctx, request) -> dict:
     broker = ctx.broker
     topics, results = split_repeated(request.topics, lambda t: t.name)
+    asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in topics)
+    if asked > MAX_NEW_PARTITIONS:
+        return {"topics": results + [{"name": t.name, **error_fields(_too_many(asked))} for t in topics]}
     for topic in topics:
         try:
             info = broker.create_topic(
@@ -54,6 +62,11 @@ async def create_topics(ctx, request) -> dict:
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})
     return {"topics": results}
+
+
+def _too_many(asked: int) -> InvalidPartitions:
+    return InvalidPartitions(f"this request would create {asked:,} partitions; one request may create at most "
+                             f"{MAX_NEW_PARTITIONS:,}: split it")
 
 
 def _assignments(entries) -> dict[int, list[int]]:
@@ -104,6 +117,9 @@ async def delete_topics(ctx, request) -> dict:
 async def create_partitions(ctx, request) -> dict:
     broker = ctx.broker
     topics, results = split_repeated(request.topics, lambda t: t.name)
+    asked = sum(max(t.count - info.partitions, 0) for t in topics if (info := broker.metadata.topics.get(t.name)))
+    if asked > MAX_NEW_PARTITIONS:
+        return {"results": results + [{"name": t.name, **error_fields(_too_many(asked))} for t in topics]}
     for topic in topics:
         try:
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
