@@ -11,10 +11,29 @@ import socket
 from importlib.metadata import version
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .runtime import RunningConnector, TaskRunner, Worker
 
 log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 1024 * 1024  # a connector config is a few KB; aiohttp answers 413 past this
+
+
+class _OneLineBadRequests(logging.Filter):
+    """aiohttp logs every unparsable HTTP request with a traceback; a client's bad bytes are not
+    our stack, so each becomes one line naming the peer and what was wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = "%s: %s", (record.getMessage(), f"{exc.code} {exc.message}".strip())
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_http_log = logging.getLogger(f"{__name__}.http")
+_http_log.addFilter(_OneLineBadRequests())
 
 
 class NotFound(Exception):
@@ -36,7 +55,7 @@ async def _errors(request: web.Request, handler):
 
 def make_app(worker: Worker, worker_id: str) -> web.Application:
     routes = web.RouteTableDef()
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
 
     def connector_of(request: web.Request) -> RunningConnector:
         name = request.match_info["name"]
@@ -137,7 +156,7 @@ async def serve(worker: Worker, host: str, port: int) -> web.AppRunner:
     """Start listening (port 0 picks a free one); the caller awaits `runner.cleanup()` on shutdown."""
     sock = socket.create_server((host, port))  # bound first, so the worker id names the real port
     bound_host, bound_port = sock.getsockname()[:2]
-    runner = web.AppRunner(make_app(worker, f"{bound_host}:{bound_port}"), access_log=None)
+    runner = web.AppRunner(make_app(worker, f"{bound_host}:{bound_port}"), access_log=None, logger=_http_log)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     return runner

@@ -114,6 +114,33 @@ def test_yaml_problems(tmp_path):
         config.load(tmp_path / "missing.yaml")
 
 
+def test_hostile_yaml_is_refused_quickly_with_a_reason(tmp_path):
+    """An alias bomb (9 levels of 9 aliases: half a billion values once expanded), nesting deeper
+    than any config, a file of 50 MB and bytes that are not text: each is a ConfigError naming why."""
+    path = tmp_path / "hostile.yaml"
+    bomb = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    bomb += [f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    cases = {
+        "\n".join(["name: x", "connector: datagen", *bomb]): r"expands to 490,329,068 values through its aliases",
+        "name: " + "[" * 100_000 + "]" * 100_000: "nests too deeply",
+        "name: x\n" + "#" * (50 * 2**20): "larger than 1,048,576 bytes",
+    }
+    for text, message in cases.items():
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            config.load(path)
+    path.write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        config.load(path)
+
+
+def test_aliases_of_a_normal_size_still_work(tmp_path):
+    path = tmp_path / "anchors.yaml"
+    path.write_text("name: shop\nconnector: datagen\nbootstrap_servers: &servers 127.0.0.1:9092\n"
+                    "restart: &backoff {initial_backoff_ms: 100, max_backoff_ms: 1000, multiplier: 2}\n")
+    assert config.load(path, environ={}).runtime.bootstrap_servers == "127.0.0.1:9092"
+
+
 def test_cli_validate_reports_all_files_and_exits_2(write_config):
     good = write_config("good.yaml", **BASE)
     bad = write_config("bad.yaml", **{**BASE, "database": {"port": 1}, "delivery": "maybe"})

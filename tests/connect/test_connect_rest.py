@@ -2,6 +2,7 @@
 
 import asyncio
 import re
+import socket
 
 import aiohttp
 from connect_testlib import datagen_ids
@@ -80,3 +81,53 @@ async def test_rest_status_config_pause_resume_restart_and_offsets(broker, conne
     assert process.terminate() == 0, process.log()
     landed = await datagen_ids(broker.address, "demo.datagen")
     assert landed == list(range(len(landed)))  # pause, resume and a clean restart lose and repeat nothing
+
+
+def http_exchange(address: str, request: bytes, body_bytes: int = 0) -> bytes:
+    """Send a raw request (and `body_bytes` of filler after it, as far as the worker reads them);
+    everything the worker answers before it closes the connection or goes quiet for 2 s."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request)
+        filler = b"[" * 65536
+        try:
+            for _ in range(body_bytes // len(filler)):
+                sock.sendall(filler)
+        except OSError:
+            pass  # the worker closed the connection or stopped reading: it will not take a body that size
+        sock.settimeout(2)
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return answer
+
+
+async def test_hostile_http_requests_get_clear_answers_and_the_worker_serves_on(broker, connect_run, write_config):
+    process = connect_run(write_config(name="demo", connector="datagen", bootstrap_servers=broker.address,
+                                       batch_size=1, interval_ms=100), rest="127.0.0.1:0")
+    process.wait_for_log("REST API on")
+    rest = re.search(r"REST API on http://(\S+)", process.log()).group(1)
+    gigabyte = (b"POST /connectors/demo/restart HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1073741824\r\n\r\n")
+    answer = await asyncio.to_thread(http_exchange, rest, gigabyte, 64 * 2**20)
+    assert answer.startswith(b"HTTP/1.1 413") or answer.startswith(b"HTTP/1.1 202"), answer[:200]
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for request in [
+        b"PUT /connectors/demo/pause HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(deep), deep),
+        b"PUT /connectors/demo/resume HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n{not json",
+        b"GARBAGE / HTTP/9\r\n\r\n",
+        b"GET /connectors HTTP/1.1\r\n" + b"X-Flood: y\r\n" * 20_000 + b"\r\n",
+        b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n",
+    ]:
+        answer = await asyncio.to_thread(http_exchange, rest, request)
+        status = answer.split(b" ", 2)[1] if answer.startswith(b"HTTP/1.1 ") else b"closed"
+        assert status in (b"202", b"400", b"404", b"405", b"413", b"431", b"closed"), answer[:300]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://{rest}/connectors/demo/status") as response:
+            assert response.status == 200 and (await response.json())["connector"]["state"] == "RUNNING"
+    assert process.proc.poll() is None
+    assert "Traceback" not in process.log()
