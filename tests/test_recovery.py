@@ -20,6 +20,7 @@ from kio.static.primitive import i16, i32
 from logcore.protocol.codec import ErrorCode
 from logcore.storage.batch import HEADER_SIZE, read_header
 from logcore.storage.records import encode_batch
+from brokerproc import read_to_end
 from wire import WireClient
 
 FLUSH_EVERY_MESSAGE = {"log.flush.interval.messages": "1"}
@@ -274,3 +275,66 @@ def test_leader_epoch_checkpoint_survives_kills(broker):
     with WireClient(broker.address) as client:
         answer = client.call(request).topics[0].partitions[0]
     assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (ErrorCode.none, 0, 2)
+
+
+# -- random damage to the files beside the segments ---------------------------------------------
+
+def damaged_copies(path: str, seed: int, copies: int) -> list[bytes]:
+    """`copies` versions of the file, each with a run of random bytes at a random offset."""
+    data = open(path, "rb").read()
+    rng = random.Random(seed)
+    versions = []
+    for _ in range(copies):
+        damaged = bytearray(data or b"\0")
+        at = rng.randrange(len(damaged))
+        run = rng.randbytes(rng.randint(1, 16))
+        damaged[at:at + len(run)] = run
+        versions.append(bytes(damaged))
+    return versions
+
+
+@pytest.mark.parametrize("kind", ["snapshot", "txnindex", "recovery-point-offset-checkpoint",
+                                  "log-start-offset-checkpoint", "leader-epoch-checkpoint", "index", "timeindex"])
+def test_damaged_side_files_are_named_and_everything_is_served(broker, kind):
+    """The files beside the segments are caches or checkpoints that the segments can rebuild. With
+    a random run of bytes in any of them, the broker starts, serves every committed record (and
+    hides the aborted ones from read_committed) and keeps idempotent producers exact; damage it
+    notices is logged with the file (always for the producer snapshot, which has a CRC)."""
+    create_topic(broker.address, "side", **{"segment.bytes": "2048"})
+    committed = produce_one_by_one(broker.address, "side", [f"c{i}".encode() * 20 for i in range(30)],
+                                   **{"enable.idempotence": True})
+    txn = Producer({"bootstrap.servers": broker.address, "transactional.id": "side-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce("side", b"aborted", partition=0)
+    txn.flush(30)
+    txn.abort_transaction(30)
+    txn.begin_transaction()
+    txn.produce("side", b"committed in a transaction", partition=0)
+    txn.commit_transaction(30)
+    assert committed == list(range(30))
+    expected = read_to_end(broker.address, {"side": 1}, "read_committed")
+    assert b"aborted" not in expected and len(expected) == 31
+    broker.stop()  # a clean stop writes the producer snapshot and the checkpoints
+    for round_ in range(3):
+        files = side_files(broker, kind)  # again each round: restarts write new snapshots
+        assert files, f"no {kind} file to damage"
+        path = files[-1 - round_ % len(files)]  # the newest first: the ones a restart reads
+        original = path.read_bytes()
+        for version in damaged_copies(str(path), seed=round_, copies=2):
+            path.write_bytes(version)
+            broker.start()
+            got = read_to_end(broker.address, {"side": 1}, "read_committed")
+            assert got == expected, f"{path} damaged: read {len(got)} records, expected {len(expected)}"
+            if kind == "snapshot" and path == files[-1]:  # the one read, and it has a checksum: always noticed
+                assert f"{path}: ignoring corrupt producer snapshot" in broker.log()
+            produce_one_by_one(broker.address, "side", [b"after the damage"], **{"enable.idempotence": True})
+            expected.append(b"after the damage")
+            broker.stop()
+            if path.exists():
+                path.write_bytes(original)  # the next damage starts from the intact file
+
+
+def side_files(broker, kind: str) -> list:
+    return sorted(p for p in (broker.data_dir / "side-0").iterdir() if p.name == kind or p.name.endswith("." + kind)) \
+        or sorted(p for p in broker.data_dir.iterdir() if p.name == kind)

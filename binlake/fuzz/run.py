@@ -97,7 +97,7 @@ class Fuzzer:
                 raise
             self.report.health.append(result)
             self.progress(f"  {self.report.frames:>9,} frames: alive, round trip {result.round_trip_ms:.0f} ms, "
-                          f"RSS {result.rss_bytes / 2**20:.0f} MiB, {result.partitions:,} partitions")
+                          f"RSS {result.rss_bytes / 2**20:.0f} MiB, {result.partitions:,} partitions created")
             if self._finished:
                 return
 

@@ -24,16 +24,24 @@ def write_entries(path: str, entries: list[tuple]) -> None:
 def read_entries(path: str, fields: int) -> list[list[str]] | None:
     """The entries' whitespace-split fields, or None when the file does not exist."""
     try:
-        with open(path) as f:
-            lines = f.read().splitlines()
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         return None
+    try:
+        lines = data.decode("ascii").splitlines()
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: byte {exc.start} is not text (0x{data[exc.start]:02x})") from None
     if len(lines) < 2 or lines[0].strip() != VERSION or not lines[1].strip().isdigit():
         raise CheckpointError(f"{path}: not a version-{VERSION} checkpoint file")
     count = int(lines[1])
     entries = [line.split() for line in lines[2 : 2 + count]]
     if len(entries) != count or any(len(e) != fields for e in entries):
         raise CheckpointError(f"{path}: expected {count} entries of {fields} fields")
+    for number, entry in enumerate(entries, 3):
+        if not all(field.lstrip("-").isdigit() for field in entry[-2:]):  # partition offset | epoch offset
+            raise CheckpointError(f"{path}: line {number} is not {fields} whitespace-separated fields "
+                                  f"ending in numbers: {' '.join(entry)!r}")
     return entries
 
 

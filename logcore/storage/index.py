@@ -27,6 +27,7 @@ class IndexFile:
         self.values = array("q")  # what they return: position / relative offset
         self._file = None
         self._dirty = False
+        self.damage = ""  # why `load` refused the file, for the log
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -43,14 +44,18 @@ class IndexFile:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
+            self.damage = f"{self.path} is missing"
             return False
         if len(data) % self.ENTRY.size:
+            self.damage = f"{self.path}: {len(data)} bytes is not a whole number of {self.ENTRY.size}-byte entries"
             return False
         keys, values = array("q"), array("q")
         for key, value in self.ENTRY.iter_unpack(data):
             if key == 0 and value == 0 and keys:
                 break
             if keys and not self.in_order(keys[-1], values[-1], key, value):
+                self.damage = (f"{self.path}: entry {len(keys)} (byte {len(keys) * self.ENTRY.size}) is out of "
+                               f"order after the one before it")
                 return False
             keys.append(key)
             values.append(value)
@@ -116,10 +121,14 @@ class OffsetIndex(IndexFile):
     def append(self, offset: int, position: int) -> None:
         self._append(offset - self.base_offset, position)
 
+    def slot(self, offset: int) -> int:
+        """Which entry a lookup of `offset` uses: the last at or before it (-1 if none)."""
+        return bisect.bisect_right(self.keys, offset - self.base_offset) - 1
+
     def lookup(self, offset: int) -> int:
         """File position of the last indexed batch at or before `offset` (0 if none)."""
-        i = bisect.bisect_right(self.keys, offset - self.base_offset)
-        return self.values[i - 1] if i else 0
+        slot = self.slot(offset)
+        return self.values[slot] if slot >= 0 else 0
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or past `position`."""

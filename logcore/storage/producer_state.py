@@ -41,6 +41,7 @@ from ..protocol.errors import (
 from .batch import BatchHeader
 from .files import write_atomically
 from .records import ControlMarker, CorruptRecords, control_marker, decode_batch
+from .txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from .txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -335,7 +336,9 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing.clear()
         start = log_start_offset
-        for offset in reversed(self._snapshot_offsets()):
+        # A damaged .txnindex would show aborted records to read_committed consumers: replaying
+        # the whole log (no snapshot) writes every transaction index again.
+        for offset in reversed(self._snapshot_offsets() if self._txn_indexes_intact(segments, log_start_offset) else []):
             if offset > log_end_offset or offset < log_start_offset:
                 _unlink(self._snapshot_path(offset))  # beyond a truncated tail, or below retention
                 continue
@@ -351,6 +354,44 @@ class ProducerStateManager:
         if replayed:
             log.info("%s: producer state rebuilt from offset %d (%d batches replayed, %d producers)",
                      self.tp, start, replayed, len(self.producers))
+
+    def _txn_indexes_intact(self, segments: list["Segment"], log_start_offset: int) -> bool:
+        """Whether every segment's aborted-transaction entries agree with the log: each names an
+        abort marker of its producer in that segment, and that producer's batch where it began."""
+        for segment in segments:
+            index = segment.txn_index
+            problem = index.damage
+            for i, entry in enumerate(index.entries):
+                if problem:
+                    break
+                problem = self._abort_problem(segments, segment, entry, log_start_offset)
+                if problem:
+                    problem = f"entry {i} (byte {i * TXN_ENTRY_SIZE}) {problem}"
+            if problem:
+                log.warning("%s: %s; rebuilding the transaction indexes of %s from the whole log", index.path,
+                            problem, self.tp)
+                return False
+        return True
+
+    @staticmethod
+    def _abort_problem(segments: list["Segment"], segment: "Segment", entry, log_start_offset: int) -> str:
+        found = segment.find_batch(entry.last_offset)
+        header = found[1] if found else None
+        if header is None or header.base_offset != entry.last_offset or not header.is_control \
+                or header.producer_id != entry.producer_id:
+            return f"names offset {entry.last_offset}, which holds no control batch of producer {entry.producer_id}"
+        try:
+            if read_marker(os.pread(segment.fd, header.size, found[0])).commit:
+                return f"names offset {entry.last_offset}, a commit marker"
+        except (CorruptRecords, InvalidRecord):
+            return f"names offset {entry.last_offset}, whose control batch holds no marker"
+        if entry.first_offset < log_start_offset:
+            return ""
+        holder = next((s for s in reversed(segments) if s.base_offset <= entry.first_offset), None)
+        first = holder.find_batch(entry.first_offset) if holder else None
+        if first is None or first[1].base_offset != entry.first_offset or first[1].producer_id != entry.producer_id:
+            return f"says the transaction began at offset {entry.first_offset}, where producer {entry.producer_id} has no batch"
+        return ""
 
     def _replay(self, segments: list["Segment"], start: int) -> int:
         replayed = 0

@@ -95,7 +95,8 @@ class Segment:
         otherwise rebuild them (which also validates every batch)."""
         if self.index.load() and self.time_index.load() and self._scan_tail():
             return
-        log.warning("%s: index files missing or inconsistent with the log; rebuilding them", self.path)
+        damage = self.index.damage or self.time_index.damage or "they disagree with the log's last batches"
+        log.warning("%s: index files missing or inconsistent with the log; rebuilding them (%s)", self.path, damage)
         self.recover(EVERYTHING_FLUSHED)
 
     def _scan_tail(self) -> bool:
@@ -286,10 +287,22 @@ class Segment:
             position += header.size
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the batch holding `offset`, or the first batch after it."""
+        """Position and header of the batch holding `offset`, or the first batch after it.
+        The index entry it starts from must point at the batch holding the entry's offset: an
+        entry damaged on disk but still in order would otherwise skip records silently."""
         if offset >= self.next_offset:
             return None
-        for position, header in self.headers(self.index.lookup(offset)):
+        slot = self.index.slot(offset)
+        position = self.index.values[slot] if slot >= 0 else 0
+        for position, header in self.headers(position):
+            if slot >= 0:
+                indexed = self.base_offset + self.index.keys[slot]
+                if header.magic != MAGIC or not header.base_offset <= indexed <= header.last_offset:
+                    log.warning("%s: entry %d says offset %d is at byte %d, where the log holds no batch with "
+                                "it; rebuilding the indexes of %s", self.index.path, slot, indexed, position, self.path)
+                    self.recover(self.next_offset)
+                    return self.find_batch(offset)
+                slot = -1
             if header.last_offset >= offset:
                 return position, header
         return None

@@ -33,6 +33,7 @@ class AbortedTxn(NamedTuple):
 class TxnIndex:
     def __init__(self, path: str) -> None:
         self.path = path
+        self.damage = ""  # what `_read` found wrong with the file, for the log
         self.entries: list[AbortedTxn] = self._read()
         self._fd: int | None = None
         self._dirty = False
@@ -44,12 +45,17 @@ class TxnIndex:
         except FileNotFoundError:
             return []
         usable = len(data) - len(data) % ENTRY_SIZE  # a torn last entry is rebuilt from the log
-        entries = []
+        entries: list[AbortedTxn] = []
         for pos in range(0, usable, ENTRY_SIZE):
             version, *fields = _ENTRY.unpack_from(data, pos)
+            entry = AbortedTxn(*fields)
             if version != VERSION:
+                self.damage = f"entry {len(entries)} (byte {pos}) has version {version}, not {VERSION}"
+            elif entry.first_offset > entry.last_offset or (entries and entry.last_offset <= entries[-1].last_offset):
+                self.damage = f"entry {len(entries)} (byte {pos}) is out of order: {entry}"
+            if self.damage:
                 break
-            entries.append(AbortedTxn(*fields))
+            entries.append(entry)
         return entries
 
     def _file(self) -> int:
