@@ -4,6 +4,7 @@ benchmarks, which SIGKILL it, restart it on the same data and watch its memory a
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -24,10 +25,12 @@ def free_port() -> int:
 class BrokerProcess:
     """A real broker in its own process, so tests can SIGKILL it and start it again on the same data."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, config: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, config: dict[str, str] | None = None,
+                 open_files: int | None = None) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.config = dict(config or {})
+        self.open_files = open_files  # RLIMIT_NOFILE (soft and hard) for the process, if set
         self.proc: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
 
@@ -40,7 +43,9 @@ class BrokerProcess:
         for key, value in self.config.items():
             args += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        limit = self.open_files
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=(
+            (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import time
 import uuid
 
@@ -20,12 +21,33 @@ from .coordinator.producer_ids import ProducerIdManager
 from .coordinator.transaction_coordinator import TransactionCoordinator
 from .coordinator.transaction_markers import MarkerWriter
 from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
-                              InvalidRequest, StorageError, TopicDeletionDisabled)
+                              InvalidRequest, PolicyViolation, StorageError, TopicDeletionDisabled)
 from .protocol.fetch_session import FetchSessionCache
 from .replication.manager import ReplicaManager
 from .server import KafkaServer, ServerLimits
 
 log = logging.getLogger(__name__)
+# Each partition holds its active segment open. New partitions may not eat into this many of the
+# process's descriptors, kept for connections, segment rolls and the coordinators' topics.
+DESCRIPTOR_RESERVE = 1024
+
+
+def raise_descriptor_limit() -> int:
+    """Lift the soft RLIMIT_NOFILE to the hard limit (Kafka's docs ask for 100,000+); the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def _check_descriptors(partitions: int, topic: str) -> None:
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    in_use = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+    if in_use + partitions + DESCRIPTOR_RESERVE > limit:
+        raise PolicyViolation(
+            f"{topic}: {partitions:,} new partition(s) need as many open files, and the broker holds {in_use:,} of "
+            f"its limit of {limit:,} (ulimit -n) with {DESCRIPTOR_RESERVE:,} kept for connections; raise the "
+            f"limit and restart the broker, or create fewer partitions")
 
 
 class Broker:
@@ -65,6 +87,7 @@ class Broker:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        raise_descriptor_limit()
         for info in self.metadata.topics.values():
             topic_config = self.topic_config(info)
             for index in range(info.partitions):
@@ -150,6 +173,7 @@ class Broker:
 
     def _host_new(self, info: TopicInfo, indexes: range, topic_config: TopicConfig) -> None:
         """Open the new partitions' logs before the metadata names them; all or none."""
+        _check_descriptors(len(indexes), info.name)
         try:
             for index in indexes:
                 self.replicas.host(info.name, index, topic_config)

@@ -424,3 +424,31 @@ def test_describe_log_dirs_reports_partition_sizes(admin, kp_admin, broker):
     on_disk = {(name, index): sum(f.stat().st_size for f in (broker.data_dir / f"{name}-{index}").glob("*.log"))
                for name, index in sizes}
     assert sizes == on_disk and sizes[("sized", 0)] == 0 and sizes[("sized", 1)] > 10_000
+
+
+def test_partitions_past_the_open_file_limit_are_refused_and_the_broker_serves_on(tmp_path):
+    """Each partition holds a file open. A request whose new partitions would leave the broker
+    without descriptors for connections is POLICY_VIOLATION naming the limit, not thousands of
+    offline partitions and a listener that can no longer accept."""
+    from brokerproc import BrokerProcess
+    broker = BrokerProcess(tmp_path / "b", open_files=1500).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        error = error_of(create(admin, NewTopic("wide", 600, 1))["wide"])
+        assert error.code() == KafkaError.POLICY_VIOLATION
+        assert "600 new partition(s) need as many open files" in error.str() and "ulimit -n" in error.str()
+        create(admin, NewTopic("narrow", 3, 1))["narrow"].result(TIMEOUT)
+        assert produce(broker.address, "narrow", [b"fine"]) == [None]
+        error = error_of(admin.create_partitions([NewPartitions("narrow", 700)])["narrow"])
+        assert error.code() == KafkaError.POLICY_VIOLATION
+        assert "is offline" not in broker.log()
+    finally:
+        broker.kill()
+
+
+def test_one_request_may_add_at_most_ten_thousand_partitions(admin):
+    error = error_of(create(admin, NewTopic("huge", 10_001, 1))["huge"])
+    assert error.code() == KafkaError.INVALID_PARTITIONS and "at most 10,000" in error.str()
+    create(admin, NewTopic("small", 1, 1))["small"].result(TIMEOUT)
+    error = error_of(admin.create_partitions([NewPartitions("small", 10_002)])["small"])
+    assert error.code() == KafkaError.INVALID_PARTITIONS and "this request would create 10,001 partitions" in error.str()
