@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("logcore.tools.groups_cmd:groups_command",
                "List, describe, reset offsets of and delete consumer groups."),
     "transactions": ("logcore.tools.transactions_cmd:transactions_command", "List, describe and abort transactions."),
+    "sink": ("spark_sink.cli:sink_command", "Land change topics in Delta Lake or PostgreSQL tables with Spark, exactly once."),
 }
 
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from binlake import yamlfile
 
 from . import plugins
 from .api import Connector, ConnectorConfig
@@ -121,83 +122,18 @@ class ConnectorSpec:
 
 # -- loading ---------------------------------------------------------------------------------------
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict[Any, Any] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice (first at line {seen[key].line + 1})",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
-
-
-MAX_CONFIG_BYTES = 1024 * 1024
-MAX_CONFIG_VALUES = 100_000  # after aliases are expanded: a config is hundreds of values, a YAML bomb billions
-
-
 def load(path: str | Path, environ: Mapping[str, str] | None = None) -> ConnectorSpec:
     """Read, interpolate and validate one config file; raises ConfigError listing every problem."""
     source = str(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
+        raw = yamlfile.load(path)
     except OSError as exc:
         raise ConfigError(source, [("", f"cannot read the file: {exc.strerror}")]) from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(source, [("", f"the file is larger than {MAX_CONFIG_BYTES:,} bytes; is it a config?")])
-    try:
-        raw = _parse_yaml(data.decode())
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, [("", f"not UTF-8 text: {exc}")]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [("", f"not valid YAML: {exc}")]) from None
-    except _TooBig as exc:
+    except yamlfile.YamlError as exc:
         raise ConfigError(source, [("", str(exc))]) from None
     if not isinstance(raw, dict):
         raise ConfigError(source, [("", "the file must be a YAML mapping: name: ..., connector: ..., ...")])
     return validate(raw, source, os.environ if environ is None else environ)
-
-
-class _TooBig(Exception):
-    pass
-
-
-def _parse_yaml(text: str) -> Any:
-    """safe_load with limits: the document is composed first, and refused if its aliases expand it
-    past MAX_CONFIG_VALUES (the "billion laughs") or it nests deeper than Python can follow."""
-    loader = _UniqueKeyLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        values = _expanded_size(node, {})
-        if values > MAX_CONFIG_VALUES:
-            raise _TooBig(f"the YAML expands to {values:,} values through its aliases (*name), more than "
-                          f"{MAX_CONFIG_VALUES:,}: write the repeated parts out or use fewer aliases")
-        return loader.construct_document(node)
-    except RecursionError:
-        raise _TooBig("the YAML nests too deeply to be a connector config") from None
-    finally:
-        loader.dispose()
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many values `node` stands for once every alias is copied out (each node counted once
-    per reference; memoized, so a bomb costs as little to measure as to compose)."""
-    if id(node) in sizes:
-        return sizes[id(node)]
-    size = 1
-    if isinstance(node, yaml.SequenceNode):
-        size += sum(_expanded_size(item, sizes) for item in node.value)
-    elif isinstance(node, yaml.MappingNode):
-        size += sum(_expanded_size(key, sizes) + _expanded_size(value, sizes) for key, value in node.value)
-    sizes[id(node)] = size
-    return size
 
 
 def validate(raw: dict[str, Any], source: str, environ: Mapping[str, str]) -> ConnectorSpec:

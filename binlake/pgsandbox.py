@@ -1,0 +1,184 @@
+"""A throwaway PostgreSQL server, for the Spark sink's tests, the demo and the benchmarks.
+
+Like `binlake.sandbox` for MariaDB: its own data directory, a free loopback port, never the
+machine's own server. Debian's `postgresql` package provides the binaries; PostgreSQL refuses to
+run as root, so as root the server runs as the package's `postgres` user. The superuser `binlake`
+needs no password on loopback (trust), which is fine for a server that lives as long as a test.
+
+    server = start_postgres(Path("/tmp/pg"))
+    server.sql("CREATE SCHEMA shop")
+    server.stop()
+
+By hand: `python -m binlake.pgsandbox DIR [--port N]` runs one in the foreground until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from .sandbox import SandboxError, free_port
+
+USER = "binlake"
+DATABASE = "warehouse"
+START_TIMEOUT_S = 60
+
+
+def bin_dir() -> Path:
+    """The newest installed PostgreSQL's binaries."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(Path(p).parts[-3]))
+    if not found:
+        raise SandboxError("PostgreSQL is not installed; run `make setup` (it installs the Debian package postgresql)")
+    return Path(found[-1]).parent
+
+
+@dataclass
+class PostgreSQL:
+    data_dir: Path
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """JDBC URL of the warehouse database."""
+        return f"jdbc:postgresql://127.0.0.1:{self.port}/{DATABASE}"
+
+    @property
+    def dsn(self) -> str:
+        """libpq connection string (psycopg)."""
+        return f"host=127.0.0.1 port={self.port} user={USER} dbname={DATABASE}"
+
+    def connect(self):
+        import psycopg
+        return psycopg.connect(self.dsn, autocommit=True)
+
+    def sql(self, *statements: str) -> list[tuple]:
+        """Run statements; the rows of the last one (empty when it returns none)."""
+        with self.connect() as conn:
+            rows: list[tuple] = []
+            for statement in statements:
+                cur = conn.execute(statement)
+                rows = cur.fetchall() if cur.description else []
+            return rows
+
+    def stop(self, remove: bool = True) -> None:
+        """Fast shutdown (SIGINT), or kill after 30 s; then remove the data directory unless told not to."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if remove:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def _as_owner(args: list[str]) -> list[str]:
+    """PostgreSQL will not run as root: run its programs as the package's `postgres` user then."""
+    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+
+
+def _new_data_dir(base: Path) -> Path:
+    """`base`/data, or as root a directory the `postgres` user can reach (a test's tmp directory is
+    private to root): its own under the system's temp directory, removed by `stop`."""
+    if os.geteuid() != 0:
+        return base / "data"
+    data_dir = Path(tempfile.mkdtemp(prefix="binlake-pg-")) / "data"
+    entry = pwd.getpwnam("postgres")
+    os.chmod(data_dir.parent, 0o711)
+    os.chown(data_dir.parent, entry.pw_uid, entry.pw_gid)
+    return data_dir
+
+
+def _own(path: Path) -> None:
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam("postgres")
+        for root, dirs, files in os.walk(path):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.chown(name, entry.pw_uid, entry.pw_gid)
+
+
+def start_postgres(base: Path, port: int | None = None) -> PostgreSQL:
+    """Start a server on a new data directory, on `port` (default: a free one), with database
+    `warehouse`; its log is `base`/postgres.log."""
+    binaries = bin_dir()
+    base.mkdir(parents=True, exist_ok=True)
+    data_dir = _new_data_dir(base)
+    data_dir.mkdir()
+    _own(data_dir)
+    done = subprocess.run(_as_owner([str(binaries / "initdb"), "-D", str(data_dir), "-U", USER, "--auth=trust",
+                                     "--encoding=UTF8", "--locale=C.UTF-8"]), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SandboxError(f"initdb failed:\n{done.stdout}{done.stderr}")
+    port = port or free_port()
+    log_path = base / "postgres.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            _as_owner([str(binaries / "postgres"), "-D", str(data_dir), "-p", str(port), "-k", str(data_dir),
+                       "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"]),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    server = PostgreSQL(data_dir, port, proc, log_path)
+    try:
+        _wait_ready(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _wait_ready(server: PostgreSQL) -> None:
+    import psycopg
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if server.proc.poll() is not None:
+            raise SandboxError(f"postgres exited with {server.proc.returncode}:\n"
+                               f"{server.log_path.read_text(errors='replace')}")
+        try:
+            with psycopg.connect(f"host=127.0.0.1 port={server.port} user={USER} dbname=postgres",
+                                 autocommit=True) as conn:
+                if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
+                    conn.execute(f"CREATE DATABASE {DATABASE}")
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"postgres did not accept connections within {START_TIMEOUT_S} s:\n"
+                                   f"{server.log_path.read_text(errors='replace')}") from None
+            time.sleep(0.1)
+
+
+@click.command()
+@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
+def main(base: Path, port: int | None) -> None:
+    """Run a throwaway PostgreSQL (its log in BASE) until Ctrl-C, then stop it and remove its data."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        server = start_postgres(base, port=port)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"PostgreSQL on 127.0.0.1:{server.port}, database {DATABASE}, user {USER} (no password); "
+               f"log {server.log_path}\n  psql 'host=127.0.0.1 port={server.port} user={USER} dbname={DATABASE}'\n"
+               "Ctrl-C stops it.")
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

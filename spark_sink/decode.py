@@ -1,0 +1,127 @@
+"""Kafka records → change rows, as Spark column expressions (no Python UDF, no collect of rows).
+
+`records` parses each record's value with the format's envelope: row changes get their table,
+op, before/after images (maps of column → the JSON value's text, or Canal's string) and sequence;
+DDL, tombstones, heartbeats and schema changes are told apart; anything else is `bad` with a
+reason. `typed` turns one table's images into typed columns by the table's MySQL types
+(spark_sink/changes.py holds the type table and the sequence formula this mirrors).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .changes import OFFSET_DIGITS, POS_DIGITS, ROW_DIGITS, TableSchema
+
+SEQ = "decimal(38,0)"
+
+_DEBEZIUM = ("op STRING, before MAP<STRING,STRING>, after MAP<STRING,STRING>, ddl STRING, databaseName STRING, "
+             "tableChanges ARRAY<STRUCT<type: STRING, id: STRING>>, source STRUCT<file: STRING, pos: BIGINT, "
+             "row: BIGINT, snapshot: STRING, db: STRING, table: STRING, gtid: STRING, ts_ms: BIGINT>, ts_ms BIGINT")
+_CANAL = ("data ARRAY<MAP<STRING,STRING>>, old ARRAY<MAP<STRING,STRING>>, type STRING, database STRING, "
+          "table STRING, pkNames ARRAY<STRING>, isDdl BOOLEAN, es BIGINT, id BIGINT, gtid STRING, "
+          "mysqlType MAP<STRING,STRING>")
+
+
+def _dec(column: Column | int) -> Column:
+    return (column if isinstance(column, Column) else F.lit(column)).cast(SEQ)
+
+
+def _trailing_number(text: Column) -> Column:
+    return F.coalesce(F.regexp_extract(text, r"(\d+)$", 1).try_cast(SEQ), _dec(0))
+
+
+def records(kafka: DataFrame, fmt: str) -> DataFrame:
+    """One row per Kafka record: topic, partition, offset, kind (row | truncate | ddl | skip | bad),
+    table (db.table), op, before, after, seq, ts_ms, pk (Canal's pkNames), types (Canal's mysqlType
+    as JSON, in column order), reason and raw (why a record is bad, and its value), position."""
+    text = F.col("value").cast("string")
+    base = kafka.select("topic", "partition", "offset", "value", text.alias("text"))
+    return _debezium(base) if fmt == "debezium" else _canal(base)
+
+
+def _debezium(base: DataFrame) -> DataFrame:
+    e = F.from_json("text", _DEBEZIUM).alias("e")
+    df = base.select("*", e)
+    src = F.col("e.source")
+    phase = F.when(src.snapshot.isin("true", "last"), 0).otherwise(1)
+    seq = _dec(_dec(_dec(_trailing_number(src.file) * POS_DIGITS + F.coalesce(src.pos, F.lit(0))) * 10 + phase)
+               * ROW_DIGITS + F.coalesce(src.row, F.lit(0)))
+    change_types = F.transform(F.coalesce(F.col("e.tableChanges"), F.array()), lambda c: c.type)
+    kind = (F.when(F.col("value").isNull(), "skip")
+            .when(F.col("e").isNull(), "bad")
+            .when(F.col("e.ddl").isNotNull() & F.array_contains(change_types, "TRUNCATE"), "truncate")
+            .when(F.col("e.ddl").isNotNull(), "ddl")
+            .when(F.col("e.op").isin("r", "c", "u", "d") & src.isNotNull(), "row")
+            .when(F.col("e.ts_ms").isNotNull() & F.col("e.op").isNull() & src.isNull(), "skip")  # heartbeat
+            .otherwise("bad"))
+    table = F.when(F.col("e.ddl").isNotNull(), F.col("e.tableChanges")[0].id).otherwise(
+        F.concat_ws(".", src.db, src.table))
+    return df.select(
+        "topic", "partition", "offset", kind.alias("kind"), table.alias("table"), F.col("e.op").alias("op"),
+        F.col("e.before").alias("before"), F.col("e.after").alias("after"), seq.alias("seq"),
+        F.coalesce(src.ts_ms, F.col("e.ts_ms")).alias("ts_ms"), F.lit(None).cast("array<string>").alias("pk"),
+        F.lit(None).cast("string").alias("types"),
+        F.when(kind == "bad", F.lit("not a Debezium change event (no op and source)")).alias("reason"),
+        F.when(kind == "bad", F.col("text")).alias("raw"),
+        F.concat(src.file, F.lit(":"), src.pos.cast("string")).alias("position"))
+
+
+def _canal(base: DataFrame) -> DataFrame:
+    e = F.from_json("text", _CANAL).alias("e")
+    df = base.select("*", e)
+    major = F.when(_trailing_number(F.col("e.gtid")) > 0, _trailing_number(F.col("e.gtid"))).otherwise(
+        _dec(F.floor(F.coalesce(F.col("e.es"), F.lit(0)) / 1000)))
+    seq = _dec(_dec(major * POS_DIGITS + F.coalesce(F.col("e.id"), F.lit(0))) * OFFSET_DIGITS + F.col("offset"))
+    op = F.when(F.col("e.type") == "INSERT", "c").when(F.col("e.type") == "UPDATE", "u") \
+        .when(F.col("e.type") == "DELETE", "d")
+    row = F.col("e.data")[0]
+    kind = (F.when(F.col("value").isNull(), "skip")
+            .when(F.col("e").isNull(), "bad")
+            .when(F.col("e.isDdl") & (F.col("e.type") == "TRUNCATE"), "truncate")
+            .when(F.col("e.isDdl"), "ddl")
+            .when(op.isNotNull() & row.isNotNull(), "row")
+            .otherwise("bad"))
+    old = F.coalesce(F.col("e.old")[0], F.create_map().cast("map<string,string>"))
+    before = F.when(op == "u", F.map_concat(row, old)).when(op == "d", row)
+    after = F.when(op != "d", row)
+    # mysqlType keeps the table's column order; a parsed map does not, so keep the JSON text too
+    types = F.get_json_object("text", "$.mysqlType")
+    return df.select(
+        "topic", "partition", "offset", kind.alias("kind"),
+        F.concat_ws(".", F.col("e.database"), F.col("e.table")).alias("table"), op.alias("op"),
+        before.alias("before"), after.alias("after"), seq.alias("seq"), F.col("e.es").alias("ts_ms"),
+        F.col("e.pkNames").alias("pk"), types.alias("types"),
+        F.when(kind == "bad", F.lit("not a Canal flat message (no INSERT/UPDATE/DELETE type and data)")).alias("reason"),
+        F.when(kind == "bad", F.col("text")).alias("raw"),
+        F.concat(F.lit("pos "), F.col("e.id").cast("string")).alias("position"))
+
+
+def cast(raw: Column, spark_type: str) -> Column:
+    """A column's typed value from its text: NULL where the text does not fit the type (`typed`
+    reports those)."""
+    if spark_type == "binary":
+        return F.try_to_binary(raw, F.lit("base64"))
+    if spark_type == "string":
+        return raw
+    return raw.try_cast(spark_type)
+
+
+def typed(rows: DataFrame, schema: TableSchema) -> DataFrame:
+    """One table's row changes with typed MySQL columns (the image after the change; before it for a
+    delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts; plus, for each
+    column, whether its text failed to convert (`__bad_<i>`), for `check_conversions`."""
+    key = set(schema.primary_key)
+    image = F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after"))
+    columns, bad = [], []
+    for i, c in enumerate(schema.columns):
+        raw = image[c.name]
+        value = cast(raw, c.type.spark)
+        if c.name not in key:
+            value = F.when(F.col("op") != "d", value)
+        columns.append(value.alias(c.name))
+        bad.append((raw.isNotNull() & value.isNull() & (F.col("op") != "d")).alias(f"__bad_{i}"))
+    return rows.select(*columns, F.col("seq").alias("__seq"), F.col("op").alias("__op"),
+                       (F.col("op") == "d").alias("__deleted"), F.timestamp_millis("ts_ms").alias("__ts"),
+                       "topic", "partition", "offset", "position", *bad)

@@ -1,0 +1,162 @@
+"""Delta Lake tables kept equal to the source: one MERGE per table per micro-batch.
+
+A source table `db.table` lands at `<path>/<db>/<table>`: its MySQL columns, then `__seq`, `__op`,
+`__deleted`, `__ts`. Live rows are those with `__deleted = false`; the rest are tombstones (key and
+sequence of a delete or a TRUNCATE) that keep a late, older change from bringing a row back, until
+`tombstone_retention` after the delete. `changelog` mode also appends every change to
+`<table>__changelog`; `scd2` keeps `<table>__history`.
+
+Every write of micro-batch N carries Delta's idempotent-write identity (txnAppId = the streaming
+query's id, txnVersion = N), so a batch that Spark replays after a crash changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .config import DeltaTarget
+from .evolve import evolution
+from .plan import HISTORY_META, META, TableBatch, history
+
+log = logging.getLogger(__name__)
+TRUNCATED_AT = "binlake.truncatedAt"  # table property: sequence of the latest TRUNCATE applied
+_TXN_APP, _TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+
+
+def q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class DeltaTables:
+    def __init__(self, spark: SparkSession, target: DeltaTarget, mode: str, tombstone_retention_ms: int) -> None:
+        self.spark = spark
+        self.target = target
+        self.mode = mode
+        self.retention_ms = tombstone_retention_ms
+        self._writes: dict[str, int] = {}  # batches written per table, for OPTIMIZE and the purge
+
+    def path(self, db: str, table: str, suffix: str = "") -> str:
+        return str(Path(self.target.path) / db / f"{table}{suffix}")
+
+    def write(self, app_id: str, batch_id: int, batches: list[tuple[tuple[str, str], TableBatch]],
+              offsets: dict) -> None:
+        for (db, table), batch in batches:
+            self._write_table(app_id, batch_id, db, table, batch)
+
+    # -- one table ---------------------------------------------------------------------------------
+
+    def _write_table(self, app_id: str, batch_id: int, db: str, table: str, batch: TableBatch) -> None:
+        path = self.path(db, table)
+        target = self._ensure(path, batch, META_TYPES)
+        stored = int(target.detail().select("properties").first()[0].get(TRUNCATED_AT, 0))
+        truncated_at = max(stored, batch.truncated_at or 0) or None
+        batch.truncated_at = truncated_at
+        with self._idempotent(app_id, batch_id):
+            self._merge(target, batch, truncated_at if truncated_at and truncated_at > stored else None)
+        if truncated_at and truncated_at > stored:
+            self.spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{truncated_at}')")
+        if self.mode == "changelog":
+            self._append_changelog(app_id, batch_id, self.path(db, table, "__changelog"), batch)
+        elif self.mode == "scd2":
+            self._merge_history(app_id, batch_id, self.path(db, table, "__history"), batch)
+        if self.target.catalog:
+            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {q(f'{self.target.catalog}{db}_{table}')} USING DELTA "
+                           f"LOCATION '{path}'")
+        self._housekeeping(path, target)
+
+    def _merge(self, target: DeltaTable, batch: TableBatch, truncate: int | None) -> None:
+        keys, columns = batch.keys, batch.columns
+        values = {q(c): f"s.{q(c)}" for c in (*columns, *META)}
+        merge = (target.alias("t").merge(batch.latest().alias("s"), " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys))
+                 .whenMatchedUpdate(condition="s.__seq > t.__seq", set=values)
+                 .whenNotMatchedInsert(values=values))
+        if truncate is not None:  # TRUNCATE: every older row becomes a tombstone at its sequence
+            emptied = {**{q(c): "NULL" for c in columns if c not in keys}, "__seq": f"CAST({truncate} AS DECIMAL(38,0))",
+                       "__op": "'t'", "__deleted": "true", "__ts": "current_timestamp()"}
+            merge = merge.whenNotMatchedBySourceUpdate(condition=f"t.__seq < {truncate}", set=emptied)
+        merge.execute()
+
+    def _append_changelog(self, app_id: str, batch_id: int, path: str, batch: TableBatch) -> None:
+        rows = batch.changes.select(*batch.columns, *META)
+        self._ensure_from(path, rows)
+        (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+         .option("mergeSchema", "true").save(path))
+
+    def _merge_history(self, app_id: str, batch_id: int, path: str, batch: TableBatch) -> None:
+        keys, columns = batch.keys, batch.columns
+        target = self._ensure(path, batch, HISTORY_TYPES)
+        existing = target.toDF().join(batch.changes.select(*keys).distinct(), keys, "left_semi")
+        versions = history(existing, batch.changes, keys, columns)
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in (*keys, "__seq"))
+        values = {q(c): f"s.{q(c)}" for c in (*columns, *HISTORY_META)}
+        with self._idempotent(app_id, batch_id):
+            (target.alias("t").merge(versions.alias("s"), on)
+             .whenMatchedUpdate(set={"__end_at": "s.__end_at", "__is_current": "s.__is_current"})
+             .whenNotMatchedInsert(values=values).execute())
+
+    # -- tables and their schemas --------------------------------------------------------------------
+
+    def _ensure(self, path: str, batch: TableBatch, meta: dict[str, str]) -> DeltaTable:
+        """The table at `path`, created or evolved to hold the batch's columns."""
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            builder = DeltaTable.createIfNotExists(self.spark).location(path) \
+                .property("delta.enableTypeWidening", "true")
+            for column in batch.schema.columns:
+                builder = builder.addColumn(column.name, column.type.spark, nullable=column.name not in batch.keys)
+            for name, kind in meta.items():
+                builder = builder.addColumn(name, kind)
+            builder.execute()
+            log.info("created Delta table %s for %s", path, batch.source)
+        table = DeltaTable.forPath(self.spark, path)
+        existing = {f.name: f.dataType.simpleString() for f in table.toDF().schema.fields}
+        change = evolution(existing, batch.schema)
+        if change.add:
+            self.spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS ("
+                           + ", ".join(f"{q(name)} {kind}" for name, kind in change.add) + ")")
+        for name, old, new in change.widen:
+            self.spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(name)} TYPE {new}")
+        if change:
+            log.info("%s: added %s, widened %s", path, [n for n, _ in change.add], [(n, o, w) for n, o, w in change.widen])
+        return table
+
+    def dead_letter(self, rows: DataFrame) -> None:
+        """Records that could not be applied, with where they came from and why: `<path>/_dead_letter`."""
+        (rows.withColumn("at", F.current_timestamp()).write.format("delta").mode("append")
+         .option("mergeSchema", "true").save(str(Path(self.target.path) / "_dead_letter")))
+
+    def _ensure_from(self, path: str, rows: DataFrame) -> None:
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            rows.limit(0).write.format("delta").mode("append").save(path)
+
+    def _idempotent(self, app_id: str, batch_id: int):
+        spark = self.spark
+
+        class Txn:
+            def __enter__(self):
+                spark.conf.set(_TXN_APP, app_id)
+                spark.conf.set(_TXN_VERSION, str(batch_id))
+
+            def __exit__(self, *exc):
+                spark.conf.unset(_TXN_APP)
+                spark.conf.unset(_TXN_VERSION)
+
+        return Txn()
+
+    def _housekeeping(self, path: str, table: DeltaTable) -> None:
+        """Every `optimize_every` batches of a table: compact its small files and drop tombstones
+        older than the retention."""
+        every = self.target.optimize_every
+        self._writes[path] = self._writes.get(path, 0) + 1
+        if every and self._writes[path] % every == 0:
+            table.delete(F.col("__deleted") & (F.col("__ts") < F.expr(f"current_timestamp() - make_dt_interval(0, 0, 0, {self.retention_ms / 1000})")))
+            table.optimize().executeCompaction()
+
+
+META_TYPES = {"__seq": "decimal(38,0)", "__op": "string", "__deleted": "boolean", "__ts": "timestamp"}
+HISTORY_TYPES = {"__seq": "decimal(38,0)", "__op": "string", "__start_at": "timestamp", "__end_at": "timestamp",
+                 "__is_current": "boolean"}

@@ -1,0 +1,168 @@
+"""The Spark sink: Spark's Kafka source → each micro-batch decoded, planned and written to the target.
+
+    binlake sink run CONFIG.yaml                                  # local[*]
+    spark-submit --jars "$(python -m spark_sink.session)" spark_sink/job.py CONFIG.yaml   # any master
+
+Reading is Spark's own: `readStream.format("kafka")` with `kafka.isolation.level=read_committed`
+(aborted transactions never reach a table) and offsets in the checkpoint. This file only wires
+reading, planning (decode.py, plan.py) and committing (delta_target.py, postgres_target.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from spark_sink import decode
+from spark_sink.changes import TableSchema, UnsupportedType
+from spark_sink.config import SinkConfig, duration_ms
+from spark_sink.plan import TableBatch
+from spark_sink.schemas import DebeziumSchemas, canal_schema
+
+log = logging.getLogger(__name__)
+
+
+class SinkError(RuntimeError):
+    """A record the sink cannot apply, named with its topic, partition and offset."""
+
+
+class SinkJob:
+    def __init__(self, spark: SparkSession, config: SinkConfig) -> None:
+        self.spark = spark
+        self.config = config
+        if config.target.delta is not None:
+            from spark_sink.delta_target import DeltaTables
+            self.target = DeltaTables(spark, config.target.delta, config.mode, config.tombstone_retention_ms)
+        else:
+            from spark_sink.postgres_target import PostgresTables
+            self.target = PostgresTables(spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
+        self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic) \
+            if config.format == "debezium" else None
+
+    def start(self) -> StreamingQuery:
+        c = self.config
+        reader = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", c.bootstrap_servers)
+                  .option("kafka.isolation.level", "read_committed")
+                  .option("startingOffsets", c.starting_offsets)
+                  .option("failOnDataLoss", "true"))
+        reader = reader.option("subscribe", ",".join(c.topics)) if c.topics else reader.option("subscribePattern", c.topic_pattern)
+        if c.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", c.max_offsets_per_trigger)
+        writer = reader.load().writeStream.foreachBatch(self.apply).option("checkpointLocation", c.checkpoint)
+        if c.trigger == "available_now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{duration_ms(c.trigger['processing_time'])} milliseconds")
+        return writer.queryName("binlake-sink").start()
+
+    # -- one micro-batch ---------------------------------------------------------------------------
+
+    def apply(self, kafka: DataFrame, batch_id: int) -> None:
+        app_id = self.spark.sparkContext.getLocalProperty("sql.streaming.queryId") or "binlake-sink"
+        records = decode.records(kafka, self.config.format).persist()
+        try:
+            summary = (records.groupBy("kind", "table")
+                       .agg(F.count("*").alias("n"), F.max("seq").alias("max_seq"),
+                            F.max_by("types", "seq").alias("types"), F.max_by("pk", "seq").alias("pk"),
+                            F.max_by("position", "seq").alias("position"))
+                       .collect())
+            if any(r.kind == "bad" for r in summary):
+                records = self._bad_records(records, batch_id)
+            tables = self._plan(records, summary)
+            offsets = {(r.topic, r.partition): r.end for r in
+                       records.groupBy("topic", "partition").agg((F.max("offset") + 1).alias("end")).collect()}
+            self.target.write(app_id, batch_id, tables, offsets)
+            log.info("batch %d: %s", batch_id, ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary
+                                                          if r.kind in ("row", "truncate")) or "no changes")
+        finally:
+            records.unpersist()
+
+    def _plan(self, records: DataFrame, summary: list) -> list[tuple[tuple[str, str], TableBatch]]:
+        history = self.schemas.catch_up() if self.schemas else None
+        truncates = dict(history.truncates) if history else {}
+        for r in summary:
+            if r.kind == "truncate":
+                truncates[r.table] = max(truncates.get(r.table, 0), int(r.max_seq))
+        planned = []
+        touched = {r.table for r in summary if r.kind == "row"} | {r.table for r in summary if r.kind == "truncate"}
+        for table in sorted(touched):
+            schema = self._schema(table, history, summary)
+            if not schema.primary_key:
+                raise SinkError(f"table {table} has no primary key: the sink merges by key; add one in MySQL, "
+                                f"or leave the table out of the connector's tables")
+            rows = records.where((F.col("kind") == "row") & (F.col("table") == table))
+            try:
+                typed = decode.typed(rows, schema)
+            except UnsupportedType as exc:
+                raise SinkError(f"table {table}: {exc}") from None
+            changes = self._converted(typed, schema)
+            planned.append((self.config.target_name(table), TableBatch(table, schema, changes, truncates.get(table))))
+        return planned
+
+    def _schema(self, table: str, history, summary: list) -> TableSchema:
+        if history is not None:
+            schema = history.tables.get(table)
+            if schema is None:
+                raise SinkError(f"no schema-change event describes {table} in topic {self.schemas.topic}: "
+                                f"is schema_topic the connector's name?")
+            return schema
+        row = next((r for r in summary if r.table == table and r.kind == "row" and r.types), None)
+        if row is None:  # only a TRUNCATE: the target's own columns stay as they are
+            return TableSchema(table, (), (), "")
+        return canal_schema(table, row.types, row.pk, row.position)
+
+    def _converted(self, typed: DataFrame, schema: TableSchema) -> DataFrame:
+        """The typed changes, once no value failed to convert (each failure stops the job or, with
+        errors.tolerance: all, goes to the dead-letter table with its record's place)."""
+        flags = [f"__bad_{i}" for i in range(len(schema.columns))]
+        if flags:
+            any_bad = F.greatest(*[F.col(f) for f in flags]) if len(flags) > 1 else F.col(flags[0])
+            failed = typed.where(any_bad)
+            first = failed.limit(1).collect()
+            if first:
+                row = first[0]
+                column = schema.columns[next(i for i, f in enumerate(flags) if row[f])]
+                message = (f"table {schema.table}, column {column.name}: a value does not fit "
+                           f"{column.type.spark} (MySQL {column.type.base}) at {row.position} "
+                           f"(topic {row.topic}, partition {row.partition}, offset {row.offset})")
+                if self.config.errors.tolerance == "none":
+                    raise SinkError(message + "; set errors: {tolerance: all} to send such records to the "
+                                    "dead-letter table instead")
+                self.target.dead_letter(failed.select("topic", "partition", "offset", F.lit(message).alias("reason"),
+                                                      F.lit(None).cast("string").alias("raw")))
+                typed = typed.where(~any_bad)
+        return typed.drop(*flags, "topic", "partition", "offset", "position")
+
+    def _bad_records(self, records: DataFrame, batch_id: int) -> DataFrame:
+        bad = records.where(F.col("kind") == "bad")
+        first = bad.limit(1).collect()[0]
+        if self.config.errors.tolerance == "none":
+            raise SinkError(f"topic {first.topic}, partition {first.partition}, offset {first.offset}: {first.reason}; "
+                            f"is it a change topic of the {self.config.format} format? (errors: {{tolerance: all}} "
+                            f"sends such records to the dead-letter table)")
+        self.target.dead_letter(bad.select("topic", "partition", "offset", "reason", "raw"))
+        return records.where(F.col("kind") != "bad")
+
+
+def run(config: SinkConfig, master: str | None = None) -> int:
+    """Run the job until it stops (available_now: once everything committed at the start is merged)."""
+    from spark_sink.session import builder
+    spark = builder(master=master).getOrCreate()
+    job = SinkJob(spark, config)
+    query = job.start()
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    return 0
+
+
+if __name__ == "__main__":  # spark-submit spark_sink/job.py CONFIG.yaml
+    from spark_sink.config import load
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.exit(run(load(sys.argv[1])))

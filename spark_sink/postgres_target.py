@@ -1,0 +1,216 @@
+"""PostgreSQL tables kept equal to the source, exactly once, with the batch's offsets in the same
+database transaction as its rows.
+
+Source `db.table` lands as the view `<schema>.<table>`: exactly the live rows, the MySQL columns
+first, then `__seq`, `__op`, `__ts`. Behind it, the table `<table>__base` holds live rows and
+tombstones (`__deleted`). `changelog` and `scd2` modes add `<table>__changelog` / `<table>__history`.
+
+A micro-batch goes in two steps. Executors write its rows through Spark's JDBC writer into
+unlogged staging tables, tagged with the batch id (rows of an earlier, crashed attempt of the same
+batch are deleted first). Then the driver runs one transaction: merge the staged rows
+(`INSERT … ON CONFLICT … WHERE newer`), apply a TRUNCATE, record the batch id and its end offsets
+in `_binlake_sink`, clear the staging rows, commit. A batch whose id is already recorded is skipped,
+so the warehouse itself is the exactly-once record of what was applied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import psycopg
+from psycopg import sql
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .changes import TableSchema
+from .config import JdbcTarget
+from .evolve import evolution
+from .plan import META, TableBatch
+
+log = logging.getLogger(__name__)
+META_TYPES = {"__seq": "numeric(38,0)", "__op": "text", "__deleted": "boolean", "__ts": "timestamptz(6)"}
+_SPARK_OF_PG = {"integer": "int", "bigint": "bigint", "real": "float", "double precision": "double", "date": "date",
+                "timestamp without time zone": "timestamp_ntz", "timestamp with time zone": "timestamp",
+                "bytea": "binary", "text": "string", "jsonb": "string"}
+
+
+def ident(*parts: str) -> sql.Composable:
+    return sql.SQL(".").join(sql.Identifier(p) for p in parts)
+
+
+class PostgresTables:
+    def __init__(self, spark: SparkSession, target: JdbcTarget, mode: str, tombstone_retention_ms: int) -> None:
+        self.spark = spark
+        self.target = target
+        self.schema = target.schema_
+        self.mode = mode
+        self.retention_ms = tombstone_retention_ms
+        with self._connect() as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            conn.execute(sql.SQL("""CREATE TABLE IF NOT EXISTS {} (query_id text PRIMARY KEY, batch_id bigint NOT NULL,
+                                    end_offsets jsonb NOT NULL, committed_at timestamptz NOT NULL DEFAULT now())""")
+                         .format(ident(self.schema, "_binlake_sink")))
+            conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (table_name text PRIMARY KEY, truncated_at numeric(38,0))")
+                         .format(ident(self.schema, "_binlake_tables")))
+
+    def _connect(self, autocommit: bool = True) -> psycopg.Connection:
+        return psycopg.connect(self.target.dsn, autocommit=autocommit)
+
+    # -- a micro-batch -----------------------------------------------------------------------------
+
+    def write(self, app_id: str, batch_id: int, batches: list[tuple[tuple[str, str], TableBatch]],
+              offsets: dict) -> None:
+        with self._connect() as conn:
+            done = conn.execute(sql.SQL("SELECT batch_id FROM {} WHERE query_id = %s").format(
+                ident(self.schema, "_binlake_sink")), (app_id,)).fetchone()
+            if done and done[0] >= batch_id:
+                log.info("batch %d is already in the warehouse (last applied: %d); skipping it", batch_id, done[0])
+                return
+            for (_, table), batch in batches:
+                self._ensure(conn, table, batch.schema)
+                self._stage(conn, table, batch, batch_id)
+        with self._connect(autocommit=False) as conn, conn.transaction():
+            for (_, table), batch in batches:
+                self._merge(conn, table, batch, batch_id)
+            conn.execute(sql.SQL("""INSERT INTO {} (query_id, batch_id, end_offsets) VALUES (%s, %s, %s)
+                                    ON CONFLICT (query_id) DO UPDATE SET batch_id = EXCLUDED.batch_id,
+                                    end_offsets = EXCLUDED.end_offsets, committed_at = now()""")
+                         .format(ident(self.schema, "_binlake_sink")),
+                         (app_id, batch_id, json.dumps({f"{t}:{p}": end for (t, p), end in sorted(offsets.items())})))
+
+    def _stage(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
+        """Write the batch's rows into the staging tables from the executors (Spark's JDBC writer)."""
+        staged = [(f"_binlake_stage_{table}", batch.latest())]
+        if self.mode in ("changelog", "scd2"):
+            staged.append((f"_binlake_stage_{table}__changes", batch.changes))
+        for name, rows in staged:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(ident(self.schema, name)), (batch_id,))
+            (rows.select(*batch.columns, *META).withColumn("__batch", F.lit(batch_id).cast("bigint"))
+             .write.format("jdbc").mode("append")
+             .option("url", f"{self.target.url}?reWriteBatchedInserts=true&stringtype=unspecified")
+             .option("dbtable", f'"{self.schema}"."{name}"').option("user", self.target.user)
+             .option("password", self.target.password.get_secret_value()).option("batchsize", 10000)
+             .option("driver", "org.postgresql.Driver").save())
+
+    def _merge(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
+        keys, columns = batch.keys, batch.columns
+        base, stage = ident(self.schema, f"{table}__base"), ident(self.schema, f"_binlake_stage_{table}")
+        all_columns = [*columns, *META]
+        names = sql.SQL(", ").join(map(sql.Identifier, all_columns))
+        stored = conn.execute(sql.SQL("SELECT truncated_at FROM {} WHERE table_name = %s").format(
+            ident(self.schema, "_binlake_tables")), (table,)).fetchone()
+        truncated_at = max(int(stored[0]) if stored and stored[0] is not None else 0, batch.truncated_at or 0)
+        if truncated_at and (not stored or stored[0] is None or truncated_at > int(stored[0])):
+            emptied = [sql.SQL("{} = NULL").format(sql.Identifier(c)) for c in columns if c not in keys]
+            conn.execute(sql.SQL("UPDATE {} SET {} WHERE __seq < %s").format(base, sql.SQL(", ").join(
+                [*emptied, sql.SQL("__seq = %s, __op = 't', __deleted = true, __ts = now()")])), (truncated_at, truncated_at))
+            conn.execute(sql.SQL("""INSERT INTO {} VALUES (%s, %s) ON CONFLICT (table_name)
+                                    DO UPDATE SET truncated_at = EXCLUDED.truncated_at""")
+                         .format(ident(self.schema, "_binlake_tables")), (table, truncated_at))
+        updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in all_columns)
+        conn.execute(sql.SQL("""INSERT INTO {base} ({names}) SELECT {names} FROM {stage} WHERE __batch = %s AND __seq > %s
+                                ON CONFLICT ({keys}) DO UPDATE SET {updates} WHERE {base}.__seq < EXCLUDED.__seq""")
+                     .format(base=base, names=names, stage=stage, keys=sql.SQL(", ").join(map(sql.Identifier, keys)),
+                             updates=updates), (batch_id, truncated_at))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(stage), (batch_id,))
+        if self.mode == "changelog":
+            self._append_changelog(conn, table, batch, batch_id)
+        elif self.mode == "scd2":
+            self._merge_history(conn, table, batch, batch_id)
+
+    def _append_changelog(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
+        changes = ident(self.schema, f"_binlake_stage_{table}__changes")
+        names = sql.SQL(", ").join(map(sql.Identifier, [*batch.columns, *META]))
+        conn.execute(sql.SQL("INSERT INTO {} ({n}) SELECT {n} FROM {} WHERE __batch = %s ON CONFLICT DO NOTHING")
+                     .format(ident(self.schema, f"{table}__changelog"), changes, n=names), (batch_id,))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(changes), (batch_id,))
+
+    def _merge_history(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
+        """Versions of the batch's keys recomputed from their history and the batch's changes (see
+        plan.history, the same rules in SQL)."""
+        keys, columns = batch.keys, batch.columns
+        changes, hist = ident(self.schema, f"_binlake_stage_{table}__changes"), ident(self.schema, f"{table}__history")
+        data = sql.SQL(", ").join(map(sql.Identifier, [*columns, "__seq", "__op"]))
+        key_list = sql.SQL(", ").join(map(sql.Identifier, keys))
+        conn.execute(sql.SQL("""
+            WITH versions AS (
+                SELECT {data}, __start_at FROM {hist} WHERE ({keys}) IN (SELECT {keys} FROM {changes} WHERE __batch = %s)
+                UNION SELECT {data}, __ts FROM {changes} WHERE __batch = %s)
+            INSERT INTO {hist} ({data}, __start_at, __end_at, __is_current)
+            SELECT {data}, __start_at, lead(__start_at) OVER w, lead(__seq) OVER w IS NULL AND __op <> 'd'
+            FROM versions WINDOW w AS (PARTITION BY {keys} ORDER BY __seq)
+            ON CONFLICT ({keys}, __seq) DO UPDATE SET __end_at = EXCLUDED.__end_at, __is_current = EXCLUDED.__is_current
+        """).format(data=data, hist=hist, keys=key_list, changes=changes), (batch_id, batch_id))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(changes), (batch_id,))
+
+    # -- tables and their schemas --------------------------------------------------------------------
+
+    def _ensure(self, conn, table: str, schema: TableSchema) -> None:
+        """Create or evolve the base table, its view, staging tables and the mode's extra table."""
+        base = f"{table}__base"
+        existing = self._columns(conn, base)
+        keys = sql.SQL(", ").join(map(sql.Identifier, schema.primary_key))
+        if not existing:
+            self._create(conn, base, schema, META_TYPES, sql.SQL(", PRIMARY KEY ({})").format(keys))
+            log.info("created %s.%s for %s", self.schema, base, schema.table)
+        else:
+            change = evolution({name: _SPARK_OF_PG.get(kind, kind) for name, kind in existing.items()}, schema)
+            by_name = {c.name: c for c in schema.columns}
+            for name, _ in change.add:
+                conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                    ident(self.schema, base), sql.Identifier(name), sql.SQL(by_name[name].type.postgres)))
+            for name, _, _ in change.widen:
+                kind = sql.SQL(by_name[name].type.postgres)
+                conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(ident(self.schema, table)))
+                conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
+                    ident(self.schema, base), sql.Identifier(name), kind, sql.Identifier(name), kind))
+            if change:  # staging tables follow the base: recreated on the next line
+                for suffix in ("", "__changes"):
+                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
+                        ident(self.schema, f"_binlake_stage_{table}{suffix}")))
+        visible = [c for c in self._columns(conn, base) if c not in META_TYPES] + ["__seq", "__op", "__ts"]
+        if list(self._columns(conn, table)) != visible:  # new or changed: replaced in one transaction
+            with conn.transaction():
+                conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(ident(self.schema, table)))
+                conn.execute(sql.SQL("CREATE VIEW {} AS SELECT {} FROM {} WHERE NOT __deleted").format(
+                    ident(self.schema, table), sql.SQL(", ").join(map(sql.Identifier, visible)), ident(self.schema, base)))
+        full = {**{c.name: c.type.postgres for c in schema.columns}, **META_TYPES}
+        staging = [f"_binlake_stage_{table}"] + ([f"_binlake_stage_{table}__changes"]
+                                                 if self.mode in ("changelog", "scd2") else [])
+        for name in staging:
+            if not self._columns(conn, name):
+                self._create(conn, name, schema, {**META_TYPES, "__batch": "bigint"}, sql.SQL(""), unlogged=True,
+                             columns=full)
+        if self.mode == "changelog" and not self._columns(conn, f"{table}__changelog"):
+            self._create(conn, f"{table}__changelog", schema, META_TYPES,
+                         sql.SQL(", UNIQUE ({}, __seq)").format(keys))
+        if self.mode == "scd2" and not self._columns(conn, f"{table}__history"):
+            self._create(conn, f"{table}__history", schema,
+                         {"__seq": "numeric(38,0)", "__op": "text", "__start_at": "timestamptz(6)",
+                          "__end_at": "timestamptz(6)", "__is_current": "boolean"},
+                         sql.SQL(", PRIMARY KEY ({}, __seq)").format(keys))
+
+    def _create(self, conn, name: str, schema: TableSchema, meta: dict[str, str], constraint: sql.Composable,
+                unlogged: bool = False, columns: dict[str, str] | None = None) -> None:
+        columns = {**(columns or {c.name: c.type.postgres for c in schema.columns}), **meta}
+        definition = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns.items())
+        conn.execute(sql.SQL("CREATE {}TABLE IF NOT EXISTS {} ({}{})").format(
+            sql.SQL("UNLOGGED " if unlogged else ""), ident(self.schema, name), definition, constraint))
+
+    def _columns(self, conn, name: str) -> dict[str, str]:
+        """Column → data type of a table, in order (empty when it does not exist)."""
+        rows = conn.execute("""SELECT column_name, CASE WHEN data_type = 'numeric'
+                                  THEN format('decimal(%%s,%%s)', numeric_precision, numeric_scale) ELSE data_type END
+                               FROM information_schema.columns WHERE table_schema = %s AND table_name = %s
+                               ORDER BY ordinal_position""", (self.schema, name)).fetchall()
+        return dict(rows)
+
+    def dead_letter(self, rows: DataFrame) -> None:
+        with self._connect() as conn:
+            conn.execute(sql.SQL("""CREATE TABLE IF NOT EXISTS {} (topic text, partition integer, "offset" bigint,
+                                    reason text, raw text, at timestamptz DEFAULT now())""")
+                         .format(ident(self.schema, "_binlake_dead_letter")))
+        (rows.write.format("jdbc").mode("append").option("url", f"{self.target.url}?stringtype=unspecified")
+         .option("dbtable", f'"{self.schema}"."_binlake_dead_letter"').option("user", self.target.user)
+         .option("password", self.target.password.get_secret_value()).option("driver", "org.postgresql.Driver").save())

@@ -1,0 +1,59 @@
+"""Where a micro-batch learns its tables' columns, primary keys and TRUNCATEs.
+
+Debezium: from the connector's schema-change topic, read on the driver with a read_committed
+consumer up to its end at every batch (it is small, and the rows a batch holds were committed
+after the schema changes they follow). Canal: from the batch itself, since every Canal message
+carries `mysqlType` and `pkNames`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from .changes import Column, MySqlType, SchemaHistory, TableSchema, debezium_sequence
+
+
+class DebeziumSchemas:
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        self.topic = topic
+        self.history = SchemaHistory()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "binlake-sink-schemas",
+                                   "enable.auto.commit": False, "isolation.level": "read_committed",
+                                   "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        metadata = self._consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            raise RuntimeError(f"schema topic {topic!r} not found on {bootstrap_servers}: set schema_topic to the "
+                               f"connector's name (its schema changes go there)")
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
+        self._partitions = len(metadata.partitions)
+
+    def catch_up(self) -> SchemaHistory:
+        """Apply every schema change committed so far, in source order."""
+        ended: set[int] = set()
+        events = []
+        while len(ended) < self._partitions:
+            message = self._consumer.poll(5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+                    continue
+                raise RuntimeError(f"reading schema topic {self.topic}: {message.error()}")
+            if message.value() is not None:
+                events.append(json.loads(message.value()))
+        for body in sorted(events, key=lambda b: debezium_sequence(b.get("source") or {})):
+            self.history.apply(body)
+        return self.history
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def canal_schema(table: str, types_json: str, primary_key: list[str] | None, position: str) -> TableSchema:
+    """A table's schema from one Canal message's `mysqlType` (JSON, in column order) and `pkNames`."""
+    types = json.loads(types_json)
+    return TableSchema(table, tuple(Column(name, MySqlType.parse(t)) for name, t in types.items()),
+                       tuple(primary_key or ()), position)

@@ -1,0 +1,72 @@
+"""A SparkSession with Spark's Kafka source, Delta Lake and the PostgreSQL driver on its class path.
+
+The jars come from Maven Central through `spark_sink/jars/pom.xml`: `make spark-jars` copies them
+into the jar cache (BINLAKE_SPARK_JARS, default `.cache/spark-jars` in the checkout). Those pyspark
+already ships (Scala, Hadoop, Jackson, Parquet, ...) are left out, so one copy of each class is
+loaded. They go in `spark.jars`, set before the session starts (not `spark.jars.packages`, whose
+Ivy resolver ignores Maven's settings).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = ROOT / ".cache" / "spark-jars"
+REQUIRED = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2",
+            "delta-spark", "delta-storage", "postgresql")
+_VERSION = re.compile(r"-\d+(\.\d+)+[\w.\-]*\.jar$")  # the last -N.N... run: -4.2.0.jar, -1.5.7-3.jar
+
+
+class MissingJars(RuntimeError):
+    pass
+
+
+def jar_cache() -> Path:
+    return Path(os.environ.get("BINLAKE_SPARK_JARS", DEFAULT_CACHE))
+
+
+def artifact(jar: str) -> str:
+    """`delta-spark_4.2_2.13-4.4.0.jar` → `delta-spark_4.2_2.13`."""
+    return _VERSION.sub("", jar)
+
+
+def sink_jars() -> list[str]:
+    """The cached jars pyspark does not ship, as absolute paths; MissingJars names the make target."""
+    import pyspark
+
+    cache = jar_cache()
+    found = sorted(p for p in cache.glob("*.jar")) if cache.is_dir() else []
+    missing = [name for name in REQUIRED if not any(artifact(p.name).startswith(name) for p in found)]
+    if missing:
+        raise MissingJars(f"the Spark sink's jars are not in {cache} (missing: {', '.join(missing)}); "
+                          f"run `make spark-jars` (Maven fetches them from Maven Central)")
+    shipped = {artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [str(p) for p in found if artifact(p.name) not in shipped]
+
+
+def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dict[str, str] | None = None):
+    """A SparkSession.Builder with the sink's jars and Delta's SQL extension and catalog."""
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app_name)
+    if master:
+        b = b.master(master)
+    settings = {
+        "spark.jars": ",".join(sink_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",  # MySQL DATETIME has no zone: keep it as written
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(max(os.cpu_count() or 1, 1) * 2),
+        **(conf or {}),
+    }
+    for key, value in settings.items():
+        b = b.config(key, value)
+    return b
+
+
+if __name__ == "__main__":  # spark-submit --jars "$(python -m spark_sink.session)" ...
+    print(",".join(sink_jars()))
