@@ -1,13 +1,14 @@
 # Everything a fresh Debian machine needs, installed by the targets themselves (run as root).
 VENV        := .venv
 PYTHON      ?= python3
-APT_PACKAGES := kcat mariadb-server
+APT_PACKAGES := kcat mariadb-server postgresql openjdk-17-jre-headless maven
+SPARK_JARS  := .cache/spark-jars
 PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
-.PHONY: setup system-deps test test-all demo bench clean
+.PHONY: setup system-deps spark-jars test test-all demo bench clean
 
-setup: system-deps $(VENV)/.installed
+setup: system-deps $(VENV)/.installed spark-jars
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -20,6 +21,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+# The Spark sink's JVM jars (Kafka source, Delta, PostgreSQL driver) from Maven Central, into the
+# cache spark_sink/session.py reads (BINLAKE_SPARK_JARS overrides it); pinned in spark_sink/jars/pom.xml.
+spark-jars: $(SPARK_JARS)/.fetched
+
+$(SPARK_JARS)/.fetched: spark_sink/jars/pom.xml
+	mvn -q -B -f spark_sink/jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
 	touch $@
 
 test: setup
@@ -36,4 +45,4 @@ bench: setup
 	$(VENV)/bin/python bench/produce_consume.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .cache

@@ -11,9 +11,10 @@ integer that sorts correctly (Spark keeps it as DECIMAL(38,0)):
 - Debezium: (binlog file number, position, phase, row): `binlog.000003` at 4711, row 2 of the event.
   Snapshot reads are phase 0 and carry the snapshot's binlog position, so they sort before every
   change streamed from that position on, and after everything before it.
-- Canal has no binlog file name: (GTID sequence number, or the commit second where there is no GTID;
-  event position; Kafka offset). A key's records share a partition, so the offset settles ties
-  such as snapshot rows, which Canal writes as INSERTs with the snapshot's position.
+- Canal has no binlog file name and writes snapshot rows as plain INSERTs: (commit second, GTID
+  sequence number, Kafka offset). A key's records share a partition and its offsets follow commit
+  order, so one key's changes always sort right; the second and the GTID order changes across
+  partitions (a TRUNCATE against rows), exactly when the server has GTIDs and to the second without.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class TableSchema:
 
 # -- sequences ----------------------------------------------------------------------------------
 
-ROW_DIGITS, POS_DIGITS, OFFSET_DIGITS = 10**8, 10**12, 10**13
+ROW_DIGITS, POS_DIGITS, GTID_DIGITS, OFFSET_DIGITS = 10**8, 10**12, 10**12, 10**13
 _FILE_NUMBER = re.compile(r"(\d+)$")
 
 
@@ -149,8 +150,8 @@ def gtid_number(gtid: str | None) -> int:
 
 
 def canal_sequence(message: dict, offset: int) -> int:
-    major = gtid_number(message.get("gtid")) or int(message.get("es") or 0) // 1000
-    return (major * POS_DIGITS + int(message.get("id") or 0)) * OFFSET_DIGITS + offset
+    second = int(message.get("es") or 0) // 1000
+    return (second * GTID_DIGITS + gtid_number(message.get("gtid"))) * OFFSET_DIGITS + offset
 
 
 # -- events ---------------------------------------------------------------------------------------

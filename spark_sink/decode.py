@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .changes import OFFSET_DIGITS, POS_DIGITS, ROW_DIGITS, TableSchema
+from .changes import GTID_DIGITS, OFFSET_DIGITS, POS_DIGITS, ROW_DIGITS, TableSchema
 
 SEQ = "decimal(38,0)"
 
@@ -71,9 +71,8 @@ def _debezium(base: DataFrame) -> DataFrame:
 def _canal(base: DataFrame) -> DataFrame:
     e = F.from_json("text", _CANAL).alias("e")
     df = base.select("*", e)
-    major = F.when(_trailing_number(F.col("e.gtid")) > 0, _trailing_number(F.col("e.gtid"))).otherwise(
-        _dec(F.floor(F.coalesce(F.col("e.es"), F.lit(0)) / 1000)))
-    seq = _dec(_dec(major * POS_DIGITS + F.coalesce(F.col("e.id"), F.lit(0))) * OFFSET_DIGITS + F.col("offset"))
+    second = _dec(F.floor(F.coalesce(F.col("e.es"), F.lit(0)) / 1000))
+    seq = _dec(_dec(second * GTID_DIGITS + _trailing_number(F.col("e.gtid"))) * OFFSET_DIGITS + F.col("offset"))
     op = F.when(F.col("e.type") == "INSERT", "c").when(F.col("e.type") == "UPDATE", "u") \
         .when(F.col("e.type") == "DELETE", "d")
     row = F.col("e.data")[0]
@@ -84,7 +83,8 @@ def _canal(base: DataFrame) -> DataFrame:
             .when(op.isNotNull() & row.isNotNull(), "row")
             .otherwise("bad"))
     old = F.coalesce(F.col("e.old")[0], F.create_map().cast("map<string,string>"))
-    before = F.when(op == "u", F.map_concat(row, old)).when(op == "d", row)
+    unchanged = F.map_filter(row, lambda k, _: ~F.array_contains(F.map_keys(old), k))
+    before = F.when(op == "u", F.map_concat(unchanged, old)).when(op == "d", row)
     after = F.when(op != "d", row)
     # mysqlType keeps the table's column order; a parsed map does not, so keep the JSON text too
     types = F.get_json_object("text", "$.mysqlType")

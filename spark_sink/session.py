@@ -60,6 +60,7 @@ def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dic
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",  # MySQL DATETIME has no zone: keep it as written
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(max(os.cpu_count() or 1, 1) * 2),
         **(conf or {}),
     }

@@ -34,3 +34,25 @@ def kcat() -> str:
     if not os.path.exists(path):
         pytest.fail("kcat is not installed; run `make setup` (it installs the Debian package kcat)")
     return path
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession (2 cores) with the sink's jars, for every test that asks for it."""
+    from spark_sink.session import MissingJars, builder
+    try:
+        session = builder("binlake-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "4"}).getOrCreate()
+    except MissingJars as exc:
+        pytest.fail(str(exc))
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """A throwaway PostgreSQL server for the session (binlake.pgsandbox); tests use their own schemas."""
+    from binlake.pgsandbox import start_postgres
+    server = start_postgres(tmp_path_factory.mktemp("postgres"))
+    yield server
+    server.stop()

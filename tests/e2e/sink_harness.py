@@ -1,0 +1,187 @@
+"""The Spark sink end to end: a MariaDB workload, the mysql connector, a broker, and the sink into
+Delta and PostgreSQL; then each target compared with MySQL row for row and value for value."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import decimal
+import json
+import random
+import time
+from pathlib import Path
+
+from e2e_harness import mysql_config, read_committed, write_config
+
+from spark_sink.config import validate
+from spark_sink.job import SinkJob
+
+TABLES = {
+    "types": """CREATE TABLE {db}.types (id INT PRIMARY KEY, d DECIMAL(20,6), dt DATETIME(6), j JSON,
+                e ENUM('x','y','z'), b BLOB, u BIGINT UNSIGNED, s VARCHAR(40) CHARACTER SET utf8mb4, ts TIMESTAMP(6) NULL,
+                dbl DOUBLE, n INT, day DATE)""",
+    "orders": "CREATE TABLE {db}.orders (id INT PRIMARY KEY, customer INT, amount DECIMAL(10,2), status VARCHAR(10))",
+    "pairs": "CREATE TABLE {db}.pairs (a INT, b VARCHAR(10), v INT, PRIMARY KEY (a, b))",
+}
+MARKER = "CREATE TABLE {db}.marker (id INT PRIMARY KEY)"
+
+
+class Workload:
+    """Random inserts, updates, deletes and primary-key changes, several per transaction."""
+
+    def __init__(self, server, db: str, seed: int) -> None:
+        self.server, self.db = server, db
+        self.rng = random.Random(seed)
+        self.next_id = {t: 1 for t in TABLES}
+        self.marks = 0
+
+    def create(self) -> None:
+        self.server.sql(*(sql.format(db=self.db) for sql in [*TABLES.values(), MARKER]))
+
+    def row(self, table: str, id_: int) -> dict:
+        r = self.rng
+        if table == "types":
+            return {"id": id_, "d": decimal.Decimal(r.randint(-10**12, 10**12)) / 10**6,
+                    "dt": datetime.datetime(2020, 1, 1) + datetime.timedelta(microseconds=r.randint(0, 10**14)),
+                    "j": json.dumps({"k": r.randint(0, 9), "l": [1, "ü"]}), "e": r.choice("xyz"),
+                    "b": r.randbytes(r.randint(0, 20)), "u": r.choice([0, 2**64 - 1, r.randint(0, 2**63)]),
+                    "s": r.choice(["", "héllo wörld", "日本語", "emoji 🎉", None]),
+                    "ts": datetime.datetime(2030, 1, 1, 12, 0, 0, r.randint(0, 999999)),
+                    "dbl": r.choice([0.1, -1e300, 3.141592653589793, None]), "n": r.choice([None, r.randint(-2**31, 2**31 - 1)]),
+                    "day": datetime.date(2000, 1, 1) + datetime.timedelta(days=r.randint(0, 9000))}
+        if table == "orders":
+            return {"id": id_, "customer": r.randint(1, 50), "amount": decimal.Decimal(r.randint(0, 10**6)) / 100,
+                    "status": r.choice(["new", "paid", "sent"])}
+        return {"a": id_, "b": r.choice(["p", "q", "ß"]), "v": r.randint(0, 100)}
+
+    def run(self, transactions: int) -> None:
+        with self.server.connect(db=self.db) as conn, conn.cursor() as cur:
+            conn.autocommit(False)
+            for _ in range(transactions):
+                for _ in range(self.rng.randint(1, 4)):
+                    self._one(cur, self.rng.choice(list(TABLES)))
+                conn.commit()
+
+    def _one(self, cur, table: str) -> None:
+        key = "a" if table == "pairs" else "id"
+        cur.execute(f"SELECT {key} FROM {table}")
+        existing = [r[0] for r in cur.fetchall()]
+        action = self.rng.random() if existing else 0
+        if action < 0.45:
+            self.next_id[table] += 1
+            row = self.row(table, self.next_id[table] * 7)
+            cur.execute(f"INSERT IGNORE INTO {table} ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                        list(row.values()))
+        elif action < 0.75:
+            row = self.row(table, 0)
+            row.pop(key)
+            if table == "pairs":
+                row.pop("b")
+            assignments = ", ".join(f"{c} = %s" for c in row)
+            cur.execute(f"UPDATE {table} SET {assignments} WHERE {key} = %s", [*row.values(), self.rng.choice(existing)])
+        elif action < 0.9:
+            cur.execute(f"DELETE FROM {table} WHERE {key} = %s", [self.rng.choice(existing)])
+        else:  # a primary-key change: delete of the old key + create of the new one downstream
+            self.next_id[table] += 1
+            cur.execute(f"UPDATE IGNORE {table} SET {key} = %s WHERE {key} = %s",
+                        [self.next_id[table] * 7, self.rng.choice(existing)])
+
+    def mark(self) -> int:
+        """Insert a marker row: once its event is on the log, so is everything before it."""
+        self.marks += 1
+        self.server.sql(f"INSERT INTO {self.db}.marker VALUES ({self.marks})")
+        return self.marks
+
+
+async def wait_for_mark(address: str, name: str, db: str, mark: int, timeout: float = 60) -> None:
+    topic = f"{name}.{db}.marker"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            messages = await read_committed(address, [topic])
+        except AssertionError:
+            messages = []
+        if any(m.value and f'"id":{mark}' in m.value.decode().replace(" ", "") for m in messages):
+            return
+        assert time.monotonic() < deadline, f"the connector never wrote marker {mark} to {topic}"
+        await asyncio.sleep(0.3)
+
+
+def connector_config(tmp_path: Path, name: str, broker, server, db: str, fmt: str) -> Path:
+    return write_config(tmp_path / f"{name}.yaml", **mysql_config(name, broker, server, [rf"{db}\..*"], format=fmt,
+                                                                   topic_partitions=3))
+
+
+def sink_config(name: str, broker, db: str, fmt: str, checkpoint: Path, target: dict, **extra) -> dict:
+    return {"bootstrap_servers": broker.address, "topics": [f"{name}.{db}.{t}" for t in TABLES], "format": fmt,
+            "schema_topic": name, "checkpoint": str(checkpoint), "trigger": "available_now", "target": target, **extra}
+
+
+def run_sink(spark, raw: dict) -> None:
+    """The sink in this process, until it has merged everything committed when it started."""
+    job = SinkJob(spark, validate(raw))
+    query = job.start()
+    query.awaitTermination()
+    if query.exception():
+        raise AssertionError(f"the sink stopped: {query.exception()}")
+
+
+# -- comparing ------------------------------------------------------------------------------------
+
+def normalized(value, column: str = ""):
+    """A value as both sides can agree on it: JSON parsed, bytes as bytes, aware times as naive UTC."""
+    if value is None:
+        return None
+    if column == "j":
+        return json.loads(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    if isinstance(value, decimal.Decimal):
+        return value.normalize() if value == value.to_integral_value() else value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return decimal.Decimal(value).normalize()
+    return value
+
+
+def rows_of(records, key: tuple[str, ...], columns: list[str]) -> dict[tuple, dict]:
+    return {tuple(normalized(r[k]) for k in key): {c: normalized(r[c], c) for c in columns} for r in records}
+
+
+def mysql_table(server, db: str, table: str) -> tuple[list[str], tuple[str, ...], dict]:
+    with server.connect(db=db) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM {table}")
+        columns = [d[0] for d in cur.description]
+        records = [dict(zip(columns, row)) for row in cur.fetchall()]
+        cur.execute("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s "
+                    "AND table_name = %s AND constraint_name = 'PRIMARY' ORDER BY ordinal_position", (db, table))
+        key = tuple(r[0] for r in cur.fetchall())
+    return columns, key, rows_of(records, key, columns)
+
+
+def delta_table(spark, path: str, key: tuple[str, ...], columns: list[str]) -> dict:
+    records = [r.asDict() for r in spark.read.format("delta").load(path).where("NOT __deleted").collect()]
+    return rows_of(records, key, columns)
+
+
+def postgres_table(postgres, schema: str, table: str, key: tuple[str, ...], columns: list[str]) -> dict:
+    with postgres.connect() as conn:
+        cur = conn.execute(f'SELECT * FROM "{schema}"."{table}"')
+        names = [d.name for d in cur.description]
+        records = [dict(zip(names, row)) for row in cur.fetchall()]
+    return rows_of(records, key, columns)
+
+
+def assert_same(expected: dict, actual: dict, where: str) -> None:
+    missing, extra = expected.keys() - actual.keys(), actual.keys() - expected.keys()
+    wrong = [k for k in expected.keys() & actual.keys() if expected[k] != actual[k]]
+    assert not (missing or extra or wrong), (
+        f"{where}: {len(missing)} missing, {len(extra)} extra, {len(wrong)} different of {len(expected)} rows; "
+        f"e.g. missing {sorted(missing)[:3]}, extra {sorted(extra)[:3]}, "
+        f"different {[(expected[k], actual[k]) for k in wrong[:2]]}")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
