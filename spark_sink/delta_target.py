@@ -122,6 +122,7 @@ class DeltaTables:
             self.spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(name)} TYPE {new}")
         if change:
             log.info("%s: added %s, widened %s", path, [n for n, _ in change.add], [(n, o, w) for n, o, w in change.widen])
+            table = DeltaTable.forPath(self.spark, path)  # the altered schema
         return table
 
     def dead_letter(self, rows: DataFrame) -> None:

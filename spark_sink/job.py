@@ -43,6 +43,10 @@ class SinkJob:
         self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic) \
             if config.format == "debezium" else None
 
+    def close(self) -> None:
+        if self.schemas is not None:
+            self.schemas.close()
+
     def start(self) -> StreamingQuery:
         c = self.config
         reader = (self.spark.readStream.format("kafka")
@@ -154,11 +158,14 @@ def run(config: SinkConfig, master: str | None = None) -> int:
     from spark_sink.session import builder
     spark = builder(master=master).getOrCreate()
     job = SinkJob(spark, config)
-    query = job.start()
     try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
+        query = job.start()
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+    finally:
+        job.close()
     return 0
 
 
