@@ -35,7 +35,9 @@ class TableBatch:
         """One change per key: the one with the greatest sequence, and only if it follows the latest
         TRUNCATE (an older one was emptied away by it)."""
         latest = latest_per_key(self.changes, self.keys)
-        return latest if self.truncated_at is None else latest.where(F.col("__seq") > self.truncated_at)
+        if self.truncated_at is None:
+            return latest
+        return latest.where(F.col("__seq") > F.lit(str(self.truncated_at)).cast("decimal(38,0)"))
 
 
 def latest_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:

@@ -1,0 +1,181 @@
+"""The sink's merge rules on change events written straight to the log (the connector's Debezium
+format, with chosen binlog positions), so each rule is hit on purpose: several changes of one key in
+one batch, an older change arriving late, a delete's tombstone, TRUNCATE, the changelog and SCD2
+tables, and records the sink cannot apply."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+
+from sink_harness import run_sink
+
+SERVER = "rules"
+
+
+def event(op: str, before: dict | None, after: dict | None, pos: int, row: int = 0, snapshot: str = "false",
+          table: str = "items") -> bytes:
+    source = {"version": "binlake-0.1", "connector": "mysql", "name": SERVER, "server_id": 1, "file": "binlog.000001",
+              "pos": pos, "gtid": None, "db": "shop", "table": table, "ts_ms": 1_700_000_000_000 + pos * 1000,
+              "snapshot": snapshot, "row": row}
+    return json.dumps({"before": before, "after": after, "op": op, "ts_ms": 0, "source": source}).encode()
+
+
+def schema_change(kind: str, pos: int, table: str = "items", columns=(("id", "int(11)"), ("name", "varchar(20)"),
+                                                                       ("price", "decimal(10,2)")), key=("id",)) -> bytes:
+    source = {"file": "binlog.000001", "pos": pos, "db": "shop", "table": table, "ts_ms": 1_700_000_000_000 + pos * 1000,
+              "snapshot": "false", "row": 0}
+    definition = {"primaryKeyColumnNames": list(key),
+                  "columns": [{"name": n, "typeName": t.split("(")[0].upper(), "typeExpression": t} for n, t in columns]}
+    return json.dumps({"source": source, "ts_ms": 0, "databaseName": "shop", "ddl": f"{kind} ...",
+                       "tableChanges": [{"type": kind, "id": f"shop.{table}", "table": definition}]}).encode()
+
+
+def produce(address: str, records: list[tuple[str, bytes | None, bytes | None]]) -> None:
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 0})
+    for topic, key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def item(id_: int, name: str, price: str = "1.00") -> dict:
+    return {"id": id_, "name": name, "price": price}
+
+
+def key(id_: int) -> bytes:
+    return json.dumps({"id": id_}).encode()
+
+
+TOPIC = f"{SERVER}.shop.items"
+
+
+@pytest.fixture
+def targets(tmp_path, postgres, request):
+    schema = f"rules_{abs(hash(request.node.name)) % 10**8}"
+    return {"delta": {"delta": {"path": str(tmp_path / "delta")}},
+            "jdbc": {"jdbc": {"url": postgres.url, "user": "binlake", "schema": schema}}}
+
+
+def sink(broker, tmp_path, target_kind: str, targets: dict, **extra) -> dict:
+    return {"bootstrap_servers": broker.address, "topics": [TOPIC], "format": "debezium", "schema_topic": SERVER,
+            "checkpoint": str(tmp_path / f"ck-{target_kind}"), "trigger": "available_now",
+            "target": targets[target_kind], **extra}
+
+
+def delta_rows(spark, tmp_path, suffix: str = "", live: bool = True) -> list[dict]:
+    df = spark.read.format("delta").load(str(tmp_path / "delta" / "shop" / f"items{suffix}"))
+    if live and not suffix:
+        df = df.where("NOT __deleted")
+    return [r.asDict() for r in df.collect()]
+
+
+def pg_rows(postgres, targets, table: str = "items") -> list[dict]:
+    schema = targets["jdbc"]["jdbc"]["schema"]
+    with postgres.connect() as conn:
+        cur = conn.execute(f'SELECT * FROM "{schema}"."{table}"')
+        return [dict(zip([d.name for d in cur.description], row)) for row in cur.fetchall()]
+
+
+def by_id(rows: list[dict]) -> dict:
+    return {r["id"]: (r["name"], str(r["price"]) if r["price"] is not None else None) for r in rows}
+
+
+@pytest.mark.parametrize("target_kind", ["delta", "jdbc"])
+def test_latest_change_wins_late_older_ones_lose_deletes_stay_deleted(spark, postgres, broker, tmp_path, targets,
+                                                                      target_kind):
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [  # one batch: several changes of key 1, a delete of key 2, a snapshot read of 3
+        (TOPIC, key(3), event("r", None, item(3, "snap"), 150, snapshot="true")),
+        (TOPIC, key(1), event("c", None, item(1, "a"), 200)),
+        (TOPIC, key(1), event("u", item(1, "a"), item(1, "b"), 300)),
+        (TOPIC, key(2), event("c", None, item(2, "x"), 310)),
+        (TOPIC, key(1), event("u", item(1, "b"), item(1, "c", "9.99"), 400, row=1)),
+        (TOPIC, key(2), event("d", item(2, "x"), None, 500)),
+        (TOPIC, key(2), None),  # the tombstone after a delete
+    ])
+    config = sink(broker, tmp_path, target_kind, targets)
+    run_sink(spark, config)
+    read = (lambda: by_id(delta_rows(spark, tmp_path))) if target_kind == "delta" else (lambda: by_id(pg_rows(postgres, targets)))
+    assert read() == {1: ("c", "9.99"), 3: ("snap", "1.00")}
+
+    produce(broker.address, [  # late, older changes: they must not win, nor bring key 2 back
+        (TOPIC, key(1), event("u", item(1, "a"), item(1, "stale"), 250)),
+        (TOPIC, key(2), event("u", item(2, "x"), item(2, "resurrected"), 450)),
+        (TOPIC, key(3), event("u", item(3, "snap"), item(3, "streamed"), 160)),  # after the snapshot read
+    ])
+    run_sink(spark, config)
+    assert read() == {1: ("c", "9.99"), 3: ("streamed", "1.00")}
+
+
+@pytest.mark.parametrize("target_kind", ["delta", "jdbc"])
+def test_truncate_empties_the_table_in_order_with_the_changes(spark, postgres, broker, tmp_path, targets, target_kind):
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i)) for i in range(1, 4)])
+    config = sink(broker, tmp_path, target_kind, targets)
+    run_sink(spark, config)
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("TRUNCATE", 300))])
+    produce(broker.address, [(TOPIC, key(4), event("c", None, item(4, "after"), 400)),
+                             (TOPIC, key(1), event("u", item(1, "n1"), item(1, "before the truncate"), 250))])
+    run_sink(spark, config)
+    rows = delta_rows(spark, tmp_path) if target_kind == "delta" else pg_rows(postgres, targets)
+    assert by_id(rows) == {4: ("after", "1.00")}
+
+
+@pytest.mark.parametrize("target_kind", ["delta", "jdbc"])
+def test_changelog_mode_keeps_every_change(spark, postgres, broker, tmp_path, targets, target_kind):
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(1), event("c", None, item(1, "a"), 200)),
+                             (TOPIC, key(1), event("u", item(1, "a"), item(1, "b"), 300)),
+                             (TOPIC, key(1), event("d", item(1, "b"), None, 400))])
+    config = sink(broker, tmp_path, target_kind, targets, mode="changelog")
+    run_sink(spark, config)
+    run_sink(spark, config)  # nothing new: nothing appended twice
+    rows = delta_rows(spark, tmp_path, "__changelog") if target_kind == "delta" else pg_rows(postgres, targets, "items__changelog")
+    assert sorted((r["__op"], r["name"]) for r in rows) == [("c", "a"), ("d", None), ("u", "b")]
+    current = delta_rows(spark, tmp_path) if target_kind == "delta" else pg_rows(postgres, targets)
+    assert current == []
+
+
+@pytest.mark.parametrize("target_kind", ["delta", "jdbc"])
+def test_scd2_history_closes_versions_and_places_late_changes(spark, postgres, broker, tmp_path, targets, target_kind):
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(1), event("c", None, item(1, "v1"), 200)),
+                             (TOPIC, key(1), event("u", item(1, "v1"), item(1, "v3"), 400))])
+    config = sink(broker, tmp_path, target_kind, targets, mode="scd2")
+    run_sink(spark, config)
+    produce(broker.address, [(TOPIC, key(1), event("u", item(1, "v1"), item(1, "v2"), 300)),  # late: between v1 and v3
+                             (TOPIC, key(1), event("d", item(1, "v3"), None, 500))])
+    run_sink(spark, config)
+    rows = delta_rows(spark, tmp_path, "__history") if target_kind == "delta" else pg_rows(postgres, targets, "items__history")
+    versions = sorted(rows, key=lambda r: r["__seq"])
+    assert [(r["name"], r["__op"], r["__is_current"]) for r in versions] == [
+        ("v1", "c", False), ("v2", "u", False), ("v3", "u", False), (None, "d", False)]
+    assert [r["__end_at"] for r in versions[:-1]] == [r["__start_at"] for r in versions[1:]]
+    assert versions[-1]["__end_at"] is None
+
+
+def test_records_the_sink_cannot_apply_stop_it_with_their_place_or_go_to_dead_letters(spark, broker, tmp_path, targets):
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(1), event("c", None, item(1, "fine"), 200)),
+                             (TOPIC, b"x", b"this is not JSON"),
+                             (TOPIC, key(2), event("c", None, {"id": 2, "name": "bad price", "price": "abc"}, 300))])
+    with pytest.raises(Exception, match=r"topic rules.shop.items, partition 0, offset 1: not a Debezium change event"):
+        run_sink(spark, sink(broker, tmp_path, "delta", targets))
+    run_sink(spark, sink(broker, tmp_path, "delta", targets, errors={"tolerance": "all"}))
+    assert by_id(delta_rows(spark, tmp_path)) == {1: ("fine", "1.00")}
+    dead = spark.read.format("delta").load(str(tmp_path / "delta" / "_dead_letter")).collect()
+    assert sorted(r.offset for r in dead) == [1, 2]
+    assert any("column price: a value does not fit decimal(10,2)" in r.reason for r in dead)
+
+
+def test_a_table_without_a_primary_key_or_with_a_type_too_wide_is_refused_by_name(spark, broker, tmp_path, targets):
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100, key=()))])
+    produce(broker.address, [(TOPIC, key(1), event("c", None, item(1, "a"), 200))])
+    with pytest.raises(Exception, match="table shop.items has no primary key"):
+        run_sink(spark, sink(broker, tmp_path, "delta", targets))
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change(
+        "ALTER", 300, columns=(("id", "int(11)"), ("name", "varchar(20)"), ("price", "decimal(65,2)"))))])
+    with pytest.raises(Exception, match=r"table shop.items: DECIMAL\(65,2\) has more than the 38 digits"):
+        run_sink(spark, sink(broker, tmp_path, "delta", targets, checkpoint=str(tmp_path / "ck2")))
