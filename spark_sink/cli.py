@@ -22,7 +22,7 @@ def run_command(config_path: Path, master: str) -> None:
     from .config import SinkConfigError, load
     from .session import MissingJars
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         config = load(config_path)

@@ -39,6 +39,7 @@ class DeltaTables:
         self.mode = mode
         self.retention_ms = tombstone_retention_ms
         self._writes: dict[str, int] = {}  # batches written per table, for OPTIMIZE and the purge
+        self._truncated: dict[str, int] = {}  # per table: the TRUNCATE sequence it stores (this job is its writer)
 
     def path(self, db: str, table: str, suffix: str = "") -> str:
         return str(Path(self.target.path) / db / f"{table}{suffix}")
@@ -53,13 +54,17 @@ class DeltaTables:
     def _write_table(self, app_id: str, batch_id: int, db: str, table: str, batch: TableBatch) -> None:
         path = self.path(db, table)
         target = self._ensure(path, batch, META_TYPES)
-        stored = int(target.detail().select("properties").first()[0].get(TRUNCATED_AT, 0))
+        if path not in self._truncated:
+            found = self.spark.sql(f"SHOW TBLPROPERTIES delta.{q(path)} ('{TRUNCATED_AT}')").first()
+            self._truncated[path] = int(found.value) if found and found.value.isdigit() else 0
+        stored = self._truncated[path]
         truncated_at = max(stored, batch.truncated_at or 0) or None
         batch.truncated_at = truncated_at
         with self._idempotent(app_id, batch_id):
             self._merge(target, batch, truncated_at if truncated_at and truncated_at > stored else None)
         if truncated_at and truncated_at > stored:
             self.spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{truncated_at}')")
+            self._truncated[path] = truncated_at
         if self.mode == "changelog":
             self._append_changelog(app_id, batch_id, self.path(db, table, "__changelog"), batch)
         elif self.mode == "scd2":

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,6 +32,20 @@ class SinkError(RuntimeError):
     """A record the sink cannot apply, named with its topic, partition and offset."""
 
 
+@dataclass
+class TableSummary:
+    """What one micro-batch holds of one kind of record (row, truncate, ...) of one table."""
+
+    kind: str
+    table: str | None
+    n: int = 0
+    truncate: int | None = None  # sequence of the latest TRUNCATE
+    last: object = None  # Canal: the latest sequence, and its message's column types, key and position
+    types: str | None = None
+    pk: list | None = None
+    position: str = ""
+
+
 class SinkJob:
     def __init__(self, spark: SparkSession, config: SinkConfig) -> None:
         self.spark = spark
@@ -42,10 +58,7 @@ class SinkJob:
             self.target = PostgresTables(spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
         self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic) \
             if config.format == "debezium" else None
-
-    def close(self) -> None:
-        if self.schemas is not None:
-            self.schemas.close()
+        self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
 
     def start(self) -> StreamingQuery:
         c = self.config
@@ -68,30 +81,53 @@ class SinkJob:
 
     def apply(self, kafka: DataFrame, batch_id: int) -> None:
         app_id = self.spark.sparkContext.getLocalProperty("sql.streaming.queryId") or "binlake-sink"
+        started = time.monotonic()
         records = decode.records(kafka, self.config.format).persist()
         try:
-            summary = (records.groupBy("kind", "table")
-                       .agg(F.count("*").alias("n"), F.max("seq").alias("max_seq"),
-                            F.max_by("types", "seq").alias("types"), F.max_by("pk", "seq").alias("pk"),
-                            F.max_by("position", "seq").alias("position"))
-                       .collect())
+            summary, offsets = self._summary(records)
             if any(r.kind == "bad" for r in summary):
                 records = self._bad_records(records, batch_id)
+            decoded = time.monotonic()
             tables = self._plan(records, summary)
-            offsets = {(r.topic, r.partition): r.end for r in
-                       records.groupBy("topic", "partition").agg((F.max("offset") + 1).alias("end")).collect()}
+            planned = time.monotonic()
             self.target.write(app_id, batch_id, tables, offsets)
-            log.info("batch %d: %s", batch_id, ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary
-                                                          if r.kind in ("row", "truncate")) or "no changes")
+            done = time.monotonic()
+            self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"),
+                                 "read_decode": decoded - started, "plan": planned - decoded, "write": done - planned})
+            log.info("batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", batch_id,
+                     ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary if r.kind in ("row", "truncate"))
+                     or "no changes", decoded - started, planned - decoded, done - planned)
         finally:
             records.unpersist()
+
+    def _summary(self, records: DataFrame) -> tuple[list["TableSummary"], dict]:
+        """One pass over the batch: per kind and table, how many records, the latest TRUNCATE and
+        (Canal) the latest column types and key; and each partition's end offset."""
+        canal = self.config.format == "canal"
+        latest = [F.max_by(c, "seq").alias(c) for c in ("types", "pk", "position")] + [F.max("seq").alias("last")] \
+            if canal else []
+        rows = (records.groupBy("kind", "table", "topic", "partition")
+                .agg(F.count("*").alias("n"), F.max(F.when(F.col("kind") == "truncate", F.col("seq"))).alias("truncate"),
+                     (F.max("offset") + 1).alias("end"), *latest)
+                .collect())
+        offsets: dict = {}
+        summary: dict[tuple, TableSummary] = {}
+        for r in rows:  # one row per partition: fold them per table
+            offsets[(r.topic, r.partition)] = r.end
+            s = summary.setdefault((r.kind, r.table), TableSummary(r.kind, r.table))
+            s.n += r.n
+            if r.truncate is not None:
+                s.truncate = max(s.truncate or 0, int(r.truncate))
+            if canal and (s.last is None or r.last > s.last):
+                s.last, s.types, s.pk, s.position = r.last, r.types, r.pk, r.position
+        return list(summary.values()), offsets
 
     def _plan(self, records: DataFrame, summary: list) -> list[tuple[tuple[str, str], TableBatch]]:
         history = self.schemas.catch_up() if self.schemas else None
         truncates = dict(history.truncates) if history else {}
         for r in summary:
-            if r.kind == "truncate":
-                truncates[r.table] = max(truncates.get(r.table, 0), int(r.max_seq))
+            if r.truncate is not None:
+                truncates[r.table] = max(truncates.get(r.table, 0), r.truncate)
         planned = []
         touched = {r.table for r in summary if r.kind == "row"} | {r.table for r in summary if r.kind == "truncate"}
         for table in sorted(touched):
@@ -121,26 +157,29 @@ class SinkJob:
         return canal_schema(table, row.types, row.pk, row.position)
 
     def _converted(self, typed: DataFrame, schema: TableSchema) -> DataFrame:
-        """The typed changes, once no value failed to convert (each failure stops the job or, with
-        errors.tolerance: all, goes to the dead-letter table with its record's place)."""
-        flags = [f"__bad_{i}" for i in range(len(schema.columns))]
-        if flags:
-            any_bad = F.greatest(*[F.col(f) for f in flags]) if len(flags) > 1 else F.col(flags[0])
-            failed = typed.where(any_bad)
-            first = failed.limit(1).collect()
-            if first:
-                row = first[0]
-                column = schema.columns[next(i for i, f in enumerate(flags) if row[f])]
-                message = (f"table {schema.table}, column {column.name}: a value does not fit "
-                           f"{column.type.spark} (MySQL {column.type.base}) at {row.position} "
-                           f"(topic {row.topic}, partition {row.partition}, offset {row.offset})")
-                if self.config.errors.tolerance == "none":
-                    raise SinkError(message + "; set errors: {tolerance: all} to send such records to the "
-                                    "dead-letter table instead")
-                self.target.dead_letter(failed.select("topic", "partition", "offset", F.lit(message).alias("reason"),
-                                                      F.lit(None).cast("string").alias("raw")))
-                typed = typed.where(~any_bad)
-        return typed.drop(*flags, "topic", "partition", "offset", "position")
+        """The typed changes without values that failed to convert: by default such a value stops
+        the job, raised from inside whichever Spark job meets it first (no pass of its own), naming
+        the table, column, binlog position and record; with errors.tolerance: all its record goes
+        to the dead-letter table."""
+        flags = [F.col(f"__bad_{i}") for i in range(len(schema.columns))]
+        bookkeeping = [f"__bad_{i}" for i in range(len(schema.columns))] + ["topic", "partition", "offset", "position"]
+        if not flags:
+            return typed.drop(*bookkeeping)
+        any_bad = F.greatest(*flags) if len(flags) > 1 else flags[0]
+        column = F.coalesce(*[F.when(flag, F.lit(f"column {c.name}: a value does not fit {c.type.spark} "
+                                                 f"(MySQL {c.type.base})")) for flag, c in zip(flags, schema.columns)])
+        reason = F.concat(F.lit(f"table {schema.table}, "), column, F.lit(" at "), F.col("position"),
+                          F.lit(" (topic "), F.col("topic"), F.lit(", partition "), F.col("partition").cast("string"),
+                          F.lit(", offset "), F.col("offset").cast("string"), F.lit(")"))
+        if self.config.errors.tolerance == "none":
+            stop = F.raise_error(F.concat(reason, F.lit("; set errors: {tolerance: all} to send such records to the "
+                                                        "dead-letter table instead")))
+            return typed.where(F.when(any_bad, stop).otherwise(F.lit(True))).drop(*bookkeeping)
+        failed = typed.where(any_bad)
+        if failed.limit(1).count():
+            self.target.dead_letter(failed.select("topic", "partition", "offset", reason.alias("reason"),
+                                                  F.lit(None).cast("string").alias("raw")))
+        return typed.where(~any_bad).drop(*bookkeeping)
 
     def _bad_records(self, records: DataFrame, batch_id: int) -> DataFrame:
         bad = records.where(F.col("kind") == "bad")
@@ -157,15 +196,11 @@ def run(config: SinkConfig, master: str | None = None) -> int:
     """Run the job until it stops (available_now: once everything committed at the start is merged)."""
     from spark_sink.session import builder
     spark = builder(master=master).getOrCreate()
-    job = SinkJob(spark, config)
+    query = SinkJob(spark, config).start()
     try:
-        query = job.start()
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
-    finally:
-        job.close()
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
     return 0
 
 

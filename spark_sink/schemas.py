@@ -16,40 +16,53 @@ from .changes import Column, MySqlType, SchemaHistory, TableSchema, debezium_seq
 
 
 class DebeziumSchemas:
+    """Reads the schema topic from where the last catch-up ended, with a new consumer each time:
+    librdkafka reports a partition's end only once per consumer, so a long-lived one could not tell
+    "nothing new" from "not there yet"."""
+
     def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.history = SchemaHistory()
-        self._consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "binlake-sink-schemas",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed",
-                                   "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-        metadata = self._consumer.list_topics(topic, timeout=30).topics.get(topic)
+        consumer = self._consumer()
+        try:
+            metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
+        finally:
+            consumer.close()
         if metadata is None or metadata.error is not None or not metadata.partitions:
             raise RuntimeError(f"schema topic {topic!r} not found on {bootstrap_servers}: set schema_topic to the "
                                f"connector's name (its schema changes go there)")
-        self._consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
-        self._partitions = len(metadata.partitions)
+        self._next = {p: 0 for p in metadata.partitions}  # where the next catch-up starts
+
+    def _consumer(self) -> Consumer:
+        return Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "binlake-sink-schemas",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "fetch.wait.max.ms": 10})
 
     def catch_up(self) -> SchemaHistory:
-        """Apply every schema change committed so far, in source order."""
-        ended: set[int] = set()
+        """Apply every schema change committed since the last call, in source order."""
+        consumer = self._consumer()
         events = []
-        while len(ended) < self._partitions:
-            message = self._consumer.poll(5)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
+        try:
+            consumer.assign([TopicPartition(self.topic, p, offset) for p, offset in self._next.items()])
+            ended: set[int] = set()
+            while len(ended) < len(self._next):
+                message = consumer.poll(5)
+                if message is None:
                     continue
-                raise RuntimeError(f"reading schema topic {self.topic}: {message.error()}")
-            if message.value() is not None:
-                events.append(json.loads(message.value()))
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        ended.add(message.partition())
+                        continue
+                    raise RuntimeError(f"reading schema topic {self.topic}: {message.error()}")
+                self._next[message.partition()] = message.offset() + 1
+                if message.value() is not None:
+                    events.append(json.loads(message.value()))
+        finally:
+            consumer.close()
         for body in sorted(events, key=lambda b: debezium_sequence(b.get("source") or {})):
             self.history.apply(body)
         return self.history
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 def canal_schema(table: str, types_json: str, primary_key: list[str] | None, position: str) -> TableSchema:

@@ -120,12 +120,7 @@ def sink_config(name: str, broker, db: str, fmt: str, checkpoint: Path, target: 
 
 def run_sink(spark, raw: dict) -> None:
     """The sink in this process, until it has merged everything committed when it started."""
-    job = SinkJob(spark, validate(raw))
-    try:
-        query = job.start()
-        query.awaitTermination()
-    finally:
-        job.close()
+    SinkJob(spark, validate(raw)).start().awaitTermination()
 
 
 # -- comparing ------------------------------------------------------------------------------------

@@ -1,0 +1,202 @@
+"""The Spark sink's throughput and batch latency, from the log into Delta Lake and PostgreSQL.
+
+    .venv/bin/python bench/sink.py [--changes 1000000] [--keys 200000] [--partitions 4]
+                                   [--rate 5000 --seconds 60] [--only backlog|latency] [--target delta|jdbc]
+
+backlog: a backlog of --changes change events (Debezium format, as the connector writes them: inserts,
+  then updates and deletes of --keys keys) is written to a broker first; the sink then runs with
+  `trigger: available_now` and the figure is changes merged per second from the log into each
+  target, with each batch's time split into read+decode, schemas+checks and merge+commit.
+latency: a producer writes --rate changes/s for --seconds; the sink triggers every 500 ms; the
+  figures are p50/p99 of each batch's duration (Spark's triggerExecution) once it has warmed up.
+
+Everything runs on this machine: a `binlake broker` subprocess, a throwaway PostgreSQL, and a
+local[2] SparkSession in this process (the driver), started once for every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree, not the installed one
+
+from confluent_kafka import Producer
+
+from binlake.brokerproc import BrokerProcess
+from binlake.pgsandbox import start_postgres
+from spark_sink.config import validate
+from spark_sink.job import SinkJob
+from spark_sink.session import builder
+
+SERVER, DB, TABLE = "bench", "shop", "orders"
+TOPIC = f"{SERVER}.{DB}.{TABLE}"
+COLUMNS = [("id", "int(11)"), ("customer", "int(11)"), ("amount", "decimal(10,2)"), ("status", "varchar(10)"),
+           ("created", "datetime(6)"), ("note", "varchar(40)")]
+
+
+def schema_event() -> bytes:
+    return json.dumps({"source": {"file": "binlog.000001", "pos": 4, "db": DB, "table": TABLE, "snapshot": "false"},
+                       "ddl": "CREATE TABLE orders ...", "databaseName": DB, "tableChanges": [{
+                           "type": "CREATE", "id": f"{DB}.{TABLE}", "table": {"primaryKeyColumnNames": ["id"], "columns": [
+                               {"name": n, "typeName": t.split("(")[0].upper(), "typeExpression": t} for n, t in COLUMNS]}}]}).encode()
+
+
+class Changes:
+    """Change events of `keys` orders: each key is created, then updated, sometimes deleted and created again."""
+
+    def __init__(self, keys: int, seed: int = 1) -> None:
+        self.rng = random.Random(seed)
+        self.keys = keys
+        self.live: set[int] = set()
+        self.pos = 1000
+
+    def row(self, key: int) -> dict:
+        r = self.rng
+        return {"id": key, "customer": r.randint(1, 10_000), "amount": f"{r.randint(0, 10**7) / 100:.2f}",
+                "status": r.choice(["new", "paid", "sent"]), "created": "2026-11-24T10:00:00.123456",
+                "note": "x" * r.randint(0, 40)}
+
+    def next(self) -> tuple[bytes, bytes]:
+        key = self.rng.randrange(self.keys)
+        self.pos += 100
+        if key not in self.live:
+            op, before, after = "c", None, self.row(key)
+            self.live.add(key)
+        elif self.rng.random() < 0.1:
+            op, before, after = "d", self.row(key), None
+            self.live.discard(key)
+        else:
+            op, before, after = "u", self.row(key), self.row(key)
+        source = {"version": "binlake-0.1", "connector": "mysql", "name": SERVER, "server_id": 1,
+                  "file": "binlog.000001", "pos": self.pos, "gtid": None, "db": DB, "table": TABLE,
+                  "ts_ms": int(time.time() * 1000), "snapshot": "false", "row": 0}
+        value = {"before": before, "after": after, "op": op, "ts_ms": source["ts_ms"], "source": source}
+        return json.dumps({"id": key}).encode(), json.dumps(value).encode()
+
+
+def producer(address: str) -> Producer:
+    return Producer({"bootstrap.servers": address, "linger.ms": 20, "batch.num.messages": 10000,
+                     "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+
+
+def sink_config(address: str, work: Path, target: dict, **extra) -> dict:
+    return {"bootstrap_servers": address, "topics": [TOPIC], "format": "debezium", "schema_topic": SERVER,
+            "checkpoint": str(work / f"ck-{time.monotonic_ns()}"), "target": target, **extra}
+
+
+def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int) -> None:
+    p, events = producer(address), Changes(keys)
+    started = time.monotonic()
+    for _ in range(changes):
+        key, value = events.next()
+        while True:
+            try:
+                p.produce(TOPIC, value, key)
+                break
+            except BufferError:
+                p.poll(0.05)
+    p.flush(120)
+    print(f"backlog: {changes:,} changes of {keys:,} keys written in {time.monotonic() - started:.1f} s")
+    for name, target in targets.items():
+        job = SinkJob(spark, validate(sink_config(address, work, target, trigger="available_now")))
+        started = time.monotonic()
+        job.start().awaitTermination()
+        seconds = time.monotonic() - started
+        parts = {k: sum(t[k] for t in job.timings) for k in ("read_decode", "plan", "write")}
+        print(f"  {name:6} {changes / seconds:>10,.0f} changes/s  ({seconds:.1f} s, {len(job.timings)} batch(es): "
+              f"read+decode {parts['read_decode']:.1f} s, schemas+checks {parts['plan']:.1f} s, "
+              f"merge+commit {parts['write']:.1f} s; the rest is Spark planning the query and its Kafka offsets)")
+
+
+def latency(spark, address: str, targets: dict, work: Path, rate: int, seconds: int, keys: int) -> None:
+    for name, target in targets.items():
+        stop = threading.Event()
+
+        def feed() -> None:
+            p, events = producer(address), Changes(keys, seed=7)
+            next_at = time.monotonic()
+            while not stop.is_set():
+                for _ in range(rate // 100):
+                    key, value = events.next()
+                    p.produce(TOPIC, value, key)
+                p.poll(0)
+                next_at += 0.01
+                time.sleep(max(0.0, next_at - time.monotonic()))
+            p.flush(60)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        job = SinkJob(spark, validate(sink_config(address, work, target, starting_offsets="latest",
+                                                  trigger={"processing_time": "500ms"})))
+        query = job.start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            if query.exception():
+                raise SystemExit(f"the sink stopped: {query.exception()}")
+            print(f"    {len(query.recentProgress)} batches so far; last: {job.timings[-1] if job.timings else None}",
+                  flush=True)
+        stop.set()
+        feeder.join()
+        progress = query.recentProgress
+        query.stop()
+        durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress if p["numInputRows"] > 0][3:]
+        rows = [p["numInputRows"] for p in progress if p["numInputRows"] > 0][3:]
+        if len(durations) < 2:
+            print(f"  {name:6} too few batches ({len(durations)}) in {seconds} s")
+            continue
+        p99 = statistics.quantiles(durations, n=100)[98]
+        print(f"  {name:6} {rate:,} changes/s: {len(durations)} batches of {statistics.median(rows):,.0f} changes, "
+              f"duration p50 {statistics.median(durations):.2f} s, p99 {p99:.2f} s, max {max(durations):.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--only", choices=["backlog", "latency"])
+    parser.add_argument("--target", choices=["delta", "jdbc"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        broker = BrokerProcess(work / "broker").start()
+        postgres = start_postgres(work / "pg")
+        try:
+            from confluent_kafka.admin import AdminClient, NewTopic
+            admin = AdminClient({"bootstrap.servers": broker.address})
+            for topic, n in ((TOPIC, args.partitions), (SERVER, 1)):
+                admin.create_topics([NewTopic(topic, n, 1)])[topic].result(30)
+            p = producer(broker.address)
+            p.produce(SERVER, schema_event(), b'{"databaseName":"shop"}')
+            p.flush(30)
+            spark = builder("binlake-bench", master="local[2]", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.extraJavaOptions": "-XX:MaxJavaStackTraceDepth=100000"}).getOrCreate()
+            spark.sparkContext.setLogLevel("ERROR")
+            targets = {"delta": {"delta": {"path": str(work / "delta"), "optimize_every": 0}},
+                       "jdbc": {"jdbc": {"url": postgres.url, "user": "binlake", "schema": "bench"}}}
+            if args.target:
+                targets = {args.target: targets[args.target]}
+            print(f"machine: {os.cpu_count()} cores; Spark local[2], broker and PostgreSQL on this machine")
+            if args.only in (None, "backlog"):
+                backlog(spark, broker.address, targets, work, args.changes, args.keys)
+            if args.only in (None, "latency"):
+                latency(spark, broker.address, targets, work, args.rate, args.seconds, args.keys)
+            spark.stop()
+        finally:
+            postgres.stop()
+            broker.kill()
+
+
+if __name__ == "__main__":
+    main()

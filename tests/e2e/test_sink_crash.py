@@ -1,0 +1,100 @@
+"""The sink killed (SIGKILL) at random moments while MySQL keeps changing — during Spark's start, in
+the middle of a batch, in the middle of a commit — plus a broker and a connector SIGKILL in the same
+run. After a last run to the end, every target still equals MySQL: nothing lost, doubled or resurrected."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from binlake.brokerproc import ROOT
+from sink_harness import (TABLES, Workload, assert_same, connector_config, delta_table, mysql_table, postgres_table,
+                          run_sink, sink_config, wait_for_mark)
+
+
+class SinkProcess:
+    """`binlake sink run CONFIG` in its own process (its own JVM), so the test can SIGKILL it."""
+
+    def __init__(self, config: dict, path) -> None:
+        self.path = path.with_suffix(".yaml")
+        self.path.write_text(json.dumps(config))
+        self.log_path = path.with_suffix(".log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "SinkProcess":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "sink", "run", str(self.path),
+                                          "--master", "local[1]"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        return self
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def batches(self) -> int:
+        return self.log_path.read_text(errors="replace").count("INFO spark_sink.job: batch")
+
+
+def crash_run(kills: int, spark, postgres, mariadb, broker, connector, tmp_path) -> None:
+    """A Delta sink and a PostgreSQL sink side by side, killed together `kills` times."""
+    db, name, fmt = mariadb.new_database(), "crash", "debezium"
+    workload = Workload(mariadb, db, seed=kills)
+    workload.create()
+    workload.run(40)
+    connector_cfg = connector_config(tmp_path, name, broker, mariadb, db, fmt)
+    source = connector(connector_cfg)
+    delta_root, schema = tmp_path / "delta", f"crash_{db}"
+    configs = {kind: sink_config(name, broker, db, fmt, tmp_path / f"ck-{kind}", target,
+                                 trigger={"processing_time": "500ms"}, max_offsets_per_trigger=40)
+               for kind, target in [("delta", {"delta": {"path": str(delta_root), "optimize_every": 3}}),
+                                    ("jdbc", {"jdbc": {"url": postgres.url, "user": "binlake", "schema": schema}})]}
+    stop = threading.Event()
+    writer = threading.Thread(target=lambda: [workload.run(5) or time.sleep(0.2) for _ in iter(stop.is_set, True)])
+    writer.start()
+    rng = random.Random(kills)
+    sinks = [SinkProcess(config, tmp_path / f"sink-{kind}") for kind, config in configs.items()]
+    try:
+        for kill in range(kills):
+            for sink in sinks:
+                sink.start()
+            time.sleep(rng.uniform(8, 22))  # through the JVMs' start, batches and their commits
+            for sink in sinks:
+                sink.kill()
+            if kill == kills // 2:
+                broker.kill()
+                broker.start()
+            if kill == kills // 3:
+                source.kill()
+                source = connector(connector_cfg)
+    finally:
+        stop.set()
+        writer.join(60)
+    mark = workload.mark()
+    asyncio.run(wait_for_mark(broker.address, name, db, mark, timeout=120))
+    for config in configs.values():
+        run_sink(spark, {**config, "trigger": "available_now", "max_offsets_per_trigger": None})
+    for table in TABLES:
+        columns, key, expected = mysql_table(mariadb, db, table)
+        assert_same(expected, delta_table(spark, f"{delta_root}/{db}/{table}", key, columns),
+                    f"Delta {db}.{table} after {kills} sink kills")
+        assert_same(expected, postgres_table(postgres, schema, table, key, columns),
+                    f"PostgreSQL {schema}.{table} after {kills} sink kills")
+    for sink in sinks:
+        assert sink.batches() >= kills // 2, f"the killed sinks should have merged batches:\n{sink.log_path.read_text()[-3000:]}"
+
+
+def test_sink_sigkills_with_a_broker_and_a_connector_kill(spark, postgres, mariadb, broker, connector, tmp_path):
+    crash_run(5, spark, postgres, mariadb, broker, connector, tmp_path)
+
+
+@pytest.mark.slow
+def test_twenty_sink_sigkills(spark, postgres, mariadb, broker, connector, tmp_path):
+    crash_run(20, spark, postgres, mariadb, broker, connector, tmp_path)
