@@ -1,0 +1,37 @@
+"""`binlake sink run`: a wrong config or missing jars stop it before Spark starts, saying what to do."""
+
+import json
+import os
+import subprocess
+import sys
+
+from binlake.brokerproc import ROOT
+
+
+def sink_run(config_path, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "binlake.cli", "sink", "run", str(config_path)], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_every_problem_of_a_config_is_named(tmp_path):
+    path = tmp_path / "sink.yaml"
+    path.write_text(json.dumps({"bootstrap_servers": "127.0.0.1:1", "topics": ["a.b.c"], "topic_pattern": "x",
+                                "checkpoint": "/tmp/x", "target": {"delta": {"path": "/w"}, "jdbc": {"url": "jdbc:mysql://h/d", "user": "u"}},
+                                "mode": "scd3", "surprise": 1}))
+    done = sink_run(path)
+    assert done.returncode == 1
+    for text in ("target.jdbc.url: only PostgreSQL is supported", "mode: Input should be",
+                 "surprise: Extra inputs are not permitted"):
+        assert text in done.stderr, done.stderr
+    path.write_text(json.dumps({"bootstrap_servers": "127.0.0.1:1", "topics": ["a.b.c"], "topic_pattern": "x",
+                                "checkpoint": "/tmp/x", "target": {"delta": {"path": "/w"}}}))
+    done = sink_run(path)
+    assert done.returncode == 1 and "give exactly one of topics" in done.stderr, done.stderr
+
+
+def test_missing_jars_name_the_make_target(tmp_path):
+    path = tmp_path / "sink.yaml"
+    path.write_text(json.dumps({"bootstrap_servers": "127.0.0.1:1", "topics": ["a.b.c"], "checkpoint": str(tmp_path / "ck"),
+                                "target": {"delta": {"path": str(tmp_path / "w")}}}))
+    done = sink_run(path, env={"BINLAKE_SPARK_JARS": str(tmp_path / "no-jars")})
+    assert done.returncode == 1 and "run `make spark-jars`" in done.stderr, done.stderr
