@@ -171,6 +171,8 @@ class ChangeEvent:
     sequence: int
     ts_ms: int
     key: dict = field(default_factory=dict)
+    source: dict = field(default_factory=dict)  # where it came from: Debezium's source, Canal's es/id/gtid
+    types: dict | None = None  # Canal's mysqlType: column -> declared type
 
     @property
     def row(self) -> dict:
@@ -207,7 +209,7 @@ def _debezium(body: dict) -> ChangeEvent | None:
     if body.get("op") not in ("r", "c", "u", "d") or not isinstance(source, dict):
         raise NotAChangeEvent("no op and source: not a Debezium change event")
     return ChangeEvent(f"{source.get('db')}.{source.get('table')}", body["op"], body.get("before"), body.get("after"),
-                       debezium_sequence(source), int(source.get("ts_ms") or 0))
+                       debezium_sequence(source), int(source.get("ts_ms") or 0), source=source)
 
 
 def _canal(body: dict, offset: int) -> ChangeEvent | None:
@@ -222,7 +224,8 @@ def _canal(body: dict, offset: int) -> ChangeEvent | None:
     after = None if op == "d" else row
     key = {k: row.get(k) for k in body.get("pkNames") or ()}
     return ChangeEvent(f"{body.get('database')}.{body.get('table')}", op, before, after,
-                       canal_sequence(body, offset), int(body.get("es") or 0), key)
+                       canal_sequence(body, offset), int(body.get("es") or 0), key,
+                       {k: body.get(k) for k in ("es", "id", "gtid")}, body.get("mysqlType"))
 
 
 # -- schema history (Debezium's schema-change events) --------------------------------------------

@@ -29,6 +29,7 @@ from .evolve import evolution
 from .plan import META, TableBatch
 
 log = logging.getLogger(__name__)
+PURGE_EVERY = 50  # batches of a table between two purges of its old tombstones
 META_TYPES = {"__seq": "numeric(38,0)", "__op": "text", "__deleted": "boolean", "__ts": "timestamptz(6)"}
 _SPARK_OF_PG = {"integer": "int", "bigint": "bigint", "real": "float", "double precision": "double", "date": "date",
                 "timestamp without time zone": "timestamp_ntz", "timestamp with time zone": "timestamp",
@@ -46,6 +47,7 @@ class PostgresTables:
         self.schema = target.schema_
         self.mode = mode
         self.retention_ms = tombstone_retention_ms
+        self._writes: dict[str, int] = {}  # batches written per table, for the tombstone purge
         with self._connect() as conn:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(sql.SQL("""CREATE TABLE IF NOT EXISTS {} (query_id text PRIMARY KEY, batch_id bigint NOT NULL,
@@ -114,6 +116,10 @@ class PostgresTables:
                      .format(base=base, names=names, stage=stage, keys=sql.SQL(", ").join(map(sql.Identifier, keys)),
                              updates=updates), (batch_id, truncated_at))
         conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(stage), (batch_id,))
+        self._writes[table] = self._writes.get(table, 0) + 1
+        if self._writes[table] % PURGE_EVERY == 0:  # tombstones older than the retention go
+            conn.execute(sql.SQL("DELETE FROM {} WHERE __deleted AND __ts < now() - %s * interval '1 millisecond'")
+                         .format(base), (self.retention_ms,))
         if self.mode == "changelog":
             self._append_changelog(conn, table, batch, batch_id)
         elif self.mode == "scd2":

@@ -1,0 +1,163 @@
+"""Exactly once for faust apps, through the classes faust lets a transport configure.
+
+faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' first scheme (KIP-98):
+one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
+transaction carries that partition's outputs, its tables' changelog writes and its consumed
+offsets; a worker that takes the partition over initializes the same transactional id, which fences
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has four
+holes, each closed here (docs/streams.md tells the whole story):
+
+1. **Commits race with processing.** faust commits while agents keep taking events, so a change
+   whose offset is not in a commit can have its output, or its table update, in it. Here a commit
+   is a barrier: the fetcher stops handing out messages, every message it handed out is processed
+   and acknowledged, the producer's buffer (table changelogs) is flushed, and only then are the
+   offsets and transactions committed; the fetcher then resumes.
+2. **Outputs are routed by their destination partition**, so a send goes into the transaction of
+   whatever source partition shares the output's number — or fails for a topic the app does not
+   consume. Here a send made while an event is processed goes into the transaction of that event's
+   source partition. A send outside any event (a timer, a web view) cannot be exact and is refused.
+3. **Partitions given up in a rebalance** leave their transaction open to be aborted by the next
+   owner, while the tables in this worker's memory keep the effects of the aborted changes and
+   apply them again when the events come back. Here the revoking worker commits what it has
+   processed (faust has already stopped the flow and waited for in-flight events).
+4. **Table recovery reads the changelog's end from the last fetch response**, which is -1 before the
+   first fetch: `ConsistencyError: ... highwater -1`. That number lives in faust's aiokafka driver
+   (`Consumer._highwaters` asks `AIOKafkaConsumer.last_stable_offset`), not in the broker. Here the
+   end comes from ListOffsets at read_committed, which the broker answers with the last stable offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
+
+from faust.exceptions import ProducerSendError
+from faust.streams import current_event
+from faust.transport.consumer import TransactionManager
+from faust.transport.drivers import aiokafka as driver
+from faust.types import TP, Message
+
+log = logging.getLogger(__name__)
+BARRIER_WARN_S = 10.0  # a commit waiting this long for agents to finish their events says which
+
+
+class ExactlyOnceConsumer(driver.Consumer):
+    """Consumer whose commits wait for every delivered message to be processed (hole 1) and
+    whose changelog ends are the last stable offsets (hole 4)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._deliver = asyncio.Event()
+        self._deliver.set()
+        self._delivered: dict[TP, int] = {}  # per partition: the last offset handed to the streams
+        self._commit_lock = asyncio.Lock()
+
+    async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
+        async for tp, message in super().getmany(timeout):
+            if not self._deliver.is_set():
+                await self._deliver.wait()  # a commit is in progress: hold the message back
+            self._delivered[tp] = message.offset
+            yield tp, message
+
+    async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        if not self.in_transaction:
+            return await super().commit(topics, start_new_transaction=start_new_transaction)
+        async with self._commit_lock:
+            self._deliver.clear()
+            try:
+                await self._wait_processed()
+                return await super().commit(topics, start_new_transaction=start_new_transaction)
+            finally:
+                self._deliver.set()
+
+    async def _wait_processed(self) -> None:
+        """Until every message delivered to the streams is acknowledged. When faust itself has
+        stopped the flow (a rebalance, a shutdown) it has dropped the messages no agent started and
+        waited for the rest, so what is acknowledged is what there is."""
+        started = warned = time.monotonic()
+        while self.app.flow_control.is_active() and not self.should_stop:
+            pending = self._unprocessed()
+            if not pending:
+                return
+            if time.monotonic() - warned > BARRIER_WARN_S:
+                warned = time.monotonic()
+                log.warning("commit waiting %.0f s for agents to finish events in %s", warned - started,
+                            ", ".join(f"{tp.topic}-{tp.partition} (up to offset {o})" for tp, o in sorted(pending.items())))
+            await asyncio.sleep(0.005)
+
+    def _unprocessed(self) -> dict[TP, int]:
+        assignment = self.assignment()
+        acks = self.app.topics.acks_enabled_for
+        pending = {}
+        for tp, offset in self._delivered.items():
+            if tp in assignment and acks(tp.topic):
+                committable = self._new_offset(tp)
+                committed = self._committed_offset.get(tp)
+                reached = committable if committable is not None else committed
+                if reached is None or reached <= offset:
+                    pending[tp] = offset
+        return pending
+
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        for tp in revoked:
+            self._delivered.pop(tp, None)
+        await super().on_partitions_revoked(revoked)
+
+    def _new_consumer_thread(self) -> "ExactlyOnceConsumerThread":
+        return ExactlyOnceConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
+    """The aiokafka side of the consumer (faust runs it in a thread of its own)."""
+
+    async def _highwaters(self, partitions: Any) -> Mapping[TP, int]:
+        if not self.consumer.in_transaction:
+            return await super()._highwaters(partitions)
+        return await self._ensure_consumer().end_offsets(list(partitions))  # ListOffsets, read_committed
+
+
+class ExactlyOnceTransactions(TransactionManager):
+    """Routes each send into its event's source-partition transaction (hole 2), flushes buffered
+    changelog writes before committing (hole 1) and commits on revoke (hole 3)."""
+
+    async def send(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
+                   timestamp: Optional[float], headers: Any, *, transactional_id: Optional[str] = None):
+        event = current_event()
+        if event is not None:
+            source = event.message.tp
+            group = self.app.assignor.group_for_topic(source.topic)
+            return await self.producer.send(
+                topic, key, value, self.consumer.key_partition(topic, key, partition), timestamp, headers,
+                transactional_id=f"{self.app.conf.id}-{group}-{source.partition}")
+        if self._is_changelog(topic):  # a table write, flushed from faust's buffer after its event
+            return await super().send(topic, key, value, partition, timestamp, headers)
+        raise ProducerSendError(
+            f"send to {topic!r} outside of an event: with processing_guarantee='exactly_once' every output must "
+            f"belong to the event it comes from (timers, crontabs and web views cannot send exactly once; "
+            f"send from an agent, or use a separate app with at-least-once)")
+
+    def _is_changelog(self, topic: str) -> bool:
+        return topic in self.app.tables.changelog_topics
+
+    async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
+        await self.app.producer.flush()  # table changelog writes wait in faust's producer buffer
+        return await super().commit(offsets, start_new_transaction=start_new_transaction)
+
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        await super().on_partitions_revoked(revoked)
+        await self.consumer.commit(start_new_transaction=False)
+
+
+class ExactlyOnceTransport(driver.Transport):
+    Consumer = ExactlyOnceConsumer
+    TransactionManager = ExactlyOnceTransactions
+
+
+def install(app) -> bool:
+    """Give an exactly-once app binlake's transport (before it starts); False for other apps."""
+    if not app.conf.processing_guarantee.value == "exactly_once":
+        return False
+    app.transport = ExactlyOnceTransport(app.conf.broker_consumer, app, loop=app.loop)
+    return True

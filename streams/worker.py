@@ -1,0 +1,45 @@
+"""`binlake streams worker MODULE[:APP] [faust worker options]`: run a plain faust app as a worker,
+with binlake's exactly-once pieces installed when the app asks for exactly_once (streams/exactly_once.py)
+and the change-event codecs registered (streams/codecs.py). The app imports nothing of binlake."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+
+def load_app(reference: str):
+    module_name, _, attribute = reference.partition(":")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
+    app = getattr(module, attribute or "app", None)
+    if app is None or not hasattr(app, "main"):
+        raise click.ClickException(f"{module_name} has no faust app named {attribute or 'app'!r}; "
+                                   f"write MODULE:NAME for another name")
+    return app
+
+
+@click.group()
+def streams_command() -> None:
+    """Run stream processors (faust-streaming apps) over change events, exactly once."""
+
+
+@streams_command.command("worker", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("reference", metavar="MODULE[:APP]")
+@click.pass_context
+def worker_command(ctx: click.Context, reference: str) -> None:
+    """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
+    from .codecs import register_codecs
+    from .exactly_once import install
+
+    register_codecs()
+    app = load_app(reference)
+    install(app)
+    sys.argv = [reference, "worker", *ctx.args]
+    app.main()
