@@ -53,16 +53,18 @@ class ExactlyOnceConsumer(driver.Consumer):
         self._deliver.set()
         self._delivered: dict[TP, int] = {}  # per partition: the last offset handed to the streams
         self._commit_lock = asyncio.Lock()
+        self._revoking = False
 
     async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
         async for tp, message in super().getmany(timeout):
             if not self._deliver.is_set():
                 await self._deliver.wait()  # a commit is in progress: hold the message back
             self._delivered[tp] = message.offset
+            if message.offset < 3: log.warning("DEBUG yield %s %s", tp, message.offset)
             yield tp, message
 
     async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
-        if not self.in_transaction:
+        if not self.in_transaction or self._revoking:  # (faust commits while it waits out a revoke)
             return await super().commit(topics, start_new_transaction=start_new_transaction)
         async with self._commit_lock:
             self._deliver.clear()
@@ -85,25 +87,36 @@ class ExactlyOnceConsumer(driver.Consumer):
                 warned = time.monotonic()
                 log.warning("commit waiting %.0f s for agents to finish events in %s", warned - started,
                             ", ".join(f"{tp.topic}-{tp.partition} (up to offset {o})" for tp, o in sorted(pending.items())))
+                log.warning("DEBUG %s", {str(tp): (self._new_offset(tp), self._committed_offset.get(tp), sorted(self._acked.get(tp, []))[-5:], len(self._unacked_messages)) for tp in pending})
             await asyncio.sleep(0.005)
 
     def _unprocessed(self) -> dict[TP, int]:
+        """Per partition, the highest offset handed to the streams and not acknowledged yet. (faust's
+        own `_new_offset` would tell, but it consumes the acknowledgements it reads.)"""
         assignment = self.assignment()
         acks = self.app.topics.acks_enabled_for
         pending = {}
-        for tp, offset in self._delivered.items():
-            if tp in assignment and acks(tp.topic):
-                committable = self._new_offset(tp)
-                committed = self._committed_offset.get(tp)
-                reached = committable if committable is not None else committed
-                if reached is None or reached <= offset:
-                    pending[tp] = offset
+        for tp, offsets in self._delivered.items():
+            if offsets and tp in assignment and acks(tp.topic):
+                missing = offsets.difference(self._acked.get(tp, ()))
+                if missing:
+                    pending[tp] = max(missing)
         return pending
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
-        for tp in revoked:
-            self._delivered.pop(tp, None)
-        await super().on_partitions_revoked(revoked)
+        """Commit what is processed before faust forgets it (hole 3), and hand out nothing more
+        until faust has stopped the flow for the rebalance."""
+        async with self._commit_lock:
+            self._deliver.clear()
+            try:
+                await self._commit_processed(None, start_new_transaction=False)
+                for tp in revoked:
+                    self._delivered.pop(tp, None)
+                self._revoking = True
+                await super().on_partitions_revoked(revoked)
+            finally:
+                self._revoking = False
+                self._deliver.set()
 
     def _new_consumer_thread(self) -> "ExactlyOnceConsumerThread":
         return ExactlyOnceConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -119,12 +132,13 @@ class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
 
 
 class ExactlyOnceTransactions(TransactionManager):
-    """Routes each send into its event's source-partition transaction (hole 2), flushes buffered
-    changelog writes before committing (hole 1) and commits on revoke (hole 3)."""
+    """Routes each send into its event's source-partition transaction (hole 2) and flushes buffered
+    changelog writes before committing (hole 1)."""
 
     async def send(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
                    timestamp: Optional[float], headers: Any, *, transactional_id: Optional[str] = None):
         event = current_event()
+        log.warning("DEBUG send %s %s", topic, event)
         if event is not None:
             source = event.message.tp
             group = self.app.assignor.group_for_topic(source.topic)
@@ -145,9 +159,6 @@ class ExactlyOnceTransactions(TransactionManager):
         await self.app.producer.flush()  # table changelog writes wait in faust's producer buffer
         return await super().commit(offsets, start_new_transaction=start_new_transaction)
 
-    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
-        await super().on_partitions_revoked(revoked)
-        await self.consumer.commit(start_new_transaction=False)
 
 
 class ExactlyOnceTransport(driver.Transport):
