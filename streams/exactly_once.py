@@ -51,7 +51,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         super().__post_init__()
         self._deliver = asyncio.Event()
         self._deliver.set()
-        self._delivered: dict[TP, int] = {}  # per partition: the last offset handed to the streams
+        self._in_flight: list[Message] = []  # handed to the streams since the last commit
         self._commit_lock = asyncio.Lock()
         self._revoking = False
 
@@ -59,8 +59,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         async for tp, message in super().getmany(timeout):
             if not self._deliver.is_set():
                 await self._deliver.wait()  # a commit is in progress: hold the message back
-            self._delivered[tp] = message.offset
-            if message.offset < 3: log.warning("DEBUG yield %s %s", tp, message.offset)
+            self._in_flight.append(message)
             yield tp, message
 
     async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
@@ -70,6 +69,7 @@ class ExactlyOnceConsumer(driver.Consumer):
             self._deliver.clear()
             try:
                 await self._wait_processed()
+                self._in_flight.clear()
                 return await super().commit(topics, start_new_transaction=start_new_transaction)
             finally:
                 self._deliver.set()
@@ -87,20 +87,17 @@ class ExactlyOnceConsumer(driver.Consumer):
                 warned = time.monotonic()
                 log.warning("commit waiting %.0f s for agents to finish events in %s", warned - started,
                             ", ".join(f"{tp.topic}-{tp.partition} (up to offset {o})" for tp, o in sorted(pending.items())))
-                log.warning("DEBUG %s", {str(tp): (self._new_offset(tp), self._committed_offset.get(tp), sorted(self._acked.get(tp, []))[-5:], len(self._unacked_messages)) for tp in pending})
             await asyncio.sleep(0.005)
 
     def _unprocessed(self) -> dict[TP, int]:
-        """Per partition, the highest offset handed to the streams and not acknowledged yet. (faust's
-        own `_new_offset` would tell, but it consumes the acknowledgements it reads.)"""
+        """Per partition still assigned, the highest offset handed to the streams and not acknowledged."""
         assignment = self.assignment()
         acks = self.app.topics.acks_enabled_for
-        pending = {}
-        for tp, offsets in self._delivered.items():
-            if offsets and tp in assignment and acks(tp.topic):
-                missing = offsets.difference(self._acked.get(tp, ()))
-                if missing:
-                    pending[tp] = max(missing)
+        pending: dict[TP, int] = {}
+        for message in self._in_flight:
+            tp = message.tp
+            if not message.acked and tp in assignment and acks(tp.topic):
+                pending[tp] = max(pending.get(tp, -1), message.offset)
         return pending
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
@@ -109,9 +106,9 @@ class ExactlyOnceConsumer(driver.Consumer):
         async with self._commit_lock:
             self._deliver.clear()
             try:
-                await self._commit_processed(None, start_new_transaction=False)
-                for tp in revoked:
-                    self._delivered.pop(tp, None)
+                await self._wait_processed()
+                self._in_flight.clear()
+                await super().commit(start_new_transaction=False)
                 self._revoking = True
                 await super().on_partitions_revoked(revoked)
             finally:
@@ -138,7 +135,6 @@ class ExactlyOnceTransactions(TransactionManager):
     async def send(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
                    timestamp: Optional[float], headers: Any, *, transactional_id: Optional[str] = None):
         event = current_event()
-        log.warning("DEBUG send %s %s", topic, event)
         if event is not None:
             source = event.message.tp
             group = self.app.assignor.group_for_topic(source.topic)

@@ -38,8 +38,9 @@ counts = app.Table("eos-counts", default=int, partitions={partitions})
 @app.agent(source, concurrency=2)
 async def count(stream):
     async for event in stream.events():
-        counts[event.key] += 1
-        await out.send(key=event.key, value=event.value + b"|" + str(counts[event.key]).encode())
+        key = event.key.decode()  # (the table's keys go through its JSON changelog)
+        counts[key] += 1
+        await out.send(key=event.key, value=event.value + b"|" + str(counts[key]).encode())
 '''
 
 
