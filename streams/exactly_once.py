@@ -4,7 +4,7 @@ faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' fir
 one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
 transaction carries that partition's outputs, its tables' changelog writes and its consumed
 offsets; a worker that takes the partition over initializes the same transactional id, which fences
-the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has four
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has five
 holes, each closed here (docs/streams.md tells the whole story):
 
 1. **Commits race with processing.** faust commits while agents keep taking events, so a change
@@ -20,7 +20,9 @@ holes, each closed here (docs/streams.md tells the whole story):
    owner, while the tables in this worker's memory keep the effects of the aborted changes and
    apply them again when the events come back. Here the revoking worker commits what it has
    processed (faust has already stopped the flow and waited for in-flight events).
-4. **Table recovery reads the changelog's end from the last fetch response**, which is -1 before the
+4. **A fenced worker carries on**: faust logs a lost transactional id and drops its producer, so a
+   worker that lost its partitions keeps processing them. Here it stops (`ExactlyOnceProducer`).
+5. **Table recovery reads the changelog's end from the last fetch response**, which is -1 before the
    first fetch: `ConsistencyError: ... highwater -1`. That number lives in faust's aiokafka driver
    (`Consumer._highwaters` asks `AIOKafkaConsumer.last_stable_offset`), not in the broker. Here the
    end comes from ListOffsets at read_committed, which the broker answers with the last stable offset.
@@ -33,7 +35,9 @@ import logging
 import time
 from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
 
+from aiokafka.errors import ProducerFenced
 from faust.exceptions import ProducerSendError
+from mode import CrashingSupervisor, OneForOneSupervisor
 from faust.streams import current_event
 from faust.transport.consumer import TransactionManager
 from faust.transport.drivers import aiokafka as driver
@@ -45,7 +49,7 @@ BARRIER_WARN_S = 10.0  # a commit waiting this long for agents to finish their e
 
 class ExactlyOnceConsumer(driver.Consumer):
     """Consumer whose commits wait for every delivered message to be processed (hole 1) and
-    whose changelog ends are the last stable offsets (hole 4)."""
+    whose changelog ends are the last stable offsets (hole 5)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -138,15 +142,21 @@ class ExactlyOnceTransactions(TransactionManager):
         if event is not None:
             source = event.message.tp
             group = self.app.assignor.group_for_topic(source.topic)
-            return await self.producer.send(
-                topic, key, value, self.consumer.key_partition(topic, key, partition), timestamp, headers,
-                transactional_id=f"{self.app.conf.id}-{group}-{source.partition}")
+            transactional_id = f"{self.app.conf.id}-{group}-{source.partition}"
+            sent = await self.producer.send(topic, key, value, self.consumer.key_partition(topic, key, partition),
+                                            timestamp, headers, transactional_id=transactional_id)
+            sent.add_done_callback(lambda fut: self._check_sent(fut, transactional_id))
+            return sent
         if self._is_changelog(topic):  # a table write, flushed from faust's buffer after its event
             return await super().send(topic, key, value, partition, timestamp, headers)
         raise ProducerSendError(
             f"send to {topic!r} outside of an event: with processing_guarantee='exactly_once' every output must "
             f"belong to the event it comes from (timers, crontabs and web views cannot send exactly once; "
             f"send from an agent, or use a separate app with at-least-once)")
+
+    def _check_sent(self, fut: asyncio.Future, transactional_id: str) -> None:
+        if not fut.cancelled() and isinstance(fut.exception(), ProducerFenced):
+            self.app.loop.create_task(fenced(self.app, transactional_id))
 
     def _is_changelog(self, topic: str) -> bool:
         return topic in self.app.tables.changelog_topics
@@ -157,8 +167,37 @@ class ExactlyOnceTransactions(TransactionManager):
 
 
 
+class ExactlyOnceProducer(driver.Producer):
+    """faust's producer logs a fenced transactional id and carries on without it (hole 4): the
+    worker would keep partitions it no longer owns. Here a fenced worker stops."""
+
+    async def begin_transaction(self, transactional_id: str) -> None:
+        await super().begin_transaction(transactional_id)
+        if transactional_id not in self._transaction_producers:  # faust drops a producer only when fenced
+            await fenced(self.app, transactional_id)
+
+    async def commit_transaction(self, transactional_id: str) -> None:
+        await self._unless_fenced(super().commit_transaction, transactional_id)
+
+    async def abort_transaction(self, transactional_id: str) -> None:
+        await self._unless_fenced(super().abort_transaction, transactional_id)
+
+    async def _unless_fenced(self, end, transactional_id: str) -> None:
+        had = transactional_id in self._transaction_producers
+        await end(transactional_id)
+        if had and transactional_id not in self._transaction_producers:
+            await fenced(self.app, transactional_id)
+
+
+async def fenced(app, transactional_id: str) -> None:
+    log.error("transactional id %s was taken over by a newer worker (this one is a zombie: its open "
+              "transaction is aborted); stopping", transactional_id)
+    await app.crash(ProducerFenced(f"{transactional_id} fenced by a newer instance"))
+
+
 class ExactlyOnceTransport(driver.Transport):
     Consumer = ExactlyOnceConsumer
+    Producer = ExactlyOnceProducer
     TransactionManager = ExactlyOnceTransactions
 
 
@@ -167,4 +206,9 @@ def install(app) -> bool:
     if not app.conf.processing_guarantee.value == "exactly_once":
         return False
     app.transport = ExactlyOnceTransport(app.conf.broker_consumer, app, loop=app.loop)
+    if app.conf.agent_supervisor is OneForOneSupervisor:
+        # faust would restart a crashed agent and drop the event it held, which then never commits:
+        # the worker stops instead, its transactions abort, and the next owner processes the event.
+        for agent in app.agents.values():
+            agent.supervisor_strategy = agent.supervisor_strategy or CrashingSupervisor
     return True

@@ -8,17 +8,14 @@ from __future__ import annotations
 import collections
 import json
 import random
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from binlake.brokerproc import ROOT
 from brokerproc import read_to_end
+from faust_workers import Worker
 
 CONFIG = {"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5",
           "group.initial.rebalance.delay.ms": "0"}
@@ -44,24 +41,6 @@ async def count(stream):
 '''
 
 
-class Worker:
-    def __init__(self, tmp_path, n: int) -> None:
-        self.tmp_path, self.n = tmp_path, n
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Worker":
-        log = open(self.tmp_path / f"worker{self.n}.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "streams", "worker", "eos_app:app",
-                                      "-l", "info", "--without-web"], cwd=self.tmp_path, stdout=log,
-                                     stderr=subprocess.STDOUT, env={"PYTHONPATH": str(ROOT)})
-        return self
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-
 def feed(address: str, start: int, count: int, keys: int) -> None:
     producer = Producer({"bootstrap.servers": address, "linger.ms": 5})
     for i in range(start, start + count):
@@ -80,7 +59,7 @@ def run(broker_factory, tmp_path, kills: int, events: int) -> None:
         future.result(30)
     (tmp_path / "eos_app.py").write_text(APP.format(address=broker.address, partitions=PARTITIONS))
     keys, rng = 50, random.Random(kills)
-    workers = [Worker(tmp_path, n).start() for n in range(3)]
+    workers = [Worker(tmp_path, n, "eos_app:app").start() for n in range(3)]
     fed = 0
     try:
         for kill in range(kills):
