@@ -7,12 +7,19 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 
 import click
 
 
 def load_app(reference: str):
+    """The app of MODULE[:APP]; MODULE is a module name (found from the current directory too) or a
+    file path such as examples/shop_processors(.py)."""
     module_name, _, attribute = reference.partition(":")
+    if "/" in module_name or module_name.endswith(".py"):
+        path = Path(module_name)
+        sys.path.insert(0, str(path.parent.resolve()))
+        module_name = path.name.removesuffix(".py")
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)

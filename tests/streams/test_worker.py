@@ -1,0 +1,107 @@
+"""`binlake streams worker`: what it installs into an app, what it says about apps it cannot load,
+and a zombie worker (SIGSTOPped past its session, then resumed) that is fenced and stops without
+making its uncommitted output visible."""
+
+from __future__ import annotations
+
+import collections
+import signal
+import subprocess
+import time
+
+import faust
+from click.testing import CliRunner
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from mode import CrashingSupervisor
+
+from binlake.cli import main
+from brokerproc import read_to_end
+from faust_workers import Worker
+from streams.exactly_once import ExactlyOnceTransport, install
+
+
+def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left_alone():
+    exact = faust.App("exact", broker="kafka://127.0.0.1:1", processing_guarantee="exactly_once")
+    exact.agent(exact.topic("t"))(lambda stream: stream)
+    plain = faust.App("plain", broker="kafka://127.0.0.1:1")
+    assert install(exact) and isinstance(exact.transport, ExactlyOnceTransport)
+    assert all(agent.supervisor_strategy is CrashingSupervisor for agent in exact.agents.values())
+    assert not install(plain) and not isinstance(plain.transport, ExactlyOnceTransport)
+
+
+def test_an_app_that_cannot_be_loaded_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "no_app.py").write_text("x = 1\n")
+    runner = CliRunner()
+    missing = runner.invoke(main, ["streams", "worker", "no_such_module"])
+    assert missing.exit_code != 0 and "cannot import 'no_such_module'" in missing.output
+    no_app = runner.invoke(main, ["streams", "worker", "no_app:x"])
+    assert no_app.exit_code != 0 and "no_app has no faust app named 'x'" in no_app.output
+
+
+ZOMBIE_APP = r'''
+import faust
+
+app = faust.App("zombie", broker="kafka://{address}", processing_guarantee="exactly_once", store="memory://",
+                topic_partitions=1, broker_session_timeout=6, broker_heartbeat_interval=0.5,
+                broker_commit_interval=0.5, consumer_auto_offset_reset="earliest", web_enabled=False)
+source = app.topic("z-in", value_serializer="raw", partitions=1)
+out = app.topic("z-out", value_serializer="raw")
+
+
+@app.agent(source)
+async def forward(stream):
+    async for value in stream:
+        await out.send(value=value)
+'''
+
+
+def feed(address: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": address})
+    for i in range(start, start + count):
+        producer.produce("z-in", value=b"z%05d" % i)
+    assert producer.flush(30) == 0
+
+
+def wait_outputs(address: str, count: int, timeout: float = 90) -> list[bytes]:
+    deadline = time.monotonic() + timeout
+    while len(got := read_to_end(address, {"z-out": 1}, "read_committed")) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} outputs"
+        time.sleep(0.5)
+    return got
+
+
+def test_a_zombie_worker_is_fenced_stops_and_its_uncommitted_output_stays_invisible(broker_factory, tmp_path):
+    broker = broker_factory(config={"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
+                                    "group.initial.rebalance.delay.ms": "0"})
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for future in admin.create_topics([NewTopic("z-in", 1, 1), NewTopic("z-out", 1, 1)]).values():
+        future.result(30)
+    (tmp_path / "zombie_app.py").write_text(ZOMBIE_APP.format(address=broker.address))
+    zombie = Worker(tmp_path, 0, "zombie_app").start()
+    successor = Worker(tmp_path, 1, "zombie_app")
+    try:
+        feed(broker.address, 0, 100)
+        wait_outputs(broker.address, 100)
+        feed(broker.address, 100, 2000)
+        zombie.proc.send_signal(signal.SIGSTOP)  # stalls mid-stream (GC, a swapped-out VM) past its session
+        successor.start()
+        wait_outputs(broker.address, 2100)  # the successor took the partition over
+        zombie.proc.send_signal(signal.SIGCONT)
+        try:
+            code = zombie.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the zombie kept running:\n{zombie.log()[-3000:]}") from None
+        assert code != 0 and "was taken over by a newer worker" in zombie.log(), zombie.log()[-3000:]
+        feed(broker.address, 2100, 100)
+        wait_outputs(broker.address, 2200)
+        time.sleep(2)  # anything late would be a duplicate
+        got = read_to_end(broker.address, {"z-out": 1}, "read_committed")
+    finally:
+        zombie.proc.send_signal(signal.SIGCONT)
+        zombie.kill()
+        successor.kill()
+    counts = collections.Counter(got)
+    assert sorted(counts) == [b"z%05d" % i for i in range(2200)] and set(counts.values()) == {1}, \
+        f"{sum(n > 1 for n in counts.values())} duplicated outputs"
