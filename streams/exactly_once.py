@@ -31,6 +31,7 @@ holes, each closed here (docs/streams.md tells the whole story):
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
@@ -79,34 +80,41 @@ class ExactlyOnceConsumer(driver.Consumer):
                 self._deliver.set()
 
     async def _wait_processed(self) -> None:
-        """Until every message delivered to the streams is acknowledged. When faust itself has
-        stopped the flow (a rebalance, a shutdown) it has dropped the messages no agent started and
-        waited for the rest, so what is acknowledged is what there is."""
+        """Until every message handed to the streams is acknowledged. When faust has stopped the
+        flow (a rebalance, a shutdown) it drops the messages no agent has started, so then the wait
+        is for the started ones: the messages faust tracks, which it lets the garbage collector
+        forget when it drops them (as its own `wait_empty` does)."""
         started = warned = time.monotonic()
-        while self.app.flow_control.is_active() and not self.should_stop:
-            pending = self._unprocessed()
+        while not self.should_stop:
+            if self.app.flow_control.is_active():
+                pending = self._unprocessed(self._in_flight)
+            else:
+                self._in_flight.clear()  # (its references would keep the dropped messages alive)
+                gc.collect()
+                self._clean_unacked_messages()
+                pending = self._unprocessed(list(self._unacked_messages))
             if not pending:
                 return
             if time.monotonic() - warned > BARRIER_WARN_S:
                 warned = time.monotonic()
                 log.warning("commit waiting %.0f s for agents to finish events in %s", warned - started,
                             ", ".join(f"{tp.topic}-{tp.partition} (up to offset {o})" for tp, o in sorted(pending.items())))
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005 if self.app.flow_control.is_active() else 0.05)
 
-    def _unprocessed(self) -> dict[TP, int]:
-        """Per partition still assigned, the highest offset handed to the streams and not acknowledged."""
+    def _unprocessed(self, messages: list[Message]) -> dict[TP, int]:
+        """Per partition still assigned, the highest offset of `messages` not acknowledged."""
         assignment = self.assignment()
         acks = self.app.topics.acks_enabled_for
         pending: dict[TP, int] = {}
-        for message in self._in_flight:
+        for message in messages:
             tp = message.tp
             if not message.acked and tp in assignment and acks(tp.topic):
                 pending[tp] = max(pending.get(tp, -1), message.offset)
         return pending
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
-        """Commit what is processed before faust forgets it (hole 3), and hand out nothing more
-        until faust has stopped the flow for the rebalance."""
+        """Commit what is processed, once the events agents have started are finished, before faust
+        forgets the partitions (hole 3); hand out nothing more until the rebalance is over."""
         async with self._commit_lock:
             self._deliver.clear()
             try:

@@ -316,7 +316,7 @@ def test_damaged_side_files_are_named_and_everything_is_served(broker, kind):
     expected = read_to_end(broker.address, {"side": 1}, "read_committed")
     assert b"aborted" not in expected and len(expected) == 31
     broker.stop()  # a clean stop writes the producer snapshot and the checkpoints
-    for round_ in range(3):
+    for round_ in range(2):
         files = side_files(broker, kind)  # again each round: restarts write new snapshots
         assert files, f"no {kind} file to damage"
         path = files[-1 - round_ % len(files)]  # the newest first: the ones a restart reads
