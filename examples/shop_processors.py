@@ -54,33 +54,12 @@ high_value_out = app.topic(f"{OUTPUT}.high_value_orders", value_serializer="cana
 revenue_out = app.topic(f"{OUTPUT}.revenue_per_minute", value_serializer="canal")
 
 
-@app.agent(orders)
-async def enrich_orders(stream):
-    async for change in changes(stream):
-        def with_name(row):
-            if row is None:
-                return None
-            customer = customers.get(row["customer_id"])
-            return {**row, "customer_name": customer["name"] if customer else None}
-        await enriched_out.send(key=str(change.row["id"]), value=derived_change(
-            change, "derived.orders_enriched", change.op, with_name(change.before), with_name(change.after),
-            ("id",), ENRICHED_TYPES))
-
-
 def is_high_value(row: dict | None) -> bool:
     return row is not None and decimal.Decimal(row["total"]) >= HIGH_VALUE
 
 
-@app.agent(orders)
-async def route_high_value_orders(stream):
-    async for change in changes(stream):
-        was, now = is_high_value(change.before), is_high_value(change.after)
-        if not (was or now):
-            continue
-        op = change.op if was == now else ("c" if now else "d")
-        await high_value_out.send(key=str(change.row["id"]), value=derived_change(
-            change, "derived.high_value_orders", op, change.before if was else None, change.after if now else None,
-            ("id",), ORDER_TYPES))
+def cents(row: dict | None) -> int:
+    return 0 if row is None else int(decimal.Decimal(row["total"]) * 100)
 
 
 # Revenue: each order change becomes one or two (sku, cents) deltas, repartitioned by sku so that one
@@ -91,22 +70,46 @@ revenue = app.Table("revenue-per-minute", default=int, partitions=PARTITIONS).tu
     60, expires=datetime.timedelta(days=1)).relative_to(lambda event: event.value["ts_ms"] / 1000)
 
 
-def cents(row: dict | None) -> int:
-    return 0 if row is None else int(decimal.Decimal(row["total"]) * 100)
-
-
 @app.agent(orders)
-async def book_revenue(stream):
+async def process_orders(stream):
+    """All three processors' work on an order change, in one agent: with exactly-once, a topic is
+    read by one agent (docs/streams.md)."""
     async for change in changes(stream):
-        booked: dict[str, int] = {}
-        if change.before is not None:
-            booked[change.before["sku"]] = -cents(change.before)
-        if change.after is not None:
-            booked[change.after["sku"]] = booked.get(change.after["sku"], 0) + cents(change.after)
-        for sku, amount in booked.items():
-            if amount:
-                await deltas.send(key=sku.encode(), value={"cents": amount, "sequence": str(change.sequence),
-                                                           "ts_ms": change.ts_ms, "source": change.source})
+        await enrich(change)
+        await route_high_value(change)
+        await book_revenue(change)
+
+
+async def enrich(change: ChangeEvent) -> None:
+    def with_name(row):
+        if row is None:
+            return None
+        customer = customers.get(row["customer_id"])
+        return {**row, "customer_name": customer["name"] if customer else None}
+    await enriched_out.send(key=str(change.row["id"]), value=derived_change(
+        change, "derived.orders_enriched", change.op, with_name(change.before), with_name(change.after),
+        ("id",), ENRICHED_TYPES))
+
+
+async def route_high_value(change: ChangeEvent) -> None:
+    was, now = is_high_value(change.before), is_high_value(change.after)
+    if was or now:
+        op = change.op if was == now else ("c" if now else "d")
+        await high_value_out.send(key=str(change.row["id"]), value=derived_change(
+            change, "derived.high_value_orders", op, change.before if was else None, change.after if now else None,
+            ("id",), ORDER_TYPES))
+
+
+async def book_revenue(change: ChangeEvent) -> None:
+    booked: dict[str, int] = {}
+    if change.before is not None:
+        booked[change.before["sku"]] = -cents(change.before)
+    if change.after is not None:
+        booked[change.after["sku"]] = booked.get(change.after["sku"], 0) + cents(change.after)
+    for sku, amount in booked.items():
+        if amount:
+            await deltas.send(key=sku.encode(), value={"cents": amount, "sequence": str(change.sequence),
+                                                       "ts_ms": change.ts_ms, "source": change.source})
 
 
 @app.agent(deltas)

@@ -114,18 +114,31 @@ class ExactlyOnceConsumer(driver.Consumer):
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         """Commit what is processed, once the events agents have started are finished, before faust
-        forgets the partitions (hole 3); hand out nothing more until the rebalance is over."""
+        forgets the partitions (hole 3); abort what no commit covers (outputs of events that will be
+        read again after the rebalance); hand out nothing more until the partitions are assigned."""
         async with self._commit_lock:
             self._deliver.clear()
+            await self._wait_processed()
+            self._in_flight.clear()
+            await super().commit(start_new_transaction=False)
+            await self._abort_open_transactions()
+            self._revoking = True
             try:
-                await self._wait_processed()
-                self._in_flight.clear()
-                await super().commit(start_new_transaction=False)
-                self._revoking = True
                 await super().on_partitions_revoked(revoked)
             finally:
                 self._revoking = False
-                self._deliver.set()
+
+    async def on_partitions_assigned(self, assigned: Set[TP], generation_id: int = 0) -> None:
+        try:
+            await super().on_partitions_assigned(assigned, generation_id)
+        finally:
+            self._deliver.set()
+
+    async def _abort_open_transactions(self) -> None:
+        producer = self.app.producer
+        for transactional_id, transaction_producer in list(producer._transaction_producers.items()):
+            if transaction_producer._txn_manager.is_in_transaction():
+                await producer.abort_transaction(transactional_id)
 
     def _new_consumer_thread(self) -> "ExactlyOnceConsumerThread":
         return ExactlyOnceConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -209,10 +222,27 @@ class ExactlyOnceTransport(driver.Transport):
     TransactionManager = ExactlyOnceTransactions
 
 
+class NotExactlyOnce(ValueError):
+    """An app whose shape exactly-once cannot hold."""
+
+
 def install(app) -> bool:
-    """Give an exactly-once app binlake's transport (before it starts); False for other apps."""
+    """Give an exactly-once app binlake's transport (before it starts); False for other apps.
+    NotExactlyOnce for a topic that several agents read."""
     if not app.conf.processing_guarantee.value == "exactly_once":
         return False
+    readers: dict[str, list[str]] = {}
+    for agent in app.agents.values():
+        for topic in getattr(agent.channel, "topics", ()):
+            readers.setdefault(topic, []).append(agent.name)
+    for topic, agents in readers.items():
+        if len(agents) > 1:
+            # Each agent gets its own copy of the topic's messages; a rebalance stops them at different
+            # places, so one agent's outputs for an event would commit while the event is read again.
+            raise NotExactlyOnce(
+                f"with processing_guarantee='exactly_once' a topic is read by one agent, and {topic!r} is read by "
+                f"{len(agents)} ({', '.join(agents)}): a rebalance can stop one of them mid-way through events another "
+                f"has finished, and those outputs would be written twice. Do the work in one agent (docs/streams.md)")
     app.transport = ExactlyOnceTransport(app.conf.broker_consumer, app, loop=app.loop)
     if app.conf.agent_supervisor is OneForOneSupervisor:
         # faust would restart a crashed agent and drop the event it held, which then never commits:

@@ -43,10 +43,13 @@ def streams_command() -> None:
 def worker_command(ctx: click.Context, reference: str) -> None:
     """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
     from .codecs import register_codecs
-    from .exactly_once import install
+    from .exactly_once import NotExactlyOnce, install
 
     register_codecs()
     app = load_app(reference)
-    install(app)
+    try:
+        install(app)
+    except NotExactlyOnce as exc:
+        raise click.ClickException(str(exc)) from None
     sys.argv = [reference, "worker", *ctx.args]
     app.main()

@@ -30,6 +30,19 @@ def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left
     assert not install(plain) and not isinstance(plain.transport, ExactlyOnceTransport)
 
 
+def test_a_topic_read_by_two_agents_is_refused_under_exactly_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "two_readers.py").write_text(
+        "import faust\n"
+        "app = faust.App('two', broker='kafka://127.0.0.1:1', processing_guarantee='exactly_once')\n"
+        "orders = app.topic('orders')\n"
+        "@app.agent(orders)\nasync def enrich(stream):\n    async for event in stream: pass\n"
+        "@app.agent(orders)\nasync def count(stream):\n    async for event in stream: pass\n")
+    result = CliRunner().invoke(main, ["streams", "worker", "two_readers"])
+    assert result.exit_code != 0
+    assert "'orders' is read by 2 (two_readers.enrich, two_readers.count)" in result.output, result.output
+
+
 def test_an_app_that_cannot_be_loaded_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "no_app.py").write_text("x = 1\n")
