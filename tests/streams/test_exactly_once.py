@@ -6,7 +6,6 @@ changelog equal to the fold of the inputs."""
 from __future__ import annotations
 
 import collections
-import json
 import random
 import time
 
