@@ -79,7 +79,7 @@ def crash_run(kills: int, spark, postgres, mariadb, broker, connector, tmp_path)
                     sink.wait_batches(before + 1)
                 time.sleep(rng.uniform(0, 3))
             else:  # at any moment, the JVM's start included
-                time.sleep(rng.uniform(3, 12))
+                time.sleep(rng.uniform(2, 8))
             for sink in sinks:
                 sink.kill()
             if kill == kills // 2:
