@@ -172,6 +172,7 @@ async def run_crash_test(mariadb, broker, connector, tmp_path, *, seconds: float
         samples = await sampler
 
     process = connector(config)                        # the last run catches up with the binlog
+    await wait_for_log(process, f"{name}-0 started", timeout=60)  # (a SIGTERM before that kills it mid-import)
     end = mariadb.sql("SHOW MASTER STATUS")[0][:2]
 
     async def caught_up():
