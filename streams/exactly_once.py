@@ -38,11 +38,11 @@ from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
 
 from aiokafka.errors import ProducerFenced
 from faust.exceptions import ProducerSendError
-from mode import CrashingSupervisor, OneForOneSupervisor
 from faust.streams import current_event
 from faust.transport.consumer import TransactionManager
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP, Message
+from mode import CrashingSupervisor, OneForOneSupervisor
 
 log = logging.getLogger(__name__)
 BARRIER_WARN_S = 10.0  # a commit waiting this long for agents to finish their events says which
