@@ -62,8 +62,7 @@ class ExactlyOnceConsumer(driver.Consumer):
 
     async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
         async for tp, message in super().getmany(timeout):
-            if not self._deliver.is_set():
-                await self._deliver.wait()  # a commit is in progress: hold the message back
+            await self._deliver.wait()  # while a commit or a rebalance is in progress: hold the message back
             self._in_flight.append(message)
             yield tp, message
 
@@ -185,7 +184,6 @@ class ExactlyOnceTransactions(TransactionManager):
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         await self.app.producer.flush()  # table changelog writes wait in faust's producer buffer
         return await super().commit(offsets, start_new_transaction=start_new_transaction)
-
 
 
 class ExactlyOnceProducer(driver.Producer):
