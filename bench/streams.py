@@ -86,7 +86,7 @@ def output_end(address: str, topic: str, isolation: str) -> int:
         consumer.close()
 
 
-STALL_S = 60  # no new output for this long: the run is reported as stalled
+STALL_S = int(os.environ.get("BENCH_STALL_S", 60))  # no new output for this long: the run is reported as stalled
 
 
 def run(address: str, workdir: Path, agent: str, guarantee: str, events: int, profile: bool) -> str:

@@ -34,7 +34,7 @@ import asyncio
 import gc
 import logging
 import time
-from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
+from typing import Any, Mapping, Optional, Set
 
 from aiokafka.errors import ProducerFenced
 from faust.exceptions import ProducerSendError
@@ -59,12 +59,17 @@ class ExactlyOnceConsumer(driver.Consumer):
         self._in_flight: list[Message] = []  # handed to the streams since the last commit
         self._commit_lock = asyncio.Lock()
         self._revoking = False
+        self.callback = self._delivering(self.callback)
 
-    async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
-        async for tp, message in super().getmany(timeout):
+    def _delivering(self, on_message):
+        """faust's fetcher hands each message to `on_message` (which puts it into the agents' streams);
+        a message is tracked from there, not from the fetch: the fetcher drops some fetched messages,
+        and commits (every `broker_commit_every` acks) while it holds one it has not handed over."""
+        async def deliver(message: Message) -> None:
             await self._deliver.wait()  # while a commit or a rebalance is in progress: hold the message back
             self._in_flight.append(message)
-            yield tp, message
+            await on_message(message)
+        return deliver
 
     async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         if not self.in_transaction or self._revoking:  # (faust commits while it waits out a revoke)

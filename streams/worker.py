@@ -5,8 +5,10 @@ and the change-event codecs registered (streams/codecs.py). The app imports noth
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 
 import click
@@ -52,4 +54,25 @@ def worker_command(ctx: click.Context, reference: str) -> None:
     except NotExactlyOnce as exc:
         raise click.ClickException(str(exc)) from None
     sys.argv = [reference, "worker", *ctx.args]
-    app.main()
+    run_to_exit(app.main)
+
+
+def run_to_exit(main) -> None:
+    """Run faust's worker main and end the process with its exit status. When a crash interrupts
+    faust's shutdown (a fenced worker's last commit failing, say), faust leaves its consumer thread
+    running and the interpreter would wait for that thread forever: the worker has stopped, so the
+    process ends here instead."""
+    status = 0
+    try:
+        main()
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
