@@ -9,7 +9,8 @@ Two agents over change events (Debezium envelope, as the connector writes them, 
 A backlog of --events is written to a broker first; one worker then runs each (agent, guarantee)
 pair from the start of the backlog, and the figure is events/s from the worker's first output to
 its last (output end offsets polled through ListOffsets; read_committed for exactly-once), both
-guarantees side by side in the same run; a run with no new output for a minute is reported stalled.
+guarantees side by side in the same run; a run with no new output for a minute (BENCH_STALL_S) is
+reported stalled.
 --profile records the exactly-once runs with py-spy and prints where the time goes.
 """
 

@@ -4,7 +4,7 @@ faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' fir
 one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
 transaction carries that partition's outputs, its tables' changelog writes and its consumed
 offsets; a worker that takes the partition over initializes the same transactional id, which fences
-the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has five
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has seven
 holes, each closed here (docs/streams.md tells the whole story):
 
 1. **Commits race with processing.** faust commits while agents keep taking events, so a change
@@ -26,6 +26,15 @@ holes, each closed here (docs/streams.md tells the whole story):
    first fetch: `ConsistencyError: ... highwater -1`. That number lives in faust's aiokafka driver
    (`Consumer._highwaters` asks `AIOKafkaConsumer.last_stable_offset`), not in the broker. Here the
    end comes from ListOffsets at read_committed, which the broker answers with the last stable offset.
+6. **Producers outlive their partitions**: faust keeps the producer of a revoked partition that became
+   a standby here, fenced by the new owner, and uses it again if the partition comes back. Here
+   every producer whose id the worker does not own is stopped after a rebalance.
+7. **After a rebalance, source partitions are read before they are positioned**: faust resumes them,
+   then seeks them to their committed offsets, so events taken in between are processed twice; and
+   aiokafka does not move a partition that has no committed offset, so events a rebalance cut short
+   there are never processed (while later ones commit). Here source messages wait for the seek,
+   those fetched before it are dropped (the seek reads them again), and a partition without a
+   committed offset is put at the reset policy's end.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import asyncio
 import gc
 import logging
 import time
-from typing import Any, Mapping, Optional, Set
+from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
 
 from aiokafka.errors import ProducerFenced
 from faust.exceptions import ProducerSendError
@@ -59,31 +68,42 @@ class ExactlyOnceConsumer(driver.Consumer):
         self._in_flight: list[Message] = []  # handed to the streams since the last commit
         self._commit_lock = asyncio.Lock()
         self._revoking = False
-        self.callback = self._delivering(self.callback)
+        self._fetcher: Optional[asyncio.Task] = None  # faust's fetcher, the task that runs getmany
+        self._positioned = asyncio.Event()  # source partitions are at their committed offsets (hole 7)
 
-    def _delivering(self, on_message):
-        """faust's fetcher hands each message to `on_message` (which puts it into the agents' streams);
-        a message is tracked from there, not from the fetch: the fetcher drops some fetched messages,
-        and commits (every `broker_commit_every` acks) while it holds one it has not handed over."""
-        async def deliver(message: Message) -> None:
+    async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
+        self._fetcher = asyncio.current_task()
+        acks = self.app.topics.acks_enabled_for
+        fetched_before_seek = False
+        async for tp, message in super().getmany(timeout):
+            if acks(tp.topic):
+                if not self._positioned.is_set():
+                    await self._positioned.wait()
+                    fetched_before_seek = True
+                if fetched_before_seek:
+                    continue  # read from where the partition was before the seek: the seek reads it again
             await self._deliver.wait()  # while a commit or a rebalance is in progress: hold the message back
             self._in_flight.append(message)
-            await on_message(message)
-        return deliver
+            yield tp, message
+            if not (message.acked or message.refcount) and self._in_flight and self._in_flight[-1] is message:
+                self._in_flight.pop()  # no agent got it: the fetcher dropped it, or a rebalance cut its delivery
 
     async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         if not self.in_transaction or self._revoking:  # (faust commits while it waits out a revoke)
             return await super().commit(topics, start_new_transaction=start_new_transaction)
+        # faust's fetcher also commits (every broker_commit_every acks) while it holds a message it has
+        # not handed to the agents yet: that one is not waited for, and stays in flight.
+        held = self._in_flight[-1] if self._in_flight and asyncio.current_task() is self._fetcher else None
         async with self._commit_lock:
             self._deliver.clear()
             try:
-                await self._wait_processed()
-                self._in_flight.clear()
+                await self._wait_processed(excluding=held)
+                self._in_flight[:] = [held] if held else []
                 return await super().commit(topics, start_new_transaction=start_new_transaction)
             finally:
                 self._deliver.set()
 
-    async def _wait_processed(self) -> None:
+    async def _wait_processed(self, excluding: Optional[Message] = None) -> None:
         """Until every message handed to the streams is acknowledged. When faust has stopped the
         flow (a rebalance, a shutdown) it drops the messages no agent has started, so then the wait
         is for the started ones: the messages faust tracks, which it lets the garbage collector
@@ -91,7 +111,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         started = warned = time.monotonic()
         while not self.should_stop:
             if self.app.flow_control.is_active():
-                pending = self._unprocessed(self._in_flight)
+                pending = self._unprocessed([m for m in self._in_flight if m is not excluding])
             else:
                 self._in_flight.clear()  # (its references would keep the dropped messages alive)
                 gc.collect()
@@ -122,6 +142,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         read again after the rebalance); hand out nothing more until the partitions are assigned."""
         async with self._commit_lock:
             self._deliver.clear()
+            self._positioned.clear()
             await self._wait_processed()
             self._in_flight.clear()
             await super().commit(start_new_transaction=False)
@@ -131,6 +152,12 @@ class ExactlyOnceConsumer(driver.Consumer):
                 await super().on_partitions_revoked(revoked)
             finally:
                 self._revoking = False
+
+    async def perform_seek(self) -> None:
+        """faust resumes the source partitions, then seeks them to their committed offsets: what an
+        agent took in between is read again after the seek. Source messages wait for the seek."""
+        await super().perform_seek()
+        self._positioned.set()
 
     async def on_partitions_assigned(self, assigned: Set[TP], generation_id: int = 0) -> None:
         try:
@@ -151,6 +178,24 @@ class ExactlyOnceConsumer(driver.Consumer):
 class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
     """The aiokafka side of the consumer (faust runs it in a thread of its own)."""
 
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        return await self.call_thread(self._seek_to_committed)
+
+    async def _seek_to_committed(self) -> Mapping[TP, int]:
+        """aiokafka seeks only the partitions with a committed offset above 0; the others keep the
+        position the fetcher had reached, past the messages a rebalance cut short, which then no agent
+        ever processes. Under exactly-once a source partition without a committed offset
+        starts where a new owner would: the reset policy's end."""
+        consumer = self._ensure_consumer()
+        committed = await consumer.seek_to_committed()
+        if self.consumer.in_transaction:
+            acks = self.app.topics.acks_enabled_for
+            unset = [tp for tp, offset in committed.items() if not offset and acks(tp.topic)]
+            if unset:
+                latest = self.app.conf.consumer_auto_offset_reset == "latest"
+                await (consumer.seek_to_end if latest else consumer.seek_to_beginning)(*unset)
+        return committed
+
     async def _highwaters(self, partitions: Any) -> Mapping[TP, int]:
         if not self.consumer.in_transaction:
             return await super()._highwaters(partitions)
@@ -158,8 +203,8 @@ class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
 
 
 class ExactlyOnceTransactions(TransactionManager):
-    """Routes each send into its event's source-partition transaction (hole 2) and flushes buffered
-    changelog writes before committing (hole 1)."""
+    """Routes each send into its event's source-partition transaction (hole 2), flushes buffered
+    changelog writes before committing (hole 1) and keeps producers only for owned ids (hole 6)."""
 
     async def send(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
                    timestamp: Optional[float], headers: Any, *, transactional_id: Optional[str] = None):
@@ -178,6 +223,14 @@ class ExactlyOnceTransactions(TransactionManager):
             f"send to {topic!r} outside of an event: with processing_guarantee='exactly_once' every output must "
             f"belong to the event it comes from (timers, crontabs and web views cannot send exactly once; "
             f"send from an agent, or use a separate app with at-least-once)")
+
+    async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
+        # faust stops the producers of revoked partitions, except those of partitions that became this
+        # worker's standbys: such a producer stays, its id owned (and fenced) by another worker, and is
+        # used again, fenced, if the partition comes back. Every id this worker does not own is stopped.
+        owned = self._tps_to_transactional_ids(assigned)
+        await self._stop_transactions([tid for tid in self.producer._transaction_producers if tid not in owned])
+        await super().on_rebalance(assigned, revoked, newly_assigned)
 
     def _check_sent(self, fut: asyncio.Future, transactional_id: str) -> None:
         if not fut.cancelled() and isinstance(fut.exception(), ProducerFenced):

@@ -3,9 +3,9 @@ workload, run by three `binlake streams worker`s (SIGKILLed and restarted at ran
 variants): a read_committed reader then finds each order change's enriched and filtered outputs
 exactly once and in order, and every revenue window equal to the fold of the order changes.
 
-The kill variants are an open defect, marked as such: under worker kills this app (a GlobalTable, a
-repartition topic, a windowed table) still commits an output twice in about one run of six, and a
-broker kill stalls it (docs/streams.md, "Known limits")."""
+The kill variants are an open defect, marked as such: under worker kills, about one run in seven, a
+restarted worker's recovery of the customers GlobalTable reads nothing and its orders are enriched
+with no customer name (docs/streams.md, "Known limits")."""
 
 from __future__ import annotations
 
@@ -185,8 +185,8 @@ def test_shop_processors_outputs_equal_the_fold_of_the_order_changes(broker_fact
     run(broker_factory, mariadb, connector, tmp_path, kills=0)
 
 
-OPEN_DEFECT = pytest.mark.xfail(reason="open: an output committed twice in about one run of six (docs/streams.md)",
-                                strict=False)
+OPEN_DEFECT = pytest.mark.xfail(reason="open: a restarted worker's GlobalTable recovery can read nothing, about one "
+                                       "run in seven (docs/streams.md)", strict=False)
 
 
 @pytest.mark.slow
