@@ -32,9 +32,9 @@ holes, each closed here (docs/streams.md tells the whole story):
 7. **After a rebalance, source partitions are read before they are positioned**: faust resumes them,
    then seeks them to their committed offsets, so events taken in between are processed twice; and
    aiokafka does not move a partition that has no committed offset, so events a rebalance cut short
-   there are never processed (while later ones commit). Here source messages wait for the seek,
-   those fetched before it are dropped (the seek reads them again), and a partition without a
-   committed offset is put at the reset policy's end.
+   there are never processed (while later ones commit). Here source messages fetched before the
+   seek are dropped (the seek reads them again), and a partition without a committed offset is put
+   at the reset policy's end.
 """
 
 from __future__ import annotations
@@ -69,19 +69,16 @@ class ExactlyOnceConsumer(driver.Consumer):
         self._commit_lock = asyncio.Lock()
         self._revoking = False
         self._fetcher: Optional[asyncio.Task] = None  # faust's fetcher, the task that runs getmany
-        self._positioned = asyncio.Event()  # source partitions are at their committed offsets (hole 7)
+        self._positioned = False  # source partitions are at their committed offsets (hole 7)
 
     async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
         self._fetcher = asyncio.current_task()
-        acks = self.app.topics.acks_enabled_for
-        fetched_before_seek = False
+        # Source messages of a batch fetched before the seek are dropped: the seek reads them again.
+        # (Never wait for the seek here: table recovery, which comes first, reads through this loop.)
+        acks, before_seek = self.app.topics.acks_enabled_for, not self._positioned
         async for tp, message in super().getmany(timeout):
-            if acks(tp.topic):
-                if not self._positioned.is_set():
-                    await self._positioned.wait()
-                    fetched_before_seek = True
-                if fetched_before_seek:
-                    continue  # read from where the partition was before the seek: the seek reads it again
+            if before_seek and acks(tp.topic):
+                continue
             await self._deliver.wait()  # while a commit or a rebalance is in progress: hold the message back
             self._in_flight.append(message)
             yield tp, message
@@ -142,7 +139,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         read again after the rebalance); hand out nothing more until the partitions are assigned."""
         async with self._commit_lock:
             self._deliver.clear()
-            self._positioned.clear()
+            self._positioned = False
             await self._wait_processed()
             self._in_flight.clear()
             await super().commit(start_new_transaction=False)
@@ -155,9 +152,10 @@ class ExactlyOnceConsumer(driver.Consumer):
 
     async def perform_seek(self) -> None:
         """faust resumes the source partitions, then seeks them to their committed offsets: what an
-        agent took in between is read again after the seek. Source messages wait for the seek."""
+        agent took in between is read again after the seek. Source messages fetched before it are
+        dropped (getmany)."""
         await super().perform_seek()
-        self._positioned.set()
+        self._positioned = True
 
     async def on_partitions_assigned(self, assigned: Set[TP], generation_id: int = 0) -> None:
         try:
