@@ -54,6 +54,7 @@ def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dic
     b = SparkSession.builder.appName(app_name)
     if master:
         b = b.master(master)
+    cores = max(os.cpu_count() or 1, 1)
     settings = {
         "spark.jars": ",".join(sink_jars()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -61,7 +62,10 @@ def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dic
         "spark.sql.session.timeZone": "UTC",  # MySQL DATETIME has no zone: keep it as written
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(max(os.cpu_count() or 1, 1) * 2),
+        "spark.sql.shuffle.partitions": str(cores * 2),
+        # Delta rebuilds a table's snapshot from its log in 50 tasks by default (sized for a cluster):
+        # on a few local cores that is most of a small MERGE's time (bench/sink.py: 3-4x slower).
+        "spark.databricks.delta.snapshotPartitions": str(cores),
         **(conf or {}),
     }
     for key, value in settings.items():
