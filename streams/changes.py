@@ -54,7 +54,12 @@ def materialize(app, topic, name: str | None = None):
         raise ValueError(f"declare the partition count of {topic.get_topic_name()!r} (the connector's topic_partitions): "
                          f"change_topic(app, name, partitions=N)")
     name = name or f"{topic.get_topic_name()}-rows"
-    table = app.GlobalTable(name, default=None, partitions=topic.partitions, synchronize_all_active_partitions=True)
+    # faust applies the changelog records a worker reads in buffers, flushed when full or at a rebalance.
+    # A GlobalTable's standby buffer holds one record, but with synchronize_all_active_partitions its
+    # partitions are also active, and the active buffer (recovery_buffer_size, 1000) is the one used:
+    # rows another worker wrote would stay invisible here until a rebalance. One record applies each.
+    table = app.GlobalTable(name, default=None, partitions=topic.partitions, synchronize_all_active_partitions=True,
+                            recovery_buffer_size=1)
 
     async def apply(stream) -> None:
         async for event in stream.events():

@@ -4,7 +4,7 @@ faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' fir
 one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
 transaction carries that partition's outputs, its tables' changelog writes and its consumed
 offsets; a worker that takes the partition over initializes the same transactional id, which fences
-the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has seven
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has eight
 holes, each closed here (docs/streams.md tells the whole story):
 
 1. **Commits race with processing.** faust commits while agents keep taking events, so a change
@@ -35,6 +35,12 @@ holes, each closed here (docs/streams.md tells the whole story):
    there are never processed (while later ones commit). Here source messages fetched before the
    seek are dropped (the seek reads them again), and a partition without a committed offset is put
    at the reset policy's end.
+8. **Offsets lag the outputs committed with them**: faust commits a partition's offset only up to
+   the first gap in the offsets it saw acknowledged (a transactional source has a control record,
+   so a gap, after every transaction), and its gap filling double-counts the message after each
+   gap, so every commit stops at the next gap while the outputs of everything processed commit.
+   A worker that takes the partition over processes those events again. Here, since a commit is a
+   barrier, the offset committed is the one past the last message acknowledged.
 """
 
 from __future__ import annotations
@@ -121,6 +127,24 @@ class ExactlyOnceConsumer(driver.Consumer):
                 log.warning("commit waiting %.0f s for agents to finish events in %s", warned - started,
                             ", ".join(f"{tp.topic}-{tp.partition} (up to offset {o})" for tp, o in sorted(pending.items())))
             await asyncio.sleep(0.005 if self.app.flow_control.is_active() else 0.05)
+
+    def _new_offset(self, tp: TP) -> Optional[int]:
+        """The offset to commit for `tp`: past the last message acknowledged (hole 8). faust commits
+        only up to the first gap in the offsets it saw acknowledged, filling gaps left by control
+        records, but the fill also covers the message after the gap, so that offset appears twice and
+        every commit stops at the first gap; under a transactional source (a gap per transaction)
+        the offsets lag the outputs committed with them. At a barrier every message delivered
+        from `tp` is acknowledged, so the one past the highest is exactly what is processed."""
+        if not self.in_transaction:
+            return super()._new_offset(tp)
+        acked = self._acked[tp]
+        if not acked:
+            return None
+        offset = max(acked) + 1
+        acked.clear()
+        self._acked_index[tp].clear()
+        self._gap.pop(tp, None)
+        return offset
 
     def _unprocessed(self, messages: list[Message]) -> dict[TP, int]:
         """Per partition still assigned, the highest offset of `messages` not acknowledged."""

@@ -24,7 +24,7 @@ class Worker:
     def start(self) -> "Worker":
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "streams", "worker", self.reference,
-                                          "-l", "info", "--without-web"], cwd=self.cwd, stdout=log,
+                                          "-l", os.environ.get("BINLAKE_TEST_WORKER_LOG", "info"), "--without-web"], cwd=self.cwd, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.env)
         return self
 

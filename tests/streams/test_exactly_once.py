@@ -1,7 +1,8 @@
 """faust apps run by `binlake streams worker` are exactly once with many source partitions per
-worker: several workers share 6 partitions, are SIGKILLed and restarted at random (and the broker
-once), and a read_committed reader then finds every input's output exactly once, and the table's
-changelog equal to the fold of the inputs."""
+worker: several workers share 6 partitions of inputs written in transactions (as the connector
+writes them), are SIGKILLed and restarted at random (and the broker once), and a read_committed
+reader then finds every input's output exactly once, and the table's changelog equal to the fold
+of the inputs."""
 
 from __future__ import annotations
 
@@ -40,11 +41,16 @@ async def count(stream):
 '''
 
 
-def feed(address: str, start: int, count: int, keys: int) -> None:
-    producer = Producer({"bootstrap.servers": address, "linger.ms": 5})
-    for i in range(start, start + count):
-        producer.produce("eos-in", value=b"e%06d" % i, key=b"k%03d" % (i % keys))
-    assert producer.flush(30) == 0
+def feed(address: str, start: int, count: int, keys: int, per_transaction: int = 7) -> None:
+    """Inputs written in transactions, as the exactly-once connector writes change events: each
+    partition then holds a control record after every transaction, a gap in its offsets."""
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, "transactional.id": "eos-feeder"})
+    producer.init_transactions(30)
+    for first in range(start, start + count, per_transaction):
+        producer.begin_transaction()
+        for i in range(first, min(first + per_transaction, start + count)):
+            producer.produce("eos-in", value=b"e%06d" % i, key=b"k%03d" % (i % keys))
+        producer.commit_transaction(30)
 
 
 def outputs(address: str) -> list[bytes]:
