@@ -34,7 +34,9 @@ holes, each closed here (docs/streams.md tells the whole story):
    aiokafka does not move a partition that has no committed offset, so events a rebalance cut short
    there are never processed (while later ones commit). Here source messages fetched before the
    seek are dropped (the seek reads them again), and a partition without a committed offset is put
-   at the reset policy's end.
+   at the reset policy's end. Only a seek after the assignment counts (a recovery a rebalance cut
+   short seeks the old one), and a message fetched under an earlier generation is dropped too:
+   faust's streams skip it without acknowledging it, and a commit would wait for it forever.
 8. **Offsets lag the outputs committed with them**: faust commits a partition's offset only up to
    the first gap in the offsets it saw acknowledged (a transactional source has a control record,
    so a gap, after every transaction), and its gap filling double-counts the message after each
@@ -86,6 +88,8 @@ class ExactlyOnceConsumer(driver.Consumer):
             if before_seek and acks(tp.topic):
                 continue
             await self._deliver.wait()  # while a commit or a rebalance is in progress: hold the message back
+            if message.generation_id != self.app.consumer_generation_id and acks(tp.topic):
+                continue  # fetched before a rebalance: faust's streams skip it unacknowledged, the seek reads it again
             self._in_flight.append(message)
             yield tp, message
             if not (message.acked or message.refcount) and self._in_flight and self._in_flight[-1] is message:
@@ -181,7 +185,14 @@ class ExactlyOnceConsumer(driver.Consumer):
         await super().perform_seek()
         self._positioned = True
 
+    async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
+        """A table recovery that a rebalance cuts short goes on to seek the new assignment's standby
+        partitions before it has read their offsets (None), and faust's worker crashes on it ("Offset
+        must be a positive integer"). Those partitions wait for the recovery the rebalance restarts."""
+        await super().seek_wait({tp: offset for tp, offset in partitions.items() if offset is not None})
+
     async def on_partitions_assigned(self, assigned: Set[TP], generation_id: int = 0) -> None:
+        self._positioned = False  # (a recovery cut by this rebalance may have sought the old assignment)
         try:
             await super().on_partitions_assigned(assigned, generation_id)
         finally:
