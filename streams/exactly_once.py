@@ -35,8 +35,10 @@ holes, each closed here (docs/streams.md tells the whole story):
    there are never processed (while later ones commit). Here source messages fetched before the
    seek are dropped (the seek reads them again), and a partition without a committed offset is put
    at the reset policy's end. Only a seek after the assignment counts (a recovery a rebalance cut
-   short seeks the old one), and a message fetched under an earlier generation is dropped too:
-   faust's streams skip it without acknowledging it, and a commit would wait for it forever.
+   short seeks the old one), and a message fetched before a later seek or assignment is dropped
+   too: faust's streams skip a message of an earlier generation without acknowledging it (a commit
+   would wait for it forever), and a skipped message may not be followed by a handed-out one
+   (a commit is one past the last acknowledged, hole 8).
 8. **Offsets lag the outputs committed with them**: faust commits a partition's offset only up to
    the first gap in the offsets it saw acknowledged (a transactional source has a control record,
    so a gap, after every transaction), and its gap filling double-counts the message after each
@@ -78,18 +80,26 @@ class ExactlyOnceConsumer(driver.Consumer):
         self._revoking = False
         self._fetcher: Optional[asyncio.Task] = None  # faust's fetcher, the task that runs getmany
         self._positioned = False  # source partitions are at their committed offsets (hole 7)
+        self._seeks = 0  # of them
 
     async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
         self._fetcher = asyncio.current_task()
-        # Source messages of a batch fetched before the seek are dropped: the seek reads them again.
+        # A source message is handed out only if its partitions were positioned when it was fetched and
+        # no seek came since: else the seek reads it again (dropped here, it is neither processed
+        # twice nor skipped; a commit is one past the last message acknowledged, hole 8). All the
+        # batch was fetched before its first message comes out, so a seek after that is after the fetch.
         # (Never wait for the seek here: table recovery, which comes first, reads through this loop.)
-        acks, before_seek = self.app.topics.acks_enabled_for, not self._positioned
+        acks, seeks = self.app.topics.acks_enabled_for, None
         async for tp, message in super().getmany(timeout):
-            if before_seek and acks(tp.topic):
-                continue
+            if seeks is None:
+                seeks = self._seeks if self._positioned else -1
             await self._deliver.wait()  # while a commit or a rebalance is in progress: hold the message back
-            if message.generation_id != self.app.consumer_generation_id and acks(tp.topic):
-                continue  # fetched before a rebalance: faust's streams skip it unacknowledged, the seek reads it again
+            if acks(tp.topic):
+                # faust's streams skip (without acknowledging) what comes while its flow is stopped: between
+                # the seek and the end of recovery, and from the start of a rebalance
+                await self.app.flow_control.acquire()
+                if not self._positioned or self._seeks != seeks:
+                    continue
             self._in_flight.append(message)
             yield tp, message
             if not (message.acked or message.refcount) and self._in_flight and self._in_flight[-1] is message:
@@ -183,6 +193,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         agent took in between is read again after the seek. Source messages fetched before it are
         dropped (getmany)."""
         await super().perform_seek()
+        self._seeks += 1
         self._positioned = True
 
     async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
