@@ -80,7 +80,7 @@ class ExactlyOnceConsumer(driver.Consumer):
         self._revoking = False
         self._fetcher: Optional[asyncio.Task] = None  # faust's fetcher, the task that runs getmany
         self._positioned = False  # source partitions are at their committed offsets (hole 7)
-        self._seeks = 0  # of them
+        self._seeks = 0  # seeks so far: a message fetched before the latest one is read again
 
     async def getmany(self, timeout: float) -> AsyncIterator[Tuple[TP, Message]]:
         self._fetcher = asyncio.current_task()
