@@ -4,7 +4,7 @@ faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' fir
 one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
 transaction carries that partition's outputs, its tables' changelog writes and its consumed
 offsets; a worker that takes the partition over initializes the same transactional id, which fences
-the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has eight
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has nine
 holes, each closed here (docs/streams.md tells the whole story):
 
 1. **Commits race with processing.** faust commits while agents keep taking events, so a change
@@ -45,6 +45,11 @@ holes, each closed here (docs/streams.md tells the whole story):
    gap, so every commit stops at the next gap while the outputs of everything processed commit.
    A worker that takes the partition over processes those events again. Here, since a commit is a
    barrier, the offset committed is the one past the last message acknowledged.
+9. **Table writes can miss their transaction**: a table's changelog writes wait in faust's producer
+   buffer, whose flush before a commit gives up once no message has gone out for 0.1 s (a batch
+   waiting on a busy broker is enough), so the transaction commits an event's offset without its
+   table write; after a kill, the next owner recovers the table without it. Here the flush waits
+   for every buffered message to be sent.
 """
 
 from __future__ import annotations
@@ -290,7 +295,27 @@ class ExactlyOnceTransactions(TransactionManager):
 
 class ExactlyOnceProducer(driver.Producer):
     """faust's producer logs a fenced transactional id and carries on without it (hole 4): the
-    worker would keep partitions it no longer owns. Here a fenced worker stops."""
+    worker would keep partitions it no longer owns. Here a fenced worker stops. Its flush gives up
+    on the buffer after 0.1 s without a send (hole 9): here it waits for every buffered message."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._buffered: set[asyncio.Future] = set()  # put in faust's buffer (table changelog writes), not yet sent
+
+    def send_soon(self, fut: Any) -> None:
+        self._buffered.add(fut)
+        fut.add_done_callback(self._buffered.discard)
+        super().send_soon(fut)
+
+    async def flush(self) -> None:
+        """faust's buffer flush returns once no message has gone out for 0.1 s (a batch waiting for
+        a busy broker, a loaded machine), leaving table changelog writes behind: they would miss the
+        transaction committed with their events' offsets, and a worker taking the partition over
+        would recover the table without them. Here a flush ends when each of them is sent."""
+        await super().flush()
+        while self._buffered and not self.should_stop:
+            await asyncio.wait(list(self._buffered), timeout=1.0)
+            await super().flush()  # (what the buffer sent meanwhile joined a batch: send it)
 
     async def begin_transaction(self, transactional_id: str) -> None:
         await super().begin_transaction(transactional_id)
