@@ -78,9 +78,9 @@ def crash_run(kills: int, spark, postgres, mariadb, broker, connector, tmp_path)
             merged = [sink.batches() for sink in sinks]
             for sink in sinks:
                 sink.start()
-            if kill % 2:  # once a batch is in, kill at a random moment of the next ones (reads, merges, commits)
-                for sink, before in zip(sinks, merged):
-                    sink.wait_batches(before + 1)
+            if kill % 2:  # once one sink (each in turn) has a batch in, kill at a random moment of its next ones
+                turn = kill // 2 % len(sinks)  # (reads, merges, commits); the other is where it is, often mid-batch
+                sinks[turn].wait_batches(merged[turn] + 1)
                 time.sleep(rng.uniform(0, 3))
             else:  # at any moment, the JVM's start included
                 time.sleep(rng.uniform(2, 8))
