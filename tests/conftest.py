@@ -56,3 +56,12 @@ def postgres(tmp_path_factory):
     server = start_postgres(tmp_path_factory.mktemp("postgres"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    """A throwaway ZooKeeper server for one test (binlake.zksandbox)."""
+    from binlake.zksandbox import start_zookeeper
+    server = start_zookeeper(tmp_path / "zookeeper")
+    yield server
+    server.stop()

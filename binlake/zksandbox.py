@@ -1,0 +1,135 @@
+"""A throwaway ZooKeeper server, for the cluster's tests, the demo and the benchmarks.
+
+Like `binlake.sandbox` for MariaDB: its own data directory, a free loopback port (never the
+machine's own server on 2181), no admin web server. Debian's `zookeeper` package provides the jar
+(its manifest names the libraries it needs); the server runs standalone, the way a test wants it.
+
+    server = start_zookeeper(Path("/tmp/zk"))
+    server.connect_string                           # "127.0.0.1:PORT", for --zookeeper and kazoo
+    server.stop()
+
+By hand: `python -m binlake.zksandbox DIR [--port N]` runs one in the foreground until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from .sandbox import SandboxError, free_port
+
+JAVA = "/usr/bin/java"
+CLASSPATH = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
+MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+TICK_MS = 500  # sessions time out in 2-20 ticks: short sessions let tests see a dead broker quickly
+START_TIMEOUT_S = 60
+LOG4J = """log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+"""
+
+
+def installed() -> bool:
+    return all(Path(p).exists() for p in [JAVA, *CLASSPATH])
+
+
+@dataclass
+class ZooKeeper:
+    base: Path
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def connect_string(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base / "data"
+
+    def ok(self) -> bool:
+        """The server answers ZooKeeper's `ruok` with `imok`."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"ruok")
+                return s.recv(4) == b"imok"
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL, keeping the data: `start_zookeeper` on the same base and port brings it back."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, remove: bool = True) -> None:
+        """SIGTERM, or SIGKILL after 30 s; then remove the data directory unless told not to."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if remove:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def start_zookeeper(base: Path, port: int | None = None) -> ZooKeeper:
+    """Start a standalone server with its data in `base`/data (kept if it is there: a restart),
+    on `port` (default: a free one); its log is `base`/zookeeper.log."""
+    if not installed():
+        raise SandboxError("ZooKeeper is not installed; run `make setup` (it installs the Debian package zookeeper)")
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "data").mkdir(exist_ok=True)
+    port = port or free_port()
+    (base / "log4j.properties").write_text(LOG4J)
+    config = base / "zoo.cfg"
+    config.write_text(f"tickTime={TICK_MS}\ndataDir={base / 'data'}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
+                      "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat\nmaxClientCnxns=0\n")
+    log_path = base / "zookeeper.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([JAVA, "-Xmx256m", "-cp", ":".join([str(base), *CLASSPATH]), MAIN, str(config)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    server = ZooKeeper(base, port, proc, log_path)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.ok():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            server.stop(remove=False)
+            raise SandboxError(f"ZooKeeper did not start on 127.0.0.1:{port} within {START_TIMEOUT_S} s:\n"
+                               f"{log_path.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+    return server
+
+
+@click.command()
+@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
+def main(base: Path, port: int | None) -> None:
+    """Run a throwaway ZooKeeper (its data and log in BASE) until Ctrl-C, then stop it and remove its data."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        server = start_zookeeper(base, port=port)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"ZooKeeper on {server.connect_string}; log {server.log_path}\n"
+               f"  /usr/share/zookeeper/bin/zkCli.sh -server {server.connect_string}\n"
+               "Ctrl-C stops it.")
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
