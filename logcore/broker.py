@@ -15,6 +15,7 @@ from .allocator import release_freed_memory
 from .api import load_handlers
 from .cluster.local import LocalMetadataStore
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
+from .cluster.view import SingleBrokerView
 from .config import BrokerConfig, TopicConfig
 from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.producer_ids import ProducerIdManager
@@ -58,6 +59,7 @@ class Broker:
         self.broker_id = broker_id
         self.config = config or BrokerConfig()
         self.metadata = LocalMetadataStore(self.data_dir, broker_id)
+        self.cluster = SingleBrokerView(self)
         self.replicas = ReplicaManager(self.data_dir, broker_id, self.config)
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)

@@ -22,13 +22,13 @@ async def describe_cluster(ctx, request) -> dict:
     if endpoint_type != BROKERS_ENDPOINT:
         return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
                 "error_message": f"this is a broker; endpoint type {endpoint_type} (controllers) is not served here"}
-    host, port = broker.advertised
     return {
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,
         "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.broker_id,
-        "brokers": [{"broker_id": broker.broker_id, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "controller_id": broker.cluster.controller_id,
+        "brokers": [{"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack,
+                     "is_fenced": False} for node in broker.cluster.live_nodes()],
         "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                           else NOT_REQUESTED),
     }

@@ -1,6 +1,6 @@
 """FindCoordinator: which broker coordinates a group or a transactional id (v4+: many keys at once).
 
-A single broker coordinates every key. Asking for a group's coordinator creates
+The cluster view names the broker (a single broker coordinates every key). Asking for a group's coordinator creates
 `__consumer_offsets` if it does not exist yet, as Kafka does.
 """
 
@@ -14,9 +14,6 @@ GROUP, TRANSACTION = 0, 1
 
 
 def _coordinator(ctx, key: str, key_type: int) -> dict:
-    host, port = ctx.broker.advertised
-    found = {"key": key, "node_id": ctx.broker.broker_id, "host": host, "port": port,
-             "error_code": ErrorCode.none, "error_message": None}
     missing = {"key": key, "node_id": -1, "host": "", "port": -1}
     if key_type not in (GROUP, TRANSACTION):
         return {**missing, "error_code": ErrorCode.invalid_request,
@@ -27,7 +24,9 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     except BrokerError as exc:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"cannot create {coordinator.topic.name}: {exc.message}"}
-    return found
+    node = ctx.broker.cluster.coordinator(key)
+    return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
+            "error_code": ErrorCode.none, "error_message": None}
 
 
 @handles(ApiKey.FIND_COORDINATOR, 0, 6)

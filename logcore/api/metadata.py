@@ -67,12 +67,12 @@ async def metadata(ctx, request) -> dict:
             topics.append(topic_metadata(broker, name))
         except BrokerError as exc:
             topics.append({"error_code": exc.code, "name": name, "is_internal": False, "partitions": []})
-    host, port = broker.advertised
     return {
         "error_code": ErrorCode.none,
-        "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+        "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}
+                    for node in broker.cluster.live_nodes()],
         "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.broker_id,
+        "controller_id": broker.cluster.controller_id,
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     }

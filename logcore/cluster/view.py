@@ -1,0 +1,39 @@
+"""Who is in the cluster, as the APIs that name brokers see it (Metadata, DescribeCluster,
+FindCoordinator): the live brokers with their addresses, the controller, and the broker that
+coordinates a key. A broker with no ZooKeeper is a cluster of one; a ZooKeeper cluster gives the
+same answers from its registrations (docs/cluster.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class SingleBrokerView:
+    """The cluster of one broker: it is every live broker, the controller and every coordinator."""
+
+    def __init__(self, broker) -> None:
+        self._broker = broker
+
+    @property
+    def this_node(self) -> Node:
+        host, port = self._broker.advertised
+        return Node(self._broker.broker_id, host, port, self._broker.config.get("broker.rack"))
+
+    @property
+    def controller_id(self) -> int:
+        return self._broker.broker_id
+
+    def live_nodes(self) -> list[Node]:
+        return [self.this_node]
+
+    def coordinator(self, key: str) -> Node:
+        """The broker that coordinates `key` (a group or a transactional id)."""
+        return self.this_node

@@ -1,0 +1,28 @@
+"""What a broker says about the cluster (Metadata, DescribeCluster): today a cluster of one, its rack
+included, and a clear refusal for a ZooKeeper cluster, which is not built yet."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+from confluent_kafka.admin import AdminClient
+
+from binlake.cli import main
+
+
+def test_the_broker_is_the_whole_cluster_with_its_rack(broker_factory):
+    broker = broker_factory(config={"broker.rack": "rack-a"})
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    cluster = admin.describe_cluster().result(30)
+    assert [(n.id, n.host, n.port, n.rack) for n in cluster.nodes] == [(0, "127.0.0.1", broker.port, "rack-a")]
+    assert cluster.controller.id == 0
+    brokers = admin.list_topics(timeout=30).brokers
+    assert [(b.id, b.host, b.port) for b in brokers.values()] == [(0, "127.0.0.1", broker.port)]
+
+
+def test_zookeeper_connect_is_refused_not_ignored(tmp_path):
+    config = tmp_path / "server.properties"
+    config.write_text("zookeeper.connect=127.0.0.1:2181\n")
+    for args in (["--config", str(config)], ["--override", "zookeeper.connect=127.0.0.1:2181"]):
+        result = CliRunner().invoke(main, ["broker", "--data-dir", str(tmp_path / "data"), *args])
+        assert result.exit_code != 0
+        assert "zookeeper.connect: a replicated cluster on ZooKeeper is not built yet" in result.output, result.output
