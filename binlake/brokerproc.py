@@ -26,8 +26,9 @@ class BrokerProcess:
     """A real broker in its own process, so tests can SIGKILL it and start it again on the same data."""
 
     def __init__(self, data_dir: Path, port: int | None = None, config: dict[str, str] | None = None,
-                 open_files: int | None = None) -> None:
+                 open_files: int | None = None, broker_id: int | None = None) -> None:
         self.data_dir = data_dir
+        self.broker_id = broker_id  # --broker-id, if set
         self.port = port or free_port()
         self.config = dict(config or {})
         self.open_files = open_files  # RLIMIT_NOFILE (soft and hard) for the process, if set
@@ -40,6 +41,8 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20) -> "BrokerProcess":
         args = [*BINLAKE, "broker", "--data-dir", str(self.data_dir), "--listen", self.address]
+        if self.broker_id is not None:
+            args += ["--broker-id", str(self.broker_id)]
         for key, value in self.config.items():
             args += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")

@@ -150,6 +150,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.retention.hours", "int", 168, "retention.ms in hours, when log.retention.ms is unset"),
     ConfigDef("log.retention.minutes", "int", None, "retention.ms in minutes, when log.retention.ms is unset"),
     ConfigDef("advertised.listeners", "string", None, "host:port clients should connect to"),
+    ConfigDef("broker.id", "int", 0, "this broker's id (--broker-id overrides it)", check=_at_least(0)),
     ConfigDef("broker.rack", "string", None, "the rack this broker is in, as Metadata and DescribeCluster show it"),
     # consumer groups (logcore/coordinator)
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance",

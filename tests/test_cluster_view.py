@@ -6,6 +6,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 
+from binlake.brokerproc import BrokerProcess
 from binlake.cli import main
 
 
@@ -17,6 +18,17 @@ def test_the_broker_is_the_whole_cluster_with_its_rack(broker_factory):
     assert cluster.controller.id == 0
     brokers = admin.list_topics(timeout=30).brokers
     assert [(b.id, b.host, b.port) for b in brokers.values()] == [(0, "127.0.0.1", broker.port)]
+
+
+def test_broker_id_comes_from_the_config_unless_the_command_line_names_one(tmp_path):
+    for flag, expected in (None, 3), (5, 5):
+        broker = BrokerProcess(tmp_path / f"data-{expected}", config={"broker.id": "3"}, broker_id=flag).start()
+        try:
+            admin = AdminClient({"bootstrap.servers": broker.address})
+            nodes = admin.describe_cluster().result(30).nodes
+            assert [n.id for n in nodes] == [expected]
+        finally:
+            broker.kill()
 
 
 def test_zookeeper_connect_is_refused_not_ignored(tmp_path):

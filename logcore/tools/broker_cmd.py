@@ -23,11 +23,11 @@ def parse_listen(value: str) -> tuple[str, int]:
 @click.command("broker")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="where the log lives")
 @click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on")
-@click.option("--broker-id", default=0, show_default=True, type=int)
+@click.option("--broker-id", type=int, help="this broker's id  [default: broker.id from --config, else 0]")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
               help="server.properties-style key=value file")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="set one broker config (repeatable)")
-def broker_command(data_dir: str, listen: str, broker_id: int, config_file: str | None, override) -> None:
+def broker_command(data_dir: str, listen: str, broker_id: int | None, config_file: str | None, override) -> None:
     """Run a Kafka-protocol broker in the foreground."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host, port = parse_listen(listen)
@@ -38,9 +38,11 @@ def broker_command(data_dir: str, listen: str, broker_id: int, config_file: str 
             if not sep:
                 raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--override")
             config.set(key.strip(), value.strip())
+        if broker_id is not None:
+            config.set("broker.id", str(broker_id))
     except InvalidConfig as exc:
         raise click.ClickException(str(exc)) from None
-    asyncio.run(_run(Broker(data_dir, host, port, broker_id, config)))
+    asyncio.run(_run(Broker(data_dir, host, port, config.get("broker.id"), config)))
 
 
 async def _run(broker: Broker) -> None:
