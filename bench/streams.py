@@ -1,6 +1,6 @@
 """Events per second through one faust worker (`binlake streams worker`), at-least-once and exactly-once.
 
-    .venv/bin/python bench/streams.py [--events 200000] [--partitions 6] [--only map|table] [--profile]
+    .venv/bin/python bench/streams.py [--events 200000] [--partitions 6] [--only map|table] [--profile [--top N]]
 
 Two agents over change events (Debezium envelope, as the connector writes them, decoded by the
 `debezium` codec into ChangeEvents):
@@ -11,7 +11,7 @@ pair from the start of the backlog, and the figure is events/s from the worker's
 its last (output end offsets polled through ListOffsets; read_committed for exactly-once), both
 guarantees side by side in the same run; a run with no new output for a minute (BENCH_STALL_S) is
 reported stalled.
---profile records the exactly-once runs with py-spy and prints where the time goes.
+--profile records the exactly-once runs with py-spy and prints where the time goes (self and inclusive).
 """
 
 from __future__ import annotations
@@ -121,16 +121,21 @@ def run(address: str, workdir: Path, agent: str, guarantee: str, events: int, pr
             worker.kill()
 
 
-def hot_spots(path: Path, top: int = 12) -> list[tuple[str, float]]:
-    """Self time per function from py-spy's raw (collapsed stacks) output, as shares of all samples."""
-    totals: dict[str, int] = {}
+def hot_spots(path: Path, top: int = 12) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Self and inclusive time per function from py-spy's raw (collapsed stacks) output, as shares
+    of all samples: the top `top` of each."""
+    own: dict[str, int] = {}
+    under: dict[str, int] = {}
     samples = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        leaf = stack.split(";")[-1]
-        totals[leaf] = totals.get(leaf, 0) + int(count)
+        frames = stack.split(";")
+        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
+        for frame in set(frames[1:]):  # (the first frame is the thread)
+            under[frame] = under.get(frame, 0) + int(count)
         samples += int(count)
-    return [(name, n / samples) for name, n in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
+    ranked = lambda totals: [(name, n / samples) for name, n in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
+    return ranked(own), ranked(under)
 
 
 def main() -> None:
@@ -139,6 +144,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--only", choices=["map", "table"])
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--top", type=int, default=12, help="functions listed per profile table")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="binlake-bench-streams-") as tmp:
         workdir = Path(tmp)
@@ -155,8 +161,11 @@ def main() -> None:
                 eos = run(broker.address, workdir, agent, "exactly_once", args.events, args.profile)
                 print(f"{agent:<8}{alo:>18}{eos:>18}", flush=True)
                 if args.profile:
-                    for name, share in hot_spots(workdir / f"{agent}-exactly_once.txt"):
-                        print(f"    {share:6.1%}  {name}")
+                    own, under = hot_spots(workdir / f"{agent}-exactly_once.txt", top=args.top)
+                    for title, ranked in ("self time", own), ("inclusive time", under):
+                        print(f"  {title}:")
+                        for name, share in ranked:
+                            print(f"    {share:6.1%}  {name}")
         finally:
             broker.stop()
 

@@ -53,8 +53,24 @@ def worker_command(ctx: click.Context, reference: str) -> None:
         install(app)
     except NotExactlyOnce as exc:
         raise click.ClickException(str(exc)) from None
+    app.conf.Worker = level_restored_after_start(app.conf.Worker)
     sys.argv = [reference, "worker", *ctx.args]
     run_to_exit(app.main)
+
+
+def level_restored_after_start(worker_class: type) -> type:
+    """faust's worker sets the root logger to DEBUG so its start-up spinner turns on every record, and
+    leaves it there: every debug call of faust, mode and aiokafka then builds a record the handlers
+    drop, a tenth of a busy worker's CPU (bench/streams.py --profile). Once the worker has started,
+    the root logger goes back to the level asked for (-l)."""
+    from mode.utils.logging import level_number
+
+    class Worker(worker_class):
+        async def on_startup_finished(self) -> None:
+            await super().on_startup_finished()
+            logging.root.setLevel(level_number(self.loglevel or logging.WARNING))
+
+    return Worker
 
 
 def run_to_exit(main) -> None:

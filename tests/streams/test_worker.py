@@ -1,12 +1,16 @@
 """`binlake streams worker`: what it installs into an app, what it says about apps it cannot load,
-and a zombie worker (SIGSTOPped past its session, then resumed) that is fenced and stops without
+the root logger back at the level asked for once a worker has started, and a zombie worker (SIGSTOPped
+past its session, then resumed) that is fenced and stops without
 making its uncommitted output visible."""
 
 from __future__ import annotations
 
 import collections
+import logging
+import os
 import signal
 import subprocess
+import sys
 import time
 
 import faust
@@ -15,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from mode import CrashingSupervisor
 
+from binlake.brokerproc import ROOT
 from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker
@@ -118,3 +123,36 @@ def test_a_zombie_worker_is_fenced_stops_and_its_uncommitted_output_stays_invisi
     counts = collections.Counter(got)
     assert sorted(counts) == [b"z%05d" % i for i in range(2200)] and set(counts.values()) == {1}, \
         f"{sum(n > 1 for n in counts.values())} duplicated outputs"
+
+
+LEVEL_APP = r'''
+import logging
+import faust
+
+app = faust.App("levels", broker="kafka://{address}", web_enabled=False)
+
+
+@app.timer(0.2)
+async def report():
+    with open("root-level.txt", "w") as f:
+        f.write(str(logging.getLogger().getEffectiveLevel()))
+'''
+
+
+def test_after_start_the_worker_logs_at_the_level_asked_for(broker, tmp_path):
+    """faust raises the root logger to DEBUG for its start-up spinner (at -l warn, its default) and
+    left it there, so every debug call built a record the handlers dropped."""
+    (tmp_path / "levels_app.py").write_text(LEVEL_APP.format(address=broker.address))
+    worker = subprocess.Popen([sys.executable, "-m", "binlake.cli", "streams", "worker", "levels_app", "-l", "warn",
+                               "--without-web"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    report = tmp_path / "root-level.txt"
+    try:
+        deadline = time.monotonic() + 60
+        while not (report.exists() and report.read_text() == str(logging.WARNING)):
+            assert worker.poll() is None and time.monotonic() < deadline, \
+                f"root logger at {report.read_text() if report.exists() else 'no report'}, expected {logging.WARNING}"
+            time.sleep(0.2)
+    finally:
+        worker.kill()
+        worker.wait()
