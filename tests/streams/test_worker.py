@@ -1,7 +1,7 @@
 """`binlake streams worker`: what it installs into an app, what it says about apps it cannot load,
-the root logger back at the level asked for once a worker has started, and a zombie worker (SIGSTOPped
-past its session, then resumed) that is fenced and stops without
-making its uncommitted output visible."""
+the root logger back at the level asked for once a worker has started, and a zombie worker
+(SIGSTOPped past its session, then resumed) that is fenced and stops without making its uncommitted
+output visible."""
 
 from __future__ import annotations
 
