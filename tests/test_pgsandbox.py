@@ -1,0 +1,16 @@
+"""The throwaway PostgreSQL (binlake.pgsandbox) that the sink's tests, the demo and bench start."""
+
+from __future__ import annotations
+
+from binlake.pgsandbox import start_postgres
+
+
+def test_stop_shuts_the_server_down_rather_than_killing_it(tmp_path):
+    # As root the server runs under runuser, which does not pass a signal on: stop waited 30 s and
+    # then killed runuser, on every demo and test session.
+    server = start_postgres(tmp_path / "pg")
+    assert server.sql("SELECT 1") == [(1,)]
+    server.stop()
+    assert server.proc.returncode == 0, f"stopped with {server.proc.returncode}, not a clean shutdown"
+    assert "database system is shut down" in server.log_path.read_text()
+    assert not server.data_dir.exists()
