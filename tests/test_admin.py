@@ -249,10 +249,10 @@ def test_configs_round_trip_take_effect_and_survive_restart(admin, broker):
         KafkaError.MSG_SIZE_TOO_LARGE]
 
     incremental(admin, "cfg", ("cleanup.policy", "compact", AlterConfigOpType.APPEND),
-                ("segment.ms", "100000", AlterConfigOpType.SET))
+                ("segment.ms", "100000", AlterConfigOpType.SET)).result(TIMEOUT)
     assert topic_configs(admin, "cfg")["cleanup.policy"].value == "delete,compact"
     incremental(admin, "cfg", ("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT),
-                ("max.message.bytes", None, AlterConfigOpType.DELETE))
+                ("max.message.bytes", None, AlterConfigOpType.DELETE)).result(TIMEOUT)  # (answered before the restart)
     broker.restart()
     configs = topic_configs(admin, "cfg")
     assert {k: (e.value, e.source) for k, e in configs.items() if e.source != DEFAULT_CONFIG} == {
@@ -264,6 +264,12 @@ def incremental(admin, topic: str, *ops, validate_only=False):
     entries = [ConfigEntry(name, value, incremental_operation=op) for name, value, op in ops]
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
     return admin.incremental_alter_configs([resource], validate_only=validate_only)[resource]
+
+
+def test_an_unknown_broker_setting_is_named_in_the_log(broker_factory):
+    broker = broker_factory(config={"log.cleaner.threadz": "2", "num.partitions": "2"})
+    assert "broker setting 'log.cleaner.threadz' is not one binlake knows: it has no effect" in broker.log()
+    assert "'num.partitions'" not in broker.log()
 
 
 def test_config_refusals(admin, kp_admin):

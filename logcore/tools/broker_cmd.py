@@ -9,8 +9,10 @@ import signal
 import click
 
 from ..broker import Broker
-from ..config import BrokerConfig
+from ..config import BROKER_CONFIGS, BrokerConfig
 from ..protocol.errors import InvalidConfig
+
+log = logging.getLogger(__name__)
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -42,6 +44,9 @@ def broker_command(data_dir: str, listen: str, broker_id: int | None, config_fil
             config.set("broker.id", str(broker_id))
     except InvalidConfig as exc:
         raise click.ClickException(str(exc)) from None
+    for key in sorted(set(config.raw) - set(BROKER_CONFIGS)):
+        log.warning("broker setting %r is not one binlake knows: it has no effect (a typo, or a Kafka setting "
+                    "binlake does not have)", key)
     asyncio.run(_run(Broker(data_dir, host, port, config.get("broker.id"), config)))
 
 
