@@ -27,7 +27,7 @@ from pathlib import Path
 
 import click
 
-from .sandbox import SandboxError, free_port
+from .sandbox import SandboxError, free_port, run_in_foreground
 
 USER = "binlake"
 DATABASE = "warehouse"
@@ -175,20 +175,9 @@ def _wait_ready(server: PostgreSQL) -> None:
 @click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
 def main(base: Path, port: int | None) -> None:
     """Run a throwaway PostgreSQL (its log in BASE) until Ctrl-C, then stop it and remove its data."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        server = start_postgres(base, port=port)
-    except SandboxError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"PostgreSQL on 127.0.0.1:{server.port}, database {DATABASE}, user {USER} (no password); "
-               f"log {server.log_path}\n  psql 'host=127.0.0.1 port={server.port} user={USER} dbname={DATABASE}'\n"
-               "Ctrl-C stops it.")
-    try:
-        server.proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_in_foreground(lambda: start_postgres(base, port=port), lambda server: (
+        f"PostgreSQL on 127.0.0.1:{server.port}, database {DATABASE}, user {USER} (no password); "
+        f"log {server.log_path}\n  psql 'host=127.0.0.1 port={server.port} user={USER} dbname={DATABASE}'"))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,23 @@ class SandboxError(RuntimeError):
     """The throwaway server could not be set up; the message carries the server's own output."""
 
 
+def run_in_foreground(start, describe) -> None:
+    """The `python -m binlake.<sandbox>` commands: start a server (`start()`), say how to reach it
+    (`describe(server)`), and stop it on Ctrl-C or SIGTERM."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server like Ctrl-C
+    try:
+        server = start()
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{describe(server)}\nCtrl-C stops it.")
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -183,21 +200,10 @@ def main(base: Path, port: int | None) -> None:
     if (base / "data").exists():
         raise click.ClickException(f"{base / 'data'} exists already; remove it or choose another directory")
     base.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)   # SIGTERM stops the server like Ctrl-C
-    try:
-        server = start_mariadb(base, port=port)
-    except SandboxError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"MariaDB on 127.0.0.1:{server.port} (socket {server.socket_path}), binlog ROW/FULL/FULL; "
-               f"users root (no password) and {server.user} (password {server.password}); log {server.log_path}\n"
-               f"  export MYSQL_PORT={server.port} MYSQL_PASSWORD={server.password}\n"
-               "Ctrl-C stops it.")
-    try:
-        server.proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_in_foreground(lambda: start_mariadb(base, port=port), lambda server: (
+        f"MariaDB on 127.0.0.1:{server.port} (socket {server.socket_path}), binlog ROW/FULL/FULL; "
+        f"users root (no password) and {server.user} (password {server.password}); log {server.log_path}\n"
+        f"  export MYSQL_PORT={server.port} MYSQL_PASSWORD={server.password}"))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ By hand: `python -m binlake.zksandbox DIR [--port N]` runs one in the foreground
 from __future__ import annotations
 
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from .sandbox import SandboxError, free_port
+from .sandbox import SandboxError, free_port, run_in_foreground
 
 JAVA = "/usr/bin/java"
 CLASSPATH = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
@@ -115,20 +114,9 @@ def start_zookeeper(base: Path, port: int | None = None) -> ZooKeeper:
 @click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
 def main(base: Path, port: int | None) -> None:
     """Run a throwaway ZooKeeper (its data and log in BASE) until Ctrl-C, then stop it and remove its data."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        server = start_zookeeper(base, port=port)
-    except SandboxError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"ZooKeeper on {server.connect_string}; log {server.log_path}\n"
-               f"  /usr/share/zookeeper/bin/zkCli.sh -server {server.connect_string}\n"
-               "Ctrl-C stops it.")
-    try:
-        server.proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_in_foreground(lambda: start_zookeeper(base, port=port), lambda server: (
+        f"ZooKeeper on {server.connect_string}; log {server.log_path}\n"
+        f"  /usr/share/zookeeper/bin/zkCli.sh -server {server.connect_string}"))
 
 
 if __name__ == "__main__":

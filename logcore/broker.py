@@ -52,20 +52,20 @@ def _check_descriptors(partitions: int, topic: str) -> None:
 
 
 class Broker:
-    def __init__(self, data_dir: str, host: str = "127.0.0.1", port: int = 9092, broker_id: int = 0,
+    def __init__(self, data_dir: str, host: str = "127.0.0.1", port: int = 9092,
                  config: BrokerConfig | None = None) -> None:
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
-        self.broker_id = broker_id
         self.config = config or BrokerConfig()
-        self.metadata = LocalMetadataStore(self.data_dir, broker_id)
+        self.broker_id = self.config.get("broker.id")
+        self.metadata = LocalMetadataStore(self.data_dir, self.broker_id)
         self.cluster = SingleBrokerView(self)
-        self.replicas = ReplicaManager(self.data_dir, broker_id, self.config)
+        self.replicas = ReplicaManager(self.data_dir, self.broker_id, self.config)
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
         self.txn_markers = MarkerWriter(self.replicas, self.metadata)
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
-                                                   ProducerIdManager(self.data_dir, broker_id), self.txn_markers,
+                                                   ProducerIdManager(self.data_dir, self.broker_id), self.txn_markers,
                                                    self.groups)
         self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
         self._tasks: list[asyncio.Task] = []

@@ -47,7 +47,7 @@ def broker_command(data_dir: str, listen: str, broker_id: int | None, config_fil
     for key in sorted(set(config.raw) - set(BROKER_CONFIGS)):
         log.warning("broker setting %r is not one binlake knows: it has no effect (a typo, or a Kafka setting "
                     "binlake does not have)", key)
-    asyncio.run(_run(Broker(data_dir, host, port, config.get("broker.id"), config)))
+    asyncio.run(_run(Broker(data_dir, host, port, config)))
 
 
 async def _run(broker: Broker) -> None:
