@@ -4,7 +4,7 @@ faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' fir
 one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
 transaction carries that partition's outputs, its tables' changelog writes and its consumed
 offsets; a worker that takes the partition over initializes the same transactional id, which fences
-the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has nine
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has ten
 holes, each closed here (docs/streams.md tells the whole story):
 
 1. **Commits race with processing.** faust commits while agents keep taking events, so a change
@@ -50,6 +50,10 @@ holes, each closed here (docs/streams.md tells the whole story):
    waiting on a busy broker is enough), so the transaction commits an event's offset without its
    table write; after a kill, the next owner recovers the table without it. Here the flush waits
    for every buffered message to be sent.
+10. **Table recovery waits for a commit marker**: faust recovers a changelog partition until it has
+   seen the record before the end it is given, and a transactional changelog ends in a commit
+   marker, which no reader sees; recovery then ends by faust's fallback, 10 s later. Here the end
+   is one past the last record a read_committed reader gets.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ import logging
 import time
 from typing import Any, AsyncIterator, Mapping, Optional, Set, Tuple
 
+import aiokafka
 from aiokafka.errors import ProducerFenced
 from faust.exceptions import ProducerSendError
 from faust.streams import current_event
@@ -70,6 +75,7 @@ from mode import CrashingSupervisor, OneForOneSupervisor
 
 log = logging.getLogger(__name__)
 BARRIER_WARN_S = 10.0  # a commit waiting this long for agents to finish their events says which
+TAIL_WINDOW = 16  # records read back from a changelog's end to find its last committed record
 
 
 class ExactlyOnceConsumer(driver.Consumer):
@@ -246,9 +252,54 @@ class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
         return committed
 
     async def _highwaters(self, partitions: Any) -> Mapping[TP, int]:
+        """faust recovers a changelog partition until it has seen the record before the end this
+        returns (hole 5: the end must come from ListOffsets). Under exactly-once that record is a
+        commit marker, which no reader sees: recovery would wait for it until faust's 10-s fallback
+        (hole 10). Here the end is one past the last record a read_committed reader gets."""
         if not self.consumer.in_transaction:
             return await super()._highwaters(partitions)
-        return await self._ensure_consumer().end_offsets(list(partitions))  # ListOffsets, read_committed
+        stable_ends = await self._ensure_consumer().end_offsets(list(partitions))  # ListOffsets, read_committed
+        return await self._visible_ends(stable_ends)
+
+    async def _visible_ends(self, stable_ends: Mapping[TP, int]) -> Mapping[TP, int]:
+        """Per partition, one past the last committed record below its stable end (0 if none), read
+        from the tail with a consumer of its own (the worker's consumer must keep its positions)."""
+        tails = [aiokafka.TopicPartition(*tp) for tp, end in stable_ends.items() if end]
+        if not tails:  # (and an assignment of nothing would hang the reader's stop, in aiokafka 0.14)
+            return dict(stable_ends)
+        conf, transport = self.app.conf, self.transport
+        reader = aiokafka.AIOKafkaConsumer(
+            client_id=conf.broker_client_id, isolation_level="read_committed", enable_auto_commit=False,
+            bootstrap_servers=driver.server_list(transport.url, transport.default_port),
+            request_timeout_ms=int(conf.broker_request_timeout * 1000.0),
+            **driver.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context))
+        await reader.start()
+        try:
+            reader.assign(tails)
+            starts = await reader.beginning_offsets(tails)
+            return {tp: await last_record_end(reader, tp, starts[tp], end) if end else 0
+                    for tp, end in stable_ends.items()}
+        finally:
+            await reader.stop()
+
+
+async def last_record_end(reader: aiokafka.AIOKafkaConsumer, tp: TP, start: int, end: int) -> int:
+    """One past the last record `reader` gets in [start, end), or 0: reads back from `end` in
+    growing windows (behind the last commit marker there may be aborted transactions)."""
+    window = TAIL_WINDOW
+    while True:
+        low = max(start, end - window)
+        reader.seek(tp, low)
+        last = -1
+        while await reader.position(tp) < end:
+            for record in (await reader.getmany(tp, timeout_ms=1000)).get(tp, ()):
+                if record.offset < end:
+                    last = max(last, record.offset)
+        if last >= 0:
+            return last + 1
+        if low == start:
+            return 0
+        window *= 8
 
 
 class ExactlyOnceTransactions(TransactionManager):

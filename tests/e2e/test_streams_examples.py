@@ -135,15 +135,18 @@ def run(broker_factory, mariadb, connector, tmp_path, kills: int) -> None:
             victim.start()
         workload.run(5)
 
-        async def settled():
+        async def settled():  # the revenue agent is a hop behind the enriching one: wait for both
             changes = [c for m in await read_committed(broker.address, [f"shop.{db}.orders"])
                        if (c := parse(m.value, "debezium")) is not None]
             try:
-                outputs = await read_committed(broker.address, out_topics[:1])
+                enriched = await read_committed(broker.address, out_topics[:1])
+                revenue = await read_committed(broker.address, out_topics[2:])
             except AssertionError:
-                return None
-            return (changes, outputs) if len(outputs) >= len(changes) and changes else None
-        asyncio.run(wait_until(settled, 180, "an enriched output for every order change", interval=1))
+                return False
+            booked = sum(len(bookings(c)) for c in changes)
+            return bool(changes) and len(enriched) >= len(changes) and len(revenue) >= booked
+        asyncio.run(wait_until(settled, 180, "an enriched output for every order change and a revenue output for "
+                                             "every booking", interval=1))
         time.sleep(3)  # anything late would be a duplicate
     finally:
         for worker in workers:
