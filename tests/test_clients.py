@@ -11,9 +11,9 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import (OFFSET_END, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer,
-                             TopicPartition)
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (OFFSET_END, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError,
+                             Producer, TopicPartition)
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -265,3 +265,31 @@ def test_log_append_time_replaces_the_producers_timestamp(broker, client):
     msg = poll_values(consumer, 1)[0]
     consumer.close()
     assert msg.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, acked_ts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Durability settings
+
+
+def test_acks_all_needs_min_insync_replicas_in_sync(broker):
+    """One broker is an ISR of one: with min.insync.replicas=2 an acks=all write is refused with
+    NOT_ENOUGH_REPLICAS and nothing is written, acks=1 is taken, and lowering the setting lets
+    acks=all through."""
+    create_topic(broker.address, "misr", **{"min.insync.replicas": "2"})
+
+    def produce(acks: str):
+        reported = []
+        producer = Producer({"bootstrap.servers": broker.address, "acks": acks, "retries": 0, "linger.ms": 0})
+        producer.produce("misr", b"x", partition=0, on_delivery=lambda err, msg: reported.append((err, msg.offset())))
+        producer.flush(30)
+        return reported[0]
+
+    err, _ = produce("all")
+    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
+    assert produce("1") == (None, 0), "acks=1 does not wait for replicas, and the refused write left nothing"
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "misr",
+                              incremental_configs=[ConfigEntry("min.insync.replicas", "1",
+                                                               incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert produce("all") == (None, 1)

@@ -24,7 +24,7 @@ async def produce(ctx, request) -> dict | None:
                 if request.transactional_id is not None:  # KIP-890: only into an open transaction
                     ctx.broker.transactions.check_produce(request.transactional_id, (topic.name, data.index),
                                                           data.records or b"")
-                appended = replicas.append(topic.name, data.index, data.records or b"")
+                appended = replicas.append(topic.name, data.index, data.records or b"", required_acks=request.acks)
                 result.update(error_code=ErrorCode.none, base_offset=appended.base_offset,
                               log_append_time=appended.log_append_time_ms,
                               log_start_offset=appended.log_start_offset)

@@ -44,6 +44,7 @@ InvalidRequiredAcks = _error("InvalidRequiredAcks", ErrorCode.invalid_required_a
 FencedLeaderEpoch = _error("FencedLeaderEpoch", ErrorCode.fenced_leader_epoch, True)
 UnknownLeaderEpoch = _error("UnknownLeaderEpoch", ErrorCode.unknown_leader_epoch, True)
 NotLeaderOrFollower = _error("NotLeaderOrFollower", ErrorCode.not_leader_or_follower, True)
+NotEnoughReplicas = _error("NotEnoughReplicas", ErrorCode.not_enough_replicas, True)
 UnsupportedVersion = _error("UnsupportedVersion", ErrorCode.unsupported_version)
 FetchSessionIdNotFound = _error("FetchSessionIdNotFound", ErrorCode.fetch_session_id_not_found, True)
 InvalidFetchSessionEpoch = _error("InvalidFetchSessionEpoch", ErrorCode.invalid_fetch_session_epoch, True)

@@ -123,8 +123,8 @@ class ReplicaManager:
 
     # -- produce / fetch -----------------------------------------------------------------------
 
-    def append(self, topic: str, index: int, records: bytes, from_client: bool = True):
-        return self.get(topic, index).append_as_leader(records, from_client)
+    def append(self, topic: str, index: int, records: bytes, from_client: bool = True, required_acks: int = 1):
+        return self.get(topic, index).append_as_leader(records, from_client, required_acks)
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
              read_committed: bool = False) -> FetchSlice:

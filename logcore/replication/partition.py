@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..protocol.errors import OffsetOutOfRange, StorageError
+from ..protocol.errors import NotEnoughReplicas, OffsetOutOfRange, StorageError
 from ..storage.log import AppendResult, PartitionLog
 
 
@@ -36,9 +36,15 @@ class Partition:
         if self.offline_reason:
             raise StorageError(self.offline_reason)
 
-    def append_as_leader(self, records: bytes, from_client: bool = True) -> AppendResult:
-        """Validate, then write, then advance the high watermark: no await in between."""
+    def append_as_leader(self, records: bytes, from_client: bool = True, required_acks: int = 1) -> AppendResult:
+        """Validate, then write, then advance the high watermark: no await in between. An acks=all
+        write needs min.insync.replicas in the ISR, checked before anything is written (as Kafka)."""
         self.check_online()
+        if required_acks == -1 and len(self.isr) < (needed := self.log.config["min.insync.replicas"]):
+            raise NotEnoughReplicas(
+                f"{self.topic}-{self.index} has {len(self.isr)} in-sync replica(s) and min.insync.replicas is "
+                f"{needed}: acks=all writes are refused until enough replicas are in sync (lower the topic's "
+                f"min.insync.replicas, or write with acks=1)")
         headers = self.log.validate(records)
         result = self.log.append(records, headers, from_client)
         self._advance_high_watermark(self.log.log_end_offset)
