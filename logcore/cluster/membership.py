@@ -1,0 +1,151 @@
+"""A broker's membership of a ZooKeeper cluster: its registration, the live brokers, and the
+controller election (docs/cluster.md, "Controller").
+
+- Registration: the ephemeral `/brokers/ids/N`, which lives as long as the broker's session. A
+  session that expires (a broker paused longer than the session timeout) loses it; the broker
+  registers again when it gets a new session, as Kafka's brokers do.
+- The live brokers: the children of `/brokers/ids`, watched.
+- The controller: the broker that creates the ephemeral `/controller` first. It then raises
+  `/controller_epoch` by a write conditional on the version it read, so two controllers never share
+  an epoch, and every decision it writes carries its epoch. The others watch `/controller` and try
+  again when it goes.
+
+kazoo runs watches and state listeners on its own thread: `on_change` is called there, after the
+view here has changed; a caller on an event loop hands it over with `call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from . import zk_layout as layout
+from .view import Node
+
+log = logging.getLogger(__name__)
+
+
+class BrokerIdTaken(RuntimeError):
+    """Another live broker registered this broker's id."""
+
+
+class ZooKeeperMembership:
+    def __init__(self, zk: KazooClient, node: Node, on_change: Callable[[], None] = lambda: None) -> None:
+        self.zk = zk
+        self.node = node
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._live: dict[int, Node] = {}
+        self.controller_id = -1
+        self.controller_epoch = 0  # this broker's epoch while it is the controller
+        self._session_lost = False
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller_id == self.node.node_id
+
+    def live_nodes(self) -> list[Node]:
+        with self._lock:
+            return sorted(self._live.values(), key=lambda n: n.node_id)
+
+    def start(self) -> None:
+        """Register, then follow the live brokers and the controller (and stand for it)."""
+        self._register()
+        self.zk.add_listener(self._on_session_state)
+        ChildrenWatch(self.zk, layout.BROKER_IDS, self._on_brokers)
+        DataWatch(self.zk, layout.CONTROLLER, self._on_controller)
+
+    def _register(self) -> None:
+        path = layout.broker_path(self.node.node_id)
+        try:
+            self.zk.create(path, layout.encode_broker(self.node, _now_ms()), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            data, stat = self.zk.get(path)
+            if stat.ephemeralOwner == self.zk.client_id[0]:
+                return  # (registered in this session already)
+            holder = layout.decode_broker(self.node.node_id, data)
+            raise BrokerIdTaken(f"broker id {self.node.node_id} is already registered in ZooKeeper by the broker at "
+                                f"{holder.host}:{holder.port}: give each broker its own --broker-id") from None
+        log.info("registered as broker %d at %s", self.node.node_id, path)
+
+    def _on_brokers(self, children: list[str]) -> None:
+        live = {}
+        for child in children:
+            try:
+                live[int(child)] = layout.decode_broker(int(child), self.zk.get(layout.broker_path(int(child)))[0])
+            except NoNodeError:
+                continue  # (gone between the listing and the read: the next watch event says so)
+            except (ValueError, layout.LayoutError) as exc:
+                log.warning("ignoring %s/%s: %s", layout.BROKER_IDS, child, exc)
+        with self._lock:
+            self._live = live
+        self._on_change()
+
+    def _on_controller(self, data: bytes | None, _stat) -> None:
+        if data is None:
+            self.controller_id = -1
+            self._stand_for_controller()
+        else:
+            try:
+                self.controller_id = layout.decode_controller(data)
+            except layout.LayoutError as exc:
+                log.error("%s; waiting for it to change", exc)
+                self.controller_id = -1
+        self._on_change()
+
+    def _stand_for_controller(self) -> None:
+        try:
+            self.zk.create(layout.CONTROLLER, layout.encode_controller(self.node.node_id, _now_ms()), ephemeral=True)
+        except NodeExistsError:
+            return  # another broker won; the watch reads who
+        self.controller_epoch = self._raise_controller_epoch()
+        self.controller_id = self.node.node_id
+        log.info("broker %d is the controller (epoch %d)", self.node.node_id, self.controller_epoch)
+
+    def _raise_controller_epoch(self) -> int:
+        while True:
+            try:
+                data, stat = self.zk.get(layout.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.zk.create(layout.CONTROLLER_EPOCH, b"1")
+                    return 1
+                except NodeExistsError:
+                    continue
+            epoch = layout.decode_controller_epoch(data) + 1
+            try:
+                self.zk.set(layout.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                return epoch
+            except BadVersionError:
+                continue  # another controller raised it in between: read again
+
+    def _on_session_state(self, state: str) -> None:
+        """A lost session took the registration (and /controller, if this broker held it) with it:
+        register again on the next session. (Listeners must not block: the work goes to a thread.)"""
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self.controller_id = -1
+            self._on_change()
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self.zk.handler.spawn(self._rejoin)
+
+    def _rejoin(self) -> None:
+        try:
+            self._register()
+        except BrokerIdTaken as exc:
+            log.error("%s", exc)
+            return
+        if self.zk.exists(layout.CONTROLLER) is None:
+            self._stand_for_controller()
+            self._on_change()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,97 @@
+"""Kafka's ZooKeeper layout: the paths and the JSON of each znode, so that `zkCli` shows a binlake
+cluster as it shows a Kafka one (docs/cluster.md). Pure functions from values to bytes and back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .view import Node
+
+BROKER_IDS = "/brokers/ids"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+
+
+class LayoutError(ValueError):
+    """A znode whose content is not what Kafka's layout puts there."""
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def encode_broker(node: Node, timestamp_ms: int) -> bytes:
+    """A broker's registration, as Kafka writes it (version 5: endpoints, rack, features)."""
+    endpoint = f"PLAINTEXT://{node.host}:{node.port}"
+    return _json({"version": 5, "host": node.host, "port": node.port, "endpoints": [endpoint],
+                  "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "rack": node.rack,
+                  "jmx_port": -1, "features": {}, "timestamp": str(timestamp_ms)})
+
+
+def decode_broker(broker_id: int, data: bytes) -> Node:
+    value = _parse(broker_path(broker_id), data)
+    try:
+        return Node(broker_id, value["host"], int(value["port"]), value.get("rack"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LayoutError(f"{broker_path(broker_id)} holds no broker registration ({exc!r}): {data[:200]!r}") from None
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _json({"version": 2, "brokerid": broker_id, "timestamp": str(timestamp_ms), "kraftControllerEpoch": -1})
+
+
+def decode_controller(data: bytes) -> int:
+    try:
+        return int(_parse(CONTROLLER, data)["brokerid"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LayoutError(f"{CONTROLLER} names no broker ({exc!r}): {data[:200]!r}") from None
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data)
+    except ValueError:
+        raise LayoutError(f"{CONTROLLER_EPOCH} is not an integer: {data[:200]!r}") from None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """`/brokers/topics/T/partitions/P/state`: who leads, in which epoch, with which ISR, decided by
+    which controller epoch."""
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _json({"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
+                  "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+
+def decode_partition_state(path: str, data: bytes) -> PartitionState:
+    value = _parse(path, data)
+    try:
+        return PartitionState(int(value["leader"]), int(value["leader_epoch"]), tuple(int(b) for b in value["isr"]),
+                              int(value["controller_epoch"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LayoutError(f"{path} holds no partition state ({exc!r}): {data[:200]!r}") from None
+
+
+def _json(value: dict) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _parse(path: str, data: bytes) -> dict:
+    try:
+        value = json.loads(data)
+    except (ValueError, TypeError):
+        raise LayoutError(f"{path} does not hold JSON: {data[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise LayoutError(f"{path} does not hold a JSON object: {data[:200]!r}")
+    return value
