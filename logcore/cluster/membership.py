@@ -10,8 +10,8 @@ controller election (docs/cluster.md, "Controller").
   an epoch, and every decision it writes carries its epoch. The others watch `/controller` and try
   again when it goes.
 
-kazoo runs watches and state listeners on its own thread: `on_change` is called there, after the
-view here has changed; a caller on an event loop hands it over with `call_soon_threadsafe`.
+kazoo runs watches and state listeners on its own thread: listeners (`add_listener`) are called
+there, after the view here has changed; one on an event loop hands over with `call_soon_threadsafe`.
 """
 
 from __future__ import annotations
@@ -36,19 +36,31 @@ class BrokerIdTaken(RuntimeError):
 
 
 class ZooKeeperMembership:
-    def __init__(self, zk: KazooClient, node: Node, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, zk: KazooClient, node: Node) -> None:
         self.zk = zk
         self.node = node
-        self._on_change = on_change
+        self._listeners: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._live: dict[int, Node] = {}
         self.controller_id = -1
         self.controller_epoch = 0  # this broker's epoch while it is the controller
+        self.controller_epoch_version = -1  # the version of /controller_epoch it wrote: its writes check it
         self._session_lost = False
 
     @property
     def is_controller(self) -> bool:
         return self.controller_id == self.node.node_id
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """`listener()` after each change of the live brokers or the controller."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:  # (an exception would end the kazoo watch that called: no more news)
+                log.exception("a listener of broker %d's membership failed", self.node.node_id)
 
     def live_nodes(self) -> list[Node]:
         with self._lock:
@@ -85,7 +97,7 @@ class ZooKeeperMembership:
                 log.warning("ignoring %s/%s: %s", layout.BROKER_IDS, child, exc)
         with self._lock:
             self._live = live
-        self._on_change()
+        self._changed()
 
     def _on_controller(self, data: bytes | None, _stat) -> None:
         if data is None:
@@ -97,31 +109,32 @@ class ZooKeeperMembership:
             except layout.LayoutError as exc:
                 log.error("%s; waiting for it to change", exc)
                 self.controller_id = -1
-        self._on_change()
+        self._changed()
 
     def _stand_for_controller(self) -> None:
         try:
             self.zk.create(layout.CONTROLLER, layout.encode_controller(self.node.node_id, _now_ms()), ephemeral=True)
         except NodeExistsError:
             return  # another broker won; the watch reads who
-        self.controller_epoch = self._raise_controller_epoch()
+        self.controller_epoch, self.controller_epoch_version = self._raise_controller_epoch()
         self.controller_id = self.node.node_id
         log.info("broker %d is the controller (epoch %d)", self.node.node_id, self.controller_epoch)
 
-    def _raise_controller_epoch(self) -> int:
+    def _raise_controller_epoch(self) -> tuple[int, int]:
+        """The new epoch and the version of `/controller_epoch` that holds it."""
         while True:
             try:
                 data, stat = self.zk.get(layout.CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
                     self.zk.create(layout.CONTROLLER_EPOCH, b"1")
-                    return 1
+                    return 1, 0
                 except NodeExistsError:
                     continue
             epoch = layout.decode_controller_epoch(data) + 1
             try:
-                self.zk.set(layout.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
-                return epoch
+                written = self.zk.set(layout.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                return epoch, written.version
             except BadVersionError:
                 continue  # another controller raised it in between: read again
 
@@ -131,7 +144,7 @@ class ZooKeeperMembership:
         if state == KazooState.LOST:
             self._session_lost = True
             self.controller_id = -1
-            self._on_change()
+            self.zk.handler.spawn(self._changed)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             self.zk.handler.spawn(self._rejoin)
@@ -144,7 +157,7 @@ class ZooKeeperMembership:
             return
         if self.zk.exists(layout.CONTROLLER) is None:
             self._stand_for_controller()
-            self._on_change()
+            self._changed()
 
 
 def _now_ms() -> int:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .view import Node
 
 BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 
@@ -66,7 +67,7 @@ class PartitionState:
 
 
 def partition_state_path(topic: str, partition: int) -> str:
-    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
 
 
 def encode_partition_state(state: PartitionState) -> bytes:
@@ -95,3 +96,30 @@ def _parse(path: str, data: bytes) -> dict:
     if not isinstance(value, dict):
         raise LayoutError(f"{path} does not hold a JSON object: {data[:200]!r}")
     return value
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"/config/topics/{topic}"
+
+
+def encode_topic_assignment(topic_id: str, assignment: dict[int, list[int]]) -> bytes:
+    """`/brokers/topics/T`: the replicas of each partition, preferred leader first (version 3)."""
+    return _json({"version": 3, "topic_id": topic_id,
+                  "partitions": {str(p): replicas for p, replicas in sorted(assignment.items())},
+                  "adding_replicas": {}, "removing_replicas": {}})
+
+
+def decode_topic_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
+    value = _parse(topic_path(topic), data)
+    try:
+        return {int(p): [int(b) for b in replicas] for p, replicas in value["partitions"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise LayoutError(f"{topic_path(topic)} holds no replica assignment ({exc!r}): {data[:200]!r}") from None
+
+
+def encode_topic_config(configs: dict[str, str]) -> bytes:
+    return _json({"version": 1, "config": dict(configs)})
