@@ -1,6 +1,6 @@
 """The controller (logcore/cluster/controller.py, election.py): its decisions about a partition, and
 the same decisions made in a real ZooKeeper as brokers stop, die and come back, by whichever broker
-is the controller at the time."""
+is the controller at the time; and what every broker learns of them (zk_state.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from logcore.cluster.election import NO_LEADER, initial_state, next_state
 from logcore.cluster.membership import ZooKeeperMembership
 from logcore.cluster.view import Node
 from logcore.cluster.zk_layout import PartitionState
+from logcore.cluster.zk_state import ClusterState
 
 SESSION_TIMEOUT_S = 4.0
 WAIT_S = 60.0
@@ -50,7 +51,7 @@ def test_with_no_live_in_sync_replica_the_partition_waits_for_one_unless_unclean
 # -- in ZooKeeper -------------------------------------------------------------------------------
 
 class Broker:
-    """The ZooKeeper side of one broker: its membership and its controller."""
+    """The ZooKeeper side of one broker: its membership, its controller and what it knows."""
 
     def __init__(self, zookeeper, broker_id: int) -> None:
         self.zk = KazooClient(hosts=zookeeper.connect_string, timeout=SESSION_TIMEOUT_S)
@@ -59,6 +60,10 @@ class Broker:
         self.membership.start()
         self.controller = Controller(self.zk, self.membership)
         self.controller.start()
+        self.state = ClusterState(self.zk)
+        self.heard: list[tuple[str, int]] = []
+        self.state.add_listener(lambda topic, partition: self.heard.append((topic, partition)))
+        self.state.start()
 
 
 def wait_for(condition, what: str):
@@ -148,4 +153,41 @@ def test_a_deposed_controller_writes_nothing(zookeeper):
     finally:
         old.zk.stop()
         new.zk.stop()
+        observer.stop()
+
+
+def test_every_broker_learns_the_controllers_decisions_and_forgets_deleted_topics(zookeeper, caplog):
+    brokers = {i: Broker(zookeeper, i) for i in (1, 2)}
+    observer = KazooClient(hosts=zookeeper.connect_string)
+    observer.start(timeout=30)
+    try:
+        wait_for(lambda: all(len(b.membership.live_nodes()) == 2 for b in brokers.values()), "two live brokers")
+        create_topic(observer, "t", "AAAAAAAAAAAAAAAAAAAAAA", {0: [1, 2], 1: [2, 1]}, {})
+        for broker in brokers.values():
+            wait_for(lambda: broker.state.state("t", 0) and broker.state.state("t", 1), "both states everywhere")
+            assert broker.state.topics() == {"t": {0: [1, 2], 1: [2, 1]}}
+            state = broker.state.state("t", 1)
+            assert state == PartitionState(2, 0, (2, 1), state.controller_epoch)
+            assert {("t", 0), ("t", 1)} <= set(broker.heard)
+
+        survivor = brokers[1] if brokers[1].membership.is_controller else brokers[2]
+        gone = 2 if survivor is brokers[1] else 1
+        brokers.pop(gone).zk.stop()
+        survivor_id = survivor.membership.node.node_id
+        wait_for(lambda: all(survivor.state.state("t", p).isr == (survivor_id,) for p in (0, 1)),
+                 "the survivor to learn it leads both partitions alone")
+        assert {survivor.state.state("t", p).leader for p in (0, 1)} == {survivor_id}
+        moved = 0 if gone == 1 else 1  # the partition the gone broker led moved, with a new epoch
+        assert survivor.state.state("t", moved).leader_epoch == 1
+
+        known = survivor.state.state("t", 0)
+        observer.set("/brokers/topics/t/partitions/0/state", b"garbage")  # (some other tool's write)
+        wait_for(lambda: "does not hold JSON: b'garbage'; keeping the previous state" in caplog.text, "the complaint")
+        assert survivor.state.state("t", 0) == known
+
+        observer.delete("/brokers/topics/t", recursive=True)
+        wait_for(lambda: survivor.state.topics() == {} and survivor.state.state("t", 0) is None, "t forgotten")
+    finally:
+        for broker in brokers.values():
+            broker.zk.stop()
         observer.stop()

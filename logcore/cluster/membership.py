@@ -99,7 +99,7 @@ class ZooKeeperMembership:
             self._live = live
         self._changed()
 
-    def _on_controller(self, data: bytes | None, _stat) -> None:
+    def _on_controller(self, data: bytes | None, _stat, _event=None) -> None:
         if data is None:
             self.controller_id = -1
             self._stand_for_controller()
