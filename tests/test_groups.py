@@ -542,6 +542,37 @@ async def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
         await restarted.stop()
 
 
+async def test_committed_offsets_load_back_across_many_read_chunks(tmp_path, monkeypatch):
+    """A restarted broker loads its offsets topic through the partition in chunks; with chunks far
+    smaller than the topic (batches cut at every chunk's end), every group's offsets come back."""
+    from logcore.broker import Broker
+    from logcore.config import BrokerConfig
+    from logcore.coordinator import state_topic
+
+    config = BrokerConfig({**FAST, "offsets.topic.num.partitions": "1"})
+    broker = Broker(str(tmp_path / "data"), port=0, config=config)
+    await broker.start()
+    try:
+        await create_topic(broker.address, "chunks", 1)
+        tp = TopicPartition("chunks", 0)
+        for group in range(40):
+            client = AIOKafkaConsumer(bootstrap_servers=broker.address, group_id=f"g{group}", enable_auto_commit=False)
+            await client.start()
+            client.assign([tp])
+            await client.commit({tp: group + 1})
+            await client.stop()
+    finally:
+        await broker.stop()
+    monkeypatch.setattr(state_topic, "READ_CHUNK_BYTES", 300)  # a few batches per chunk
+    restarted = Broker(str(tmp_path / "data"), port=0, config=config)
+    await restarted.start()
+    try:
+        for group in range(40):
+            assert await committed(restarted.address, f"g{group}", "chunks", 1) == {0: group + 1}
+    finally:
+        await restarted.stop()
+
+
 def test_kafka_python_group_consumes_and_commits(group_broker):
     from kafka import KafkaConsumer
 

@@ -1,22 +1,22 @@
 """A compacted internal topic that a coordinator appends its records to and replays on start.
 
 Records go through ReplicaManager.append like any produce, as one uncompressed magic-v2 batch per
-call, so they get offsets, indexes and recovery for free. Loading reads the partition's segments
-batch by batch. A batch written for a producer's transaction (TxnOffsetCommit) takes effect at its
+call, so they get offsets, indexes and recovery for free. Loading reads the partition as a consumer
+does, up to its high watermark. A batch written for a producer's transaction (TxnOffsetCommit) takes effect at its
 commit marker, as read_committed consumers see it. Event loop only.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Callable, Iterator
 
-from ..storage.batch import TRANSACTIONAL
+from ..storage.batch import HEADER_SIZE, TRANSACTIONAL, BatchHeader, read_header
 from ..storage.records import control_marker, decode_batch, encode_batch
 
 log = logging.getLogger(__name__)
+READ_CHUNK_BYTES = 1 << 20  # a coordinator loads its partitions this much at a time
 
 
 class StateTopic:
@@ -59,24 +59,36 @@ class StateTopic:
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """Every (key, value) of one partition in the order it took effect: transactional records at
         their commit marker, aborted ones never. Those of transactions still open at the end are left
-        in `open_transactions[partition]` for their marker to settle."""
-        log = self.replicas.get(self.name, partition).log
+        in `open_transactions[partition]` for their marker to settle. It reads what a consumer
+        would, through the partition, up to the high watermark: only what is committed."""
         open_txns: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
-        for segment in list(log.segments):
-            for position, header in segment.headers():
-                if header.last_offset < log.log_start_offset:
-                    continue
-                records = decode_batch(os.pread(segment.fd, header.size, position))
-                if header.is_control:
-                    marker = control_marker(records[0]) if records else None
-                    settled = open_txns.pop(header.producer_id, [])
-                    if marker is not None and marker.commit:
-                        yield from settled
-                elif header.is_transactional:
-                    open_txns.setdefault(header.producer_id, []).extend((r.key, r.value) for r in records)
-                else:
-                    yield from ((r.key, r.value) for r in records)
+        for header, records in self._batches(partition):
+            if header.is_control:
+                marker = control_marker(records[0]) if records else None
+                settled = open_txns.pop(header.producer_id, [])
+                if marker is not None and marker.commit:
+                    yield from settled
+            elif header.is_transactional:
+                open_txns.setdefault(header.producer_id, []).extend((r.key, r.value) for r in records)
+            else:
+                yield from ((r.key, r.value) for r in records)
         self.open_transactions[partition] = open_txns
+
+    def _batches(self, partition: int) -> Iterator[tuple[BatchHeader, list]]:
+        """(header, records) of each batch from the log start to the high watermark, read in chunks."""
+        replica = self.replicas.get(self.name, partition)
+        offset = replica.log.log_start_offset
+        while offset < replica.high_watermark:
+            region = replica.read(offset, READ_CHUNK_BYTES, min_one_batch=True)
+            if region is None:
+                return
+            data, position = region.read(), 0
+            while position + HEADER_SIZE <= len(data):
+                header = read_header(data, position)
+                if position + header.size > len(data):
+                    break  # cut at the chunk's end: the next read starts with it
+                yield header, decode_batch(memoryview(data)[position:position + header.size])
+                offset, position = header.next_offset, position + header.size
 
     def replay(self, apply: Callable[[bytes, bytes | None], None]) -> int:
         """Feed every keyed record of every partition to `apply(key, value)` in the order it took
