@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
 import signal
@@ -504,22 +505,35 @@ def test_offsets_records_use_kafkas_layout():
 # -- retention -----------------------------------------------------------------------------------
 
 
-async def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
-    """In-process broker, so the test can ask for the retention check at a moment a week ahead."""
+@contextlib.asynccontextmanager
+async def in_process_broker(data_dir, **config):
+    """A broker in this process, for tests that reach into it (a clock, a constant)."""
     from logcore.broker import Broker
     from logcore.config import BrokerConfig
 
-    config = BrokerConfig({**FAST, "offsets.retention.minutes": "60"})
-    broker = Broker(str(tmp_path / "data"), port=0, config=config)
+    broker = Broker(str(data_dir), port=0, config=BrokerConfig({**FAST, **config}))
     await broker.start()
     try:
+        yield broker
+    finally:
+        await broker.stop()
+
+
+async def commit_outside_a_group(address: str, group: str, tp: TopicPartition, offset: int) -> None:
+    """Commit as an assigned (not subscribed) client does: the group stays Empty."""
+    client = AIOKafkaConsumer(bootstrap_servers=address, group_id=group, enable_auto_commit=False)
+    await client.start()
+    client.assign([tp])
+    await client.commit({tp: offset})
+    await client.stop()
+
+
+async def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
+    """In-process broker, so the test can ask for the retention check at a moment a week ahead."""
+    async with in_process_broker(tmp_path / "data", **{"offsets.retention.minutes": "60"}) as broker:
         await create_topic(broker.address, "ret", 1)
         tp = TopicPartition("ret", 0)
-        idle = AIOKafkaConsumer(bootstrap_servers=broker.address, group_id="idle", enable_auto_commit=False)
-        await idle.start()
-        idle.assign([tp])
-        await idle.commit({tp: 3})  # outside group management: the group stays Empty
-        await idle.stop()
+        await commit_outside_a_group(broker.address, "idle", tp, 3)
         active = consumer(broker.address, "ret", "active")
         await active.start()
         await wait_for(lambda: parts(active) == {0}, 15, "an assignment")
@@ -531,46 +545,25 @@ async def test_offsets_of_empty_groups_expire_after_retention(tmp_path):
         assert "idle" not in broker.groups.groups  # no offsets left: the group is gone too
         assert await active.committed(tp) == 4
         await active.stop()
-    finally:
-        await broker.stop()
-    restarted = Broker(str(tmp_path / "data"), port=0, config=config)
-    await restarted.start()  # the tombstones were logged
-    try:
+    async with in_process_broker(tmp_path / "data", **{"offsets.retention.minutes": "60"}) as restarted:
+        # the tombstones were logged
         assert await committed(restarted.address, "idle", "ret", 1) == {}
         assert await committed(restarted.address, "active", "ret", 1) == {0: 4}
-    finally:
-        await restarted.stop()
 
 
 async def test_committed_offsets_load_back_across_many_read_chunks(tmp_path, monkeypatch):
     """A restarted broker loads its offsets topic through the partition in chunks; with chunks far
     smaller than the topic (batches cut at every chunk's end), every group's offsets come back."""
-    from logcore.broker import Broker
-    from logcore.config import BrokerConfig
     from logcore.coordinator import state_topic
 
-    config = BrokerConfig({**FAST, "offsets.topic.num.partitions": "1"})
-    broker = Broker(str(tmp_path / "data"), port=0, config=config)
-    await broker.start()
-    try:
+    async with in_process_broker(tmp_path / "data", **{"offsets.topic.num.partitions": "1"}) as broker:
         await create_topic(broker.address, "chunks", 1)
-        tp = TopicPartition("chunks", 0)
         for group in range(40):
-            client = AIOKafkaConsumer(bootstrap_servers=broker.address, group_id=f"g{group}", enable_auto_commit=False)
-            await client.start()
-            client.assign([tp])
-            await client.commit({tp: group + 1})
-            await client.stop()
-    finally:
-        await broker.stop()
+            await commit_outside_a_group(broker.address, f"g{group}", TopicPartition("chunks", 0), group + 1)
     monkeypatch.setattr(state_topic, "READ_CHUNK_BYTES", 300)  # a few batches per chunk
-    restarted = Broker(str(tmp_path / "data"), port=0, config=config)
-    await restarted.start()
-    try:
+    async with in_process_broker(tmp_path / "data", **{"offsets.topic.num.partitions": "1"}) as restarted:
         for group in range(40):
             assert await committed(restarted.address, f"g{group}", "chunks", 1) == {0: group + 1}
-    finally:
-        await restarted.stop()
 
 
 def test_kafka_python_group_consumes_and_commits(group_broker):
