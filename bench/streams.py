@@ -134,7 +134,9 @@ def hot_spots(path: Path, top: int = 12) -> tuple[list[tuple[str, float]], list[
         for frame in set(frames[1:]):  # (the first frame is the thread)
             under[frame] = under.get(frame, 0) + int(count)
         samples += int(count)
-    ranked = lambda totals: [(name, n / samples) for name, n in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
+
+    def ranked(totals: dict[str, int]) -> list[tuple[str, float]]:
+        return [(name, n / samples) for name, n in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
     return ranked(own), ranked(under)
 
 

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 import click
@@ -44,6 +45,8 @@ def streams_command() -> None:
 @click.pass_context
 def worker_command(ctx: click.Context, reference: str) -> None:
     """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
+    from faust.exceptions import AlreadyConfiguredWarning
+
     from .codecs import register_codecs
     from .exactly_once import NotExactlyOnce, install
 
@@ -53,7 +56,9 @@ def worker_command(ctx: click.Context, reference: str) -> None:
         install(app)
     except NotExactlyOnce as exc:
         raise click.ClickException(str(exc)) from None
-    app.conf.Worker = level_restored_after_start(app.conf.Worker)
+    with warnings.catch_warnings():  # (faust warns of any late setting; this one is read only by `worker`)
+        warnings.simplefilter("ignore", AlreadyConfiguredWarning)
+        app.conf.Worker = level_restored_after_start(app.conf.Worker)
     sys.argv = [reference, "worker", *ctx.args]
     run_to_exit(app.main)
 

@@ -70,10 +70,12 @@ class Controller:
                 except layout.LayoutError as exc:
                     log.error("%s; its partitions get no leader until it is fixed", exc)
                     continue
+                unclean = self._unclean(topic)
                 for partition, replicas in sorted(assignment.items()):
-                    self._reconcile_partition(topic, partition, replicas, live)
+                    self._reconcile_partition(topic, partition, replicas, live, unclean)
 
-    def _reconcile_partition(self, topic: str, partition: int, replicas: list[int], live: set[int]) -> None:
+    def _reconcile_partition(self, topic: str, partition: int, replicas: list[int], live: set[int],
+                             unclean: bool) -> None:
         path = layout.partition_state_path(topic, partition)
         epoch = self.membership.controller_epoch
         try:
@@ -87,7 +89,7 @@ class Controller:
         except layout.LayoutError as exc:
             log.error("%s; leaving it alone", exc)
             return
-        new = next_state(replicas, state, live, epoch, self._unclean(topic))
+        new = next_state(replicas, state, live, epoch, unclean)
         if new is not None:
             self._write(path, layout.encode_partition_state(new), stat.version)
             log.info("%s-%d: leader %d, epoch %d, ISR %s (controller epoch %d)", topic, partition, new.leader,

@@ -2,8 +2,8 @@
 
 Records go through ReplicaManager.append like any produce, as one uncompressed magic-v2 batch per
 call, so they get offsets, indexes and recovery for free. Loading reads the partition as a consumer
-does, up to its high watermark. A batch written for a producer's transaction (TxnOffsetCommit) takes effect at its
-commit marker, as read_committed consumers see it. Event loop only.
+does, up to its high watermark. A batch written for a producer's transaction (TxnOffsetCommit)
+takes effect at its commit marker, as read_committed consumers see it. Event loop only.
 """
 
 from __future__ import annotations
