@@ -161,6 +161,6 @@ def run(pipeline: Pipeline, stack: contextlib.ExitStack) -> bool:
         return asyncio.run(show(pipeline))
     except (DemoError, SandboxError) as exc:
         console.print(f"[red]demo failed:[/] {exc}", highlight=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # (a Ctrl-C as asyncio.run starts surfaces as the latter)
         console.print("interrupted")
     return False
