@@ -38,7 +38,8 @@ holes, each closed here (docs/streams.md tells the whole story):
    short seeks the old one), and a message fetched before a later seek or assignment is dropped
    too: faust's streams skip a message of an earlier generation without acknowledging it (a commit
    would wait for it forever), and a skipped message may not be followed by a handed-out one
-   (a commit is one past the last acknowledged, hole 8).
+   (a commit is one past the last acknowledged, hole 8). The seek pauses the source partitions
+   until it is known, so that nothing fetched after it is dropped as if fetched before.
 8. **Offsets lag the outputs committed with them**: faust commits a partition's offset only up to
    the first gap in the offsets it saw acknowledged (a transactional source has a control record,
    so a gap, after every transaction), and its gap filling double-counts the message after each
@@ -202,10 +203,13 @@ class ExactlyOnceConsumer(driver.Consumer):
     async def perform_seek(self) -> None:
         """faust resumes the source partitions, then seeks them to their committed offsets: what an
         agent took in between is read again after the seek. Source messages fetched before it are
-        dropped (getmany)."""
+        dropped (getmany). The seek pauses the source partitions (in the consumer thread) until it is
+        known here: a message fetched after the seek but handed out before would be dropped as if it
+        came before it, and read never again."""
         await super().perform_seek()
         self._seeks += 1
         self._positioned = True
+        await self._thread.call_thread(self._thread.resume_sought)
 
     async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
         """A table recovery that a rebalance cuts short goes on to seek the new assignment's standby
@@ -233,6 +237,10 @@ class ExactlyOnceConsumer(driver.Consumer):
 class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
     """The aiokafka side of the consumer (faust runs it in a thread of its own)."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._sought: list = []  # source partitions paused by the seek in progress
+
     async def seek_to_committed(self) -> Mapping[TP, int]:
         return await self.call_thread(self._seek_to_committed)
 
@@ -242,14 +250,24 @@ class ExactlyOnceConsumerThread(driver.AIOKafkaConsumerThread):
         ever processes. Under exactly-once a source partition without a committed offset
         starts where a new owner would: the reset policy's end."""
         consumer = self._ensure_consumer()
+        acks = self.app.topics.acks_enabled_for
+        if self.consumer.in_transaction:  # (until the event loop knows of the seek: resume_sought)
+            self._sought = [tp for tp in consumer.assignment() if acks(tp.topic)]
+            consumer.pause(*self._sought)
         committed = await consumer.seek_to_committed()
         if self.consumer.in_transaction:
-            acks = self.app.topics.acks_enabled_for
             unset = [tp for tp, offset in committed.items() if not offset and acks(tp.topic)]
             if unset:
                 latest = self.app.conf.consumer_auto_offset_reset == "latest"
                 await (consumer.seek_to_end if latest else consumer.seek_to_beginning)(*unset)
         return committed
+
+    def resume_sought(self) -> None:
+        """Resume the source partitions the last seek paused (those still assigned)."""
+        consumer = self._ensure_consumer()
+        assigned = consumer.assignment()
+        consumer.resume(*(tp for tp in self._sought if tp in assigned))
+        self._sought = []
 
     async def _highwaters(self, partitions: Any) -> Mapping[TP, int]:
         """faust recovers a changelog partition until it has seen the record before the end this
