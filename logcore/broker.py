@@ -15,15 +15,19 @@ from .allocator import release_freed_memory
 from .api import load_handlers
 from .cluster.local import LocalMetadataStore
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
-from .cluster.view import SingleBrokerView
+from .cluster.assignment import assign_replicas
+from .cluster.view import Node, SingleBrokerView
+from .cluster.zk_cluster import ZooKeeperCluster
+from .cluster.zk_metadata import ZooKeeperMetadataStore
 from .config import BrokerConfig, TopicConfig
 from .coordinator.group_coordinator import GroupCoordinator
-from .coordinator.producer_ids import ProducerIdManager
+from .coordinator.producer_ids import FileBlocks, ProducerIdManager, ZooKeeperBlocks
 from .coordinator.transaction_coordinator import TransactionCoordinator
 from .coordinator.transaction_markers import MarkerWriter
 from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                               InvalidRequest, PolicyViolation, StorageError, TopicDeletionDisabled)
 from .protocol.fetch_session import FetchSessionCache
+from .replication.cluster import Replication
 from .replication.manager import ReplicaManager
 from .server import KafkaServer, ServerLimits
 
@@ -58,14 +62,23 @@ class Broker:
         os.makedirs(self.data_dir, exist_ok=True)
         self.config = config or BrokerConfig()
         self.broker_id = self.config.get("broker.id")
-        self.metadata = LocalMetadataStore(self.data_dir, self.broker_id)
-        self.cluster = SingleBrokerView(self)
         self.replicas = ReplicaManager(self.data_dir, self.broker_id, self.config)
+        connect = self.config.get("zookeeper.connect")
+        self.zookeeper = ZooKeeperCluster(connect, self.broker_id, self.config) if connect else None
+        if self.zookeeper is None:
+            self.metadata = LocalMetadataStore(self.data_dir, self.broker_id)
+            self.cluster = SingleBrokerView(self)
+            id_blocks = FileBlocks(self.data_dir, self.broker_id)
+        else:
+            self.metadata = ZooKeeperMetadataStore(self.zookeeper, self.data_dir, self.broker_id)
+            self.cluster = self.zookeeper
+            id_blocks = ZooKeeperBlocks(self.zookeeper.zk, self.broker_id)
+        self.replication: Replication | None = None  # in a cluster, once started
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
         self.txn_markers = MarkerWriter(self.replicas, self.metadata)
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
-                                                   ProducerIdManager(self.data_dir, self.broker_id), self.txn_markers,
+                                                   ProducerIdManager(id_blocks), self.txn_markers,
                                                    self.groups)
         self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
         self._tasks: list[asyncio.Task] = []
@@ -86,18 +99,31 @@ class Broker:
         host, port = self.advertised
         return f"{host}:{port}"
 
+    @property
+    def node(self) -> Node:
+        host, port = self.advertised
+        return Node(self.broker_id, host, port, self.config.get("broker.rack"))
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         raise_descriptor_limit()
-        for info in self.metadata.topics.values():
-            topic_config = self.topic_config(info)
-            for index in range(info.partitions):
-                self.replicas.host(info.name, index, topic_config)
-        self.replicas.started()
-        await self.groups.start()
-        await self.transactions.start()
-        await self.server.start()
+        if self.zookeeper is None:
+            for info in self.metadata.topics.values():
+                topic_config = self.topic_config(info)
+                for index in range(info.partitions):
+                    self.replicas.host(info.name, index, topic_config)
+            self.replicas.started()
+            await self.groups.start()
+            await self.transactions.start()
+            await self.server.start()
+        else:
+            # The port is bound first (it is the one registered), clients served once the broker has joined.
+            await self.server.start(serving=False)
+            self.replication = Replication(self.zookeeper, self.metadata, self.replicas, self.topic_config,
+                                           self.config)
+            await self.replication.start(self.node)
+            await self.server.serve()
         self.started_ms = int(time.time() * 1000)
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
@@ -116,6 +142,8 @@ class Broker:
         await self.groups.stop()
         await self.transactions.stop()
         await self.server.stop()
+        if self.replication is not None:
+            await self.replication.stop()
         self.replicas.shutdown()
         log.info("broker %d stopped cleanly", self.broker_id)
 
@@ -156,8 +184,12 @@ class Broker:
         topic_config = self.topic_config(info)  # validates the configs
         if validate_only:
             return info
-        self._host_new(info, range(partitions), topic_config)
-        self.metadata.create(info)
+        if self.zookeeper is not None:  # each broker hosts its replicas when it learns their state
+            self.metadata.create(info, assignments or assign_replicas(self.cluster.live_nodes(), partitions,
+                                                                      replication_factor))
+        else:
+            self._host_new(info, range(partitions), topic_config)
+            self.metadata.create(info)
         log.info("created topic %s with %d partition(s)", name, partitions)
         return info
 
@@ -212,6 +244,8 @@ class Broker:
         updated = info.with_partitions(count)
         if validate_only:
             return updated
+        if self.zookeeper is not None:
+            self.metadata.update(updated)  # (refused: not built for a cluster yet)
         self._host_new(updated, range(info.partitions, count), self.topic_config(updated))
         self.metadata.update(updated)
         log.info("topic %s now has %d partition(s)", name, count)

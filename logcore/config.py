@@ -152,6 +152,26 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("advertised.listeners", "string", None, "host:port clients should connect to"),
     ConfigDef("broker.id", "int", 0, "this broker's id (--broker-id overrides it)", check=_at_least(0)),
     ConfigDef("broker.rack", "string", None, "the rack this broker is in, as Metadata and DescribeCluster show it"),
+    # a replicated cluster (logcore/cluster, logcore/replication)
+    ConfigDef("zookeeper.connect", "string", None,
+              "HOST:PORT[,HOST:PORT...][/chroot] of the ZooKeeper ensemble to join a cluster through"),
+    ConfigDef("zookeeper.session.timeout.ms", "int", 18000,
+              "how long ZooKeeper keeps a silent broker's registration", check=_at_least(1)),
+    ConfigDef("zookeeper.connection.timeout.ms", "int", 18000, "how long the broker waits to reach ZooKeeper",
+              check=_at_least(1)),
+    ConfigDef("replica.lag.time.max.ms", "long", 30000,
+              "a follower that has not caught up for this long leaves the ISR", check=_at_least(1)),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500, "how long a follower's fetch waits for new records",
+              check=_at_least(0)),
+    ConfigDef("replica.fetch.min.bytes", "int", 1, "bytes a follower's fetch waits for", check=_at_least(1)),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576, "bytes a follower fetches per partition",
+              check=_at_least(1)),
+    ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, "bytes a follower fetches per request",
+              check=_at_least(1)),
+    ConfigDef("replica.fetch.backoff.ms", "int", 1000, "how long a follower waits after a failed fetch",
+              check=_at_least(0)),
+    ConfigDef("replica.socket.timeout.ms", "int", 30000, "how long a follower waits for its leader's answer",
+              check=_at_least(1)),
     # consumer groups (logcore/coordinator)
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance",
               check=_at_least(0)),
@@ -233,11 +253,6 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
-# Set by someone who expects what this broker does not do yet: refused, where other unknown keys are kept.
-NOT_BUILT = {"zookeeper.connect": "a replicated cluster on ZooKeeper is not built yet (docs/cluster.md); "
-                                  "remove it to run this broker alone, as a cluster of one"}
-
-
 class BrokerConfig:
     """Broker settings from a server.properties-style file plus command-line overrides."""
 
@@ -262,8 +277,6 @@ class BrokerConfig:
         return cls(values)
 
     def set(self, key: str, raw: str) -> None:
-        if key in NOT_BUILT:
-            raise InvalidConfig(f"{key}: {NOT_BUILT[key]}")
         definition = BROKER_CONFIGS.get(key)
         if definition is None:
             # Kafka ignores unknown broker settings with a warning; keep them visible instead of failing.

@@ -76,14 +76,19 @@ class KafkaServer:
         self._orphans: set[asyncio.Task] = set()  # handlers still running for closed connections
         self._idle_sweeper: asyncio.Task | None = None
 
-    async def start(self) -> None:
+    async def start(self, serving: bool = True) -> None:
+        """Bind the port; accept connections at once, or (`serving=False`) from `serve()` on."""
         if not keep_freed_memory():
             log.info("cannot tune malloc here (not glibc): large produce requests will cost more CPU")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port, reuse_address=True)
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port, reuse_address=True,
+                                                start_serving=serving)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.limits.idle_ms >= 0:
             self._idle_sweeper = loop.create_task(self._close_idle_connections())
+
+    async def serve(self) -> None:
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._server:

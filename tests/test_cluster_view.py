@@ -1,13 +1,11 @@
-"""What a broker says about the cluster (Metadata, DescribeCluster): today a cluster of one, its rack
-included, and a clear refusal for a ZooKeeper cluster, which is not built yet."""
+"""What a broker alone says about the cluster (Metadata, DescribeCluster): a cluster of one, its rack
+included (a ZooKeeper cluster's answers: tests/test_replication.py)."""
 
 from __future__ import annotations
 
-from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 
 from binlake.brokerproc import BrokerProcess
-from binlake.cli import main
 
 
 def test_the_broker_is_the_whole_cluster_with_its_rack(broker_factory):
@@ -30,11 +28,3 @@ def test_broker_id_comes_from_the_config_unless_the_command_line_names_one(tmp_p
         finally:
             broker.kill()
 
-
-def test_zookeeper_connect_is_refused_not_ignored(tmp_path):
-    config = tmp_path / "server.properties"
-    config.write_text("zookeeper.connect=127.0.0.1:2181\n")
-    for args in (["--config", str(config)], ["--override", "zookeeper.connect=127.0.0.1:2181"]):
-        result = CliRunner().invoke(main, ["broker", "--data-dir", str(tmp_path / "data"), *args])
-        assert result.exit_code != 0
-        assert "zookeeper.connect: a replicated cluster on ZooKeeper is not built yet" in result.output, result.output

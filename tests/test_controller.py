@@ -5,7 +5,6 @@ is the controller at the time; and what every broker learns of them (zk_state.py
 from __future__ import annotations
 
 import json
-import time
 
 from kazoo.client import KazooClient
 
@@ -16,9 +15,9 @@ from logcore.cluster.membership import ZooKeeperMembership
 from logcore.cluster.view import Node
 from logcore.cluster.zk_layout import PartitionState
 from logcore.cluster.zk_state import ClusterState
+from tests.waiting import wait_for
 
 SESSION_TIMEOUT_S = 4.0
-WAIT_S = 60.0
 
 
 # -- decisions ----------------------------------------------------------------------------------
@@ -64,15 +63,6 @@ class Broker:
         self.heard: list[tuple[str, int]] = []
         self.state.add_listener(lambda topic, partition: self.heard.append((topic, partition)))
         self.state.start()
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}")
-        time.sleep(0.05)
-    return result
 
 
 def when(value, condition):

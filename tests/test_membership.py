@@ -9,16 +9,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from kazoo.client import KazooClient
 
 from logcore.cluster.membership import BrokerIdTaken, ZooKeeperMembership
 from logcore.cluster.view import Node
+from tests.waiting import wait_for
 
 SESSION_TIMEOUT_S = 4.0  # a killed broker's session ends this long after its last heartbeat
-WAIT_S = 60.0
 
 
 def client(zookeeper) -> KazooClient:
@@ -49,14 +48,6 @@ def member_process(zookeeper, broker_id: int) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "started"
     return process
-
-
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_brokers_register_in_kafkas_layout_and_see_each_other(zookeeper):

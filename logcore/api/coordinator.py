@@ -20,11 +20,14 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
                 "error_message": f"coordinator key type {key_type} is not supported; use 0 (group) or 1 (transaction)"}
     coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
     try:
+        node = ctx.broker.cluster.coordinator(key)
+    except BrokerError as exc:
+        return {**missing, "error_code": exc.code, "error_message": exc.message}
+    try:
         coordinator.ensure_topic()
     except BrokerError as exc:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"cannot create {coordinator.topic.name}: {exc.message}"}
-    node = ctx.broker.cluster.coordinator(key)
     return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
             "error_code": ErrorCode.none, "error_message": None}
 

@@ -14,6 +14,7 @@ import uuid
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, UnknownTopicId
 from ..protocol.fetch_session import FINAL_EPOCH, FetchPartition
+from ..replication.manager import CONSUMER
 from . import handles
 from .offsets import check_leader_epoch
 
@@ -31,9 +32,11 @@ async def fetch(ctx, request) -> dict:
     wanted = [(names[p.topic], p.partition) for p in context.partitions if names[p.topic]]
     deadline = time.monotonic() + request.max_wait.total_seconds()
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    replica_id = getattr(request, "replica_id", CONSUMER)  # a follower's fetch (v15+ moved it: not sent there)
     max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))  # KIP-541
     while True:
-        results, total, failed = _read_all(broker.replicas, context.partitions, names, max_bytes, read_committed)
+        results, total, failed = _read_all(broker.replicas, context.partitions, names, max_bytes, read_committed,
+                                           replica_id)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
@@ -76,7 +79,7 @@ def _topic_id(broker, key) -> uuid.UUID:
 
 
 def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes: int,
-              read_committed: bool) -> tuple[dict, int, bool]:
+              read_committed: bool, replica_id: int) -> tuple[dict, int, bool]:
     """({(topic key, partition): result}, bytes read, whether any partition failed)."""
     budget = max_bytes
     total = 0
@@ -91,7 +94,7 @@ def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes
                 raise UnknownTopicId(f"no topic has id {p.topic}; refresh metadata")
             check_leader_epoch(replicas.get(name, p.partition), p.current_leader_epoch)
             got = replicas.read(name, p.partition, p.fetch_offset, max(0, min(p.max_bytes, budget)),
-                                min_one_batch=total == 0, read_committed=read_committed)
+                                min_one_batch=total == 0, read_committed=read_committed, replica_id=replica_id)
             result.update(error_code=ErrorCode.none, high_watermark=got.high_watermark,
                           last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
                           records=got.records or b"")

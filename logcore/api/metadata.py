@@ -12,23 +12,28 @@ def topic_metadata(broker, name: str) -> dict:
     info = broker.metadata.get(name)
     partitions = []
     for index in range(info.partitions):
-        partition = broker.replicas.partitions.get((name, index))
+        view = broker.cluster.partition(name, index)
         error = ErrorCode.none
-        if partition is None:
+        if view is None or view.leader < 0:
             error = ErrorCode.leader_not_available
-        elif partition.offline_reason:
+        elif view.leader == broker.broker_id and _offline(broker, name, index):
             error = ErrorCode.kafka_storage_error
         partitions.append({
             "error_code": error,
             "partition_index": index,
-            "leader_id": partition.leader_id if partition else -1,
-            "leader_epoch": partition.leader_epoch if partition else -1,
-            "replica_nodes": partition.replicas if partition else [],
-            "isr_nodes": partition.isr if partition else [],
-            "offline_replicas": [],
+            "leader_id": view.leader if view else -1,
+            "leader_epoch": view.leader_epoch if view else -1,
+            "replica_nodes": view.replicas if view else [],
+            "isr_nodes": view.isr if view else [],
+            "offline_replicas": view.offline_replicas if view else [],
         })
     return {"error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": info.internal,
             "partitions": partitions, "topic_authorized_operations": -2147483648}
+
+
+def _offline(broker, name: str, index: int) -> bool:
+    partition = broker.replicas.partitions.get((name, index))
+    return partition is not None and bool(partition.offline_reason)
 
 
 def _auto_create(broker, name: str) -> None:

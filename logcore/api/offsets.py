@@ -22,8 +22,7 @@ def check_leader_epoch(partition, current_leader_epoch: int) -> None:
 
 def _list_offset(replicas, topic: str, index: int, timestamp: int, current_leader_epoch: int,
                  read_committed: bool = False) -> dict:
-    partition = replicas.get(topic, index)
-    partition.check_online()
+    partition = replicas.leader(topic, index)
     check_leader_epoch(partition, current_leader_epoch)
     log = partition.log
     if timestamp == LATEST:  # read_committed consumers end at the last stable offset
@@ -73,8 +72,7 @@ async def offset_for_leader_epoch(ctx, request) -> dict:
         for p in topic.partitions:
             result = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             try:
-                partition = ctx.broker.replicas.get(topic.topic, p.partition)
-                partition.check_online()
+                partition = ctx.broker.replicas.leader(topic.topic, p.partition)
                 check_leader_epoch(partition, p.current_leader_epoch)
                 epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
                 result.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)

@@ -29,7 +29,7 @@ async def delete_records(ctx, request) -> dict:
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             try:
-                partition = replicas.get(topic.name, p.partition_index)
+                partition = replicas.leader(topic.name, p.partition_index)
                 before = partition.log.log_start_offset
                 result["low_watermark"] = _delete_before(partition, p.offset)
                 moved |= result["low_watermark"] != before

@@ -200,8 +200,7 @@ async def describe_producers(ctx, request) -> dict:
         for index in topic.partition_indexes:
             result = {"partition_index": index, "error_code": ErrorCode.none, "active_producers": []}
             try:
-                partition = ctx.broker.replicas.get(topic.name, index)
-                partition.check_online()
+                partition = ctx.broker.replicas.leader(topic.name, index)
                 result["active_producers"] = [
                     {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
                      "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,

@@ -11,9 +11,8 @@ import json
 import os
 import uuid
 
-from ..protocol.errors import InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 from ..storage.files import write_atomically
-from .topics import TopicInfo, collision_key, validate_topic_name
+from .topics import TopicDirectory, TopicInfo
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -27,11 +26,33 @@ def read_properties(path: str) -> dict[str, str]:
     return values
 
 
-class LocalMetadataStore:
+def claim_data_dir(data_dir: str, broker_id: int, cluster_id: str | None = None) -> str:
+    """The cluster id of `data_dir` after checking it belongs to this broker (and, given `cluster_id`,
+    to that cluster); a new directory is claimed in `meta.properties`, as Kafka does."""
+    path = os.path.join(data_dir, "meta.properties")
+    if os.path.exists(path):
+        props = read_properties(path)
+        stored = int(props.get("node.id", broker_id))
+        if stored != broker_id:
+            raise SystemExit(
+                f"{path} says this data directory belongs to broker {stored}, not {broker_id}; "
+                f"start with --broker-id {stored} or use another --data-dir"
+            )
+        if cluster_id is not None and props.get("cluster.id") != cluster_id:
+            raise SystemExit(
+                f"{path} says this data directory belongs to cluster {props.get('cluster.id')}, but ZooKeeper "
+                f"holds cluster {cluster_id}; point --zookeeper at that cluster's ensemble or use another --data-dir")
+        return props["cluster.id"]
+    cluster_id = cluster_id or new_cluster_id()
+    write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n")
+    return cluster_id
+
+
+class LocalMetadataStore(TopicDirectory):
     def __init__(self, data_dir: str, broker_id: int) -> None:
         self.data_dir = data_dir
         self.broker_id = broker_id
-        self.cluster_id = self._load_identity()
+        self.cluster_id = claim_data_dir(data_dir, broker_id)
         self._path = os.path.join(data_dir, "topics.json")
         self.topics: dict[str, TopicInfo] = {}
         if os.path.exists(self._path):
@@ -40,47 +61,13 @@ class LocalMetadataStore:
                     info = TopicInfo.from_json(item)
                     self.topics[info.name] = info
 
-    def _load_identity(self) -> str:
-        path = os.path.join(self.data_dir, "meta.properties")
-        if os.path.exists(path):
-            props = read_properties(path)
-            stored = int(props.get("node.id", self.broker_id))
-            if stored != self.broker_id:
-                raise SystemExit(
-                    f"{path} says this data directory belongs to broker {stored}, not {self.broker_id}; "
-                    f"start with --broker-id {stored} or use another --data-dir"
-                )
-            return props["cluster.id"]
-        cluster_id = _short_uuid()
-        write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self.broker_id}\n")
-        return cluster_id
-
     def _save(self) -> None:
         write_atomically(self._path, json.dumps([t.to_json() for t in self.topics.values()], indent=1))
-
-    def get(self, name: str) -> TopicInfo:
-        try:
-            return self.topics[name]
-        except KeyError:
-            raise UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
-
-    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
     @property
     def brokers(self) -> set[int]:
         """Ids of the live brokers that can hold replicas."""
         return {self.broker_id}
-
-    def check_new_name(self, name: str) -> None:
-        """Why a new topic cannot take `name` (Kafka's naming rules, existing and colliding topics)."""
-        validate_topic_name(name)
-        if name in self.topics:
-            raise TopicAlreadyExists(f"topic {name!r} already exists")
-        clash = next((t for t in self.topics if collision_key(t) == collision_key(name)), None)
-        if clash:
-            raise InvalidTopic(f"topic {name!r} collides with existing topic {clash!r}: "
-                               f"'.' and '_' clash in metric names, so use one or the other")
 
     def create(self, info: TopicInfo) -> None:
         self.topics[info.name] = info
@@ -97,5 +84,5 @@ class LocalMetadataStore:
         return info
 
 
-def _short_uuid() -> str:
+def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -6,7 +6,7 @@ import re
 import uuid
 from dataclasses import dataclass, field, replace
 
-from ..protocol.errors import InvalidReplicaAssignment, InvalidTopic
+from ..protocol.errors import InvalidReplicaAssignment, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -39,6 +39,31 @@ class TopicInfo:
     def from_json(cls, data: dict) -> "TopicInfo":
         return cls(data["name"], uuid.UUID(data["topic_id"]), data["partitions"],
                    data["replication_factor"], dict(data.get("configs", {})))
+
+
+class TopicDirectory:
+    """The questions every metadata store answers from its `topics` (name -> TopicInfo)."""
+
+    topics: dict[str, TopicInfo]
+
+    def get(self, name: str) -> TopicInfo:
+        try:
+            return self.topics[name]
+        except KeyError:
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    def check_new_name(self, name: str) -> None:
+        """Why a new topic cannot take `name` (Kafka's naming rules, existing and colliding topics)."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
+        clash = next((t for t in self.topics if collision_key(t) == collision_key(name)), None)
+        if clash:
+            raise InvalidTopic(f"topic {name!r} collides with existing topic {clash!r}: "
+                               f"'.' and '_' clash in metric names, so use one or the other")
 
 
 def validate_topic_name(name: str) -> None:

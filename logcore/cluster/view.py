@@ -1,7 +1,7 @@
 """Who is in the cluster, as the APIs that name brokers see it (Metadata, DescribeCluster,
-FindCoordinator): the live brokers with their addresses, the controller, and the broker that
-coordinates a key. A broker with no ZooKeeper is a cluster of one; a ZooKeeper cluster gives the
-same answers from its registrations (docs/cluster.md)."""
+FindCoordinator): the live brokers with their addresses, the controller, each partition's leader,
+replicas and ISR, and the broker that coordinates a key. A broker with no ZooKeeper is a cluster
+of one; a ZooKeeper cluster (zk_cluster.py) gives the same answers from ZooKeeper (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,15 @@ class Node:
     host: str
     port: int
     rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    leader: int  # -1: none
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
 
 
 class SingleBrokerView:
@@ -37,3 +46,9 @@ class SingleBrokerView:
     def coordinator(self, key: str) -> Node:
         """The broker that coordinates `key` (a group or a transactional id)."""
         return self.this_node
+
+    def partition(self, topic: str, index: int) -> PartitionView | None:
+        partition = self._broker.replicas.partitions.get((topic, index))
+        if partition is None:
+            return None
+        return PartitionView(partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr, [])

@@ -3,7 +3,9 @@ cluster as it shows a Kafka one (docs/cluster.md). Pure functions from values to
 
 from __future__ import annotations
 
+import base64
 import json
+import uuid
 from dataclasses import dataclass
 
 from .view import Node
@@ -121,5 +123,26 @@ def decode_topic_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
         raise LayoutError(f"{topic_path(topic)} holds no replica assignment ({exc!r}): {data[:200]!r}") from None
 
 
+def encode_uuid(value: uuid.UUID) -> str:
+    """Kafka's text form of a topic id: URL-safe base64 of its 16 bytes, unpadded."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(topic: str, data: bytes) -> uuid.UUID:
+    value = _parse(topic_path(topic), data)
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(value["topic_id"] + "=="))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise LayoutError(f"{topic_path(topic)} holds no topic id ({exc!r}): {data[:200]!r}") from None
+
+
 def encode_topic_config(configs: dict[str, str]) -> bytes:
     return _json({"version": 1, "config": dict(configs)})
+
+
+def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
+    value = _parse(topic_config_path(topic), data)
+    configs = value.get("config", {})
+    if not isinstance(configs, dict):
+        raise LayoutError(f"{topic_config_path(topic)} holds no config object: {data[:200]!r}")
+    return {str(k): str(v) for k, v in configs.items()}

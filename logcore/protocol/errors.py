@@ -45,6 +45,10 @@ FencedLeaderEpoch = _error("FencedLeaderEpoch", ErrorCode.fenced_leader_epoch, T
 UnknownLeaderEpoch = _error("UnknownLeaderEpoch", ErrorCode.unknown_leader_epoch, True)
 NotLeaderOrFollower = _error("NotLeaderOrFollower", ErrorCode.not_leader_or_follower, True)
 NotEnoughReplicas = _error("NotEnoughReplicas", ErrorCode.not_enough_replicas, True)
+NotEnoughReplicasAfterAppend = _error("NotEnoughReplicasAfterAppend", ErrorCode.not_enough_replicas_after_append,
+                                      True)
+RequestTimedOut = _error("RequestTimedOut", ErrorCode.request_timed_out, True)
+LeaderNotAvailable = _error("LeaderNotAvailable", ErrorCode.leader_not_available, True)
 UnsupportedVersion = _error("UnsupportedVersion", ErrorCode.unsupported_version)
 FetchSessionIdNotFound = _error("FetchSessionIdNotFound", ErrorCode.fetch_session_id_not_found, True)
 InvalidFetchSessionEpoch = _error("InvalidFetchSessionEpoch", ErrorCode.invalid_fetch_session_epoch, True)

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..config import BrokerConfig, TopicConfig
 from ..protocol.codec import FileRegion
@@ -28,6 +29,7 @@ LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
+CONSUMER = -1  # a Fetch's replica_id when a client, not a follower, sends it
 
 
 @dataclass
@@ -49,6 +51,9 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Called with (partition, follower) when a follower outside the ISR has caught up (a cluster's
+        # ISR keeper decides); a single broker has no followers.
+        self.on_caught_up: Callable[[Partition, int], None] | None = None
         self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))  # else: recover on open
         # Checkpointed positions of the partitions hosted at startup; consumed by host().
         self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
@@ -67,16 +72,17 @@ class ReplicaManager:
     def partition_dir(self, topic: str, index: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{index}")
 
-    def host(self, topic: str, index: int, topic_config: TopicConfig) -> Partition:
-        """Open (or create) the log of one partition and serve it as leader. A log that cannot be
-        opened leaves its partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
+    def host(self, topic: str, index: int, topic_config: TopicConfig, alone: bool = True) -> Partition:
+        """Open (or create) the log of one partition; `alone`, serve it as its only replica (a
+        cluster tells the partition its role instead). A log that cannot be opened leaves its
+        partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
         tp = (topic, index)
         pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
         partition = Partition(topic, index, pl, self.broker_id)
         try:
             pl.open(self._log_starts.pop(tp, 0), self._clean, self._recovery_points.pop(tp, 0))
-            partition.become_leader(pl.leader_epoch)
-            partition.high_watermark = pl.log_end_offset
+            if alone:
+                partition.become_leader(pl.leader_epoch, [self.broker_id], [self.broker_id])
         except CorruptSegment as exc:
             log.error("partition %s-%d is offline: %s", topic, index, exc)
             partition.mark_offline(str(exc))
@@ -121,16 +127,30 @@ class ReplicaManager:
         except KeyError:
             raise UnknownTopicOrPartition(f"this broker hosts no partition {topic}-{index}") from None
 
+    def leader(self, topic: str, index: int) -> Partition:
+        """The partition, if this broker leads it (NOT_LEADER_OR_FOLLOWER otherwise)."""
+        partition = self.get(topic, index)
+        partition.check_leader()
+        return partition
+
     # -- produce / fetch -----------------------------------------------------------------------
 
     def append(self, topic: str, index: int, records: bytes, from_client: bool = True, required_acks: int = 1):
         return self.get(topic, index).append_as_leader(records, from_client, required_acks)
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
-             read_committed: bool = False) -> FetchSlice:
-        """read_committed stops at the last stable offset and lists the aborted transactions to skip."""
-        partition = self.get(topic, index)
-        region = partition.read(offset, max_bytes, min_one_batch, read_committed)
+             read_committed: bool = False, replica_id: int = CONSUMER) -> FetchSlice:
+        """read_committed stops at the last stable offset and lists the aborted transactions to skip.
+        A follower (`replica_id`) reads up to the log end, and its fetch offset tells this leader
+        how far its log goes."""
+        partition = self.leader(topic, index)
+        if replica_id == CONSUMER:
+            region = partition.read(offset, max_bytes, min_one_batch, read_committed)
+        else:
+            caught_up = partition.follower_fetched(replica_id, offset)
+            if caught_up is not None and self.on_caught_up is not None:
+                self.on_caught_up(partition, caught_up)
+            region = partition.log.read(offset, max_bytes, partition.log.log_end_offset, min_one_batch)
         lso = partition.last_stable_offset
         aborted = partition.log.aborted_transactions(offset, lso) if read_committed and region else None
         return FetchSlice(region, partition.high_watermark, partition.log.log_start_offset, lso, aborted)

@@ -1,45 +1,94 @@
-"""Partition: a hosted replica's leader epoch, high watermark and waiters, over its PartitionLog.
+"""Partition: a hosted replica's role (leader or follower), leader epoch, ISR, high watermark and
+waiters, over its PartitionLog.
 
-Event loop only. With one replica the ISR is the leader alone, so the high watermark follows the
-log end offset on every append; replication (a later layer) moves it on follower acknowledgements.
-Listeners are told when the high watermark moves, which is what wakes long-poll fetches.
+Event loop only. A leader tracks each follower's log end offset, learnt from its fetches; the high
+watermark is the smallest log end offset in the ISR, so with one replica it follows every append.
+A follower copies the leader's log and takes the high watermark the leader reports (capped at its
+own log end). Who leads, at which epoch and with which ISR is decided elsewhere (a single broker
+leads everything; in a cluster the controller decides, docs/cluster.md), and told to the partition.
+Waiters are told when the high watermark, the ISR or the role changes: long-poll fetches and
+acks=all produces wait on them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 
-from ..protocol.errors import NotEnoughReplicas, OffsetOutOfRange, StorageError
+from ..protocol.errors import (NotEnoughReplicas, NotEnoughReplicasAfterAppend, NotLeaderOrFollower, OffsetOutOfRange,
+                               RequestTimedOut, StorageError)
 from ..storage.log import AppendResult, PartitionLog
+
+NO_LEADER = -1
+UNKNOWN_OFFSET = -1
+
+
+@dataclass
+class FollowerProgress:
+    """What a leader knows of one follower: its log end offset, and when it last had all the leader had."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    caught_up_ms: int = 0
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog, leader_id: int) -> None:
+    def __init__(self, topic: str, index: int, log: PartitionLog, broker_id: int) -> None:
         self.topic = topic
         self.index = index
         self.log = log
-        self.leader_id = leader_id
-        self.replicas = [leader_id]
-        self.isr = [leader_id]
+        self.broker_id = broker_id
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.replicas = [broker_id]
+        self.isr = [broker_id]
+        self.followers: dict[int, FollowerProgress] = {}  # while leading
         self.high_watermark = 0  # set by the replica manager once the log is open
         self.offline_reason: str | None = None
         self._waiters: set[asyncio.Future] = set()
 
     @property
-    def leader_epoch(self) -> int:
-        return self.log.leader_epoch
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
 
-    def become_leader(self, epoch: int) -> None:
+    # -- roles ---------------------------------------------------------------------------------
+
+    def become_leader(self, epoch: int, replicas: list[int], isr: list[int]) -> None:
+        """Lead from `epoch` on. Followers' positions are unknown until they fetch, so the high
+        watermark stays where it is until every ISR member has fetched."""
+        now_ms = _now_ms()
+        if not self.is_leader or epoch != self.leader_epoch:
+            self.followers = {b: FollowerProgress(caught_up_ms=now_ms) for b in replicas if b != self.broker_id}
         self.log.assign_leader_epoch(epoch)
+        self.leader_id, self.leader_epoch = self.broker_id, epoch
+        self.replicas, self.isr = list(replicas), list(isr)
+        self._advance_high_watermark()
+        self.wake_waiters()
+
+    def become_follower(self, leader: int, epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self.leader_id, self.leader_epoch = leader, epoch
+        self.replicas, self.isr = list(replicas), list(isr)
+        self.followers = {}
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.wake_waiters()
+
+    def check_leader(self) -> None:
+        self.check_online()
+        if not self.is_leader:
+            where = "it has no leader now" if self.leader_id == NO_LEADER else f"broker {self.leader_id} leads it"
+            raise NotLeaderOrFollower(f"this broker does not lead {self.topic}-{self.index} ({where}); "
+                                      f"refresh metadata")
 
     def check_online(self) -> None:
         if self.offline_reason:
             raise StorageError(self.offline_reason)
 
+    # -- the leader's side -----------------------------------------------------------------------
+
     def append_as_leader(self, records: bytes, from_client: bool = True, required_acks: int = 1) -> AppendResult:
         """Validate, then write, then advance the high watermark: no await in between. An acks=all
         write needs min.insync.replicas in the ISR, checked before anything is written (as Kafka)."""
-        self.check_online()
+        self.check_leader()
         if required_acks == -1 and len(self.isr) < (needed := self.log.config["min.insync.replicas"]):
             raise NotEnoughReplicas(
                 f"{self.topic}-{self.index} has {len(self.isr)} in-sync replica(s) and min.insync.replicas is "
@@ -47,13 +96,87 @@ class Partition:
                 f"min.insync.replicas, or write with acks=1)")
         headers = self.log.validate(records)
         result = self.log.append(records, headers, from_client)
-        self._advance_high_watermark(self.log.log_end_offset)
+        if not self._advance_high_watermark():
+            self.wake_waiters()  # followers' long polls wait for new records, not a new high watermark
         return result
 
-    def _advance_high_watermark(self, offset: int) -> None:
+    async def wait_until_replicated(self, end_offset: int, timeout_s: float) -> None:
+        """acks=all: return once the high watermark reaches `end_offset`."""
+        deadline = time.monotonic() + timeout_s
+        while self.high_watermark < end_offset:
+            if not self.is_leader:
+                raise NotLeaderOrFollower(f"this broker stopped leading {self.topic}-{self.index} before the "
+                                          f"write was replicated; it may or may not be kept: retry")
+            if len(self.isr) < (needed := self.log.config["min.insync.replicas"]):
+                raise NotEnoughReplicasAfterAppend(
+                    f"{self.topic}-{self.index}: the ISR shrank to {len(self.isr)} below min.insync.replicas="
+                    f"{needed} after the write; it is in the leader's log but not acknowledged by enough replicas")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimedOut(f"{self.topic}-{self.index}: the ISR did not replicate the write within "
+                                      f"the request timeout of {timeout_s * 1000:.0f} ms")
+            future = asyncio.get_running_loop().create_future()
+            self.add_waiter(future)
+            try:
+                await asyncio.wait_for(future, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                self.remove_waiter(future)
+
+    def follower_fetched(self, replica: int, fetch_offset: int) -> int | None:
+        """A follower asked for records from `fetch_offset`: everything before it is in its log.
+        Returns the follower's id if it is out of the ISR and has caught up (the ISR may take it back)."""
+        progress = self.followers.get(replica)
+        if progress is None:
+            raise NotLeaderOrFollower(f"broker {replica} is not a follower of {self.topic}-{self.index} "
+                                      f"(its replicas: {self.replicas})")
+        progress.log_end_offset = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            progress.caught_up_ms = _now_ms()
+        self._advance_high_watermark()
+        if replica not in self.isr and fetch_offset >= self.high_watermark:
+            return replica
+        return None
+
+    def lagging_followers(self, max_lag_ms: int) -> list[int]:
+        """ISR followers that have not caught up with this leader for `max_lag_ms`."""
+        now_ms = _now_ms()
+        return [b for b in self.isr if b in self.followers and now_ms - self.followers[b].caught_up_ms > max_lag_ms]
+
+    def set_isr(self, isr: list[int]) -> None:
+        """An ISR change, once it is persisted."""
+        self.isr = list(isr)
+        self._advance_high_watermark()
+        self.wake_waiters()
+
+    def _advance_high_watermark(self) -> bool:
+        """High watermark = the smallest log end offset in the ISR; True if it moved."""
+        offset = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                progress = self.followers.get(replica)
+                offset = min(offset, progress.log_end_offset if progress else UNKNOWN_OFFSET)
         if offset > self.high_watermark:
             self.high_watermark = offset
             self.wake_waiters()
+            return True
+        return False
+
+    # -- the follower's side ---------------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> int:
+        """Records fetched from the leader (possibly none), then the leader's high watermark."""
+        appended = self.log.append_replicated(records) if records else 0
+        high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        if high_watermark > self.high_watermark:
+            self.high_watermark = high_watermark
+        return appended
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop what this follower has past `offset` (it diverged from the leader)."""
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     def wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
@@ -92,4 +215,8 @@ class Partition:
 
     def mark_offline(self, reason: str) -> None:
         self.offline_reason = reason
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 

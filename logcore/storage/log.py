@@ -202,6 +202,28 @@ class PartitionLog:
         return AppendResult(base, self.log_end_offset, append_time if append_time is not None else -1,
                             self.log_start_offset, sum(h.record_count for h in headers))
 
+    def append_replicated(self, records: bytes) -> int:
+        """A follower's append: batches read from the leader's log at this log's end, written as they
+        are (offsets, leader epochs, timestamps); the epochs they carry enter the epoch cache. The
+        number of records written."""
+        headers = validate_produce(records, max(len(records), 1))
+        if headers[0].base_offset != self.log_end_offset:
+            raise StorageError(f"{self}: the leader sent batches from offset {headers[0].base_offset}, "
+                               f"not this replica's log end {self.log_end_offset}")
+        now_ms = int(time.time() * 1000)
+        try:
+            self._maybe_roll(len(records), headers[-1].last_offset, now_ms)
+            for header in headers:
+                self.epochs.assign(header.leader_epoch, header.base_offset)
+            self.active.append(records, headers)
+            self.producers.apply_replicated(records, headers, self.active)
+            if self.active.unflushed >= self.config["flush.messages"]:
+                self.flush()
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.active.path}: {exc.strerror or exc}") from exc
+        self.leader_epoch = max(self.leader_epoch, self.epochs.latest_epoch)
+        return sum(h.record_count for h in headers)
+
     def _maybe_roll(self, incoming: int, last_offset: int, now_ms: int) -> None:
         """Kafka's reasons to start a new segment before an append."""
         active = self.active

@@ -416,12 +416,25 @@ class ProducerStateManager:
                         log.error("%s: skipping undecodable control batch at offset %d: %s", self.tp,
                                   header.base_offset, exc)
                         continue
-                current = self.producers.get(header.producer_id) or ProducerEntry(header.producer_id)
-                entry, done, _ = transition(current, header, marker, Check.NONE, self.tp)
-                self._install(entry)
-                if done and done.aborted:
-                    segment.txn_index.append(self._aborted_entry(done))
+                self._apply_logged(header, marker, segment)
         return replayed
+
+    def apply_replicated(self, records, headers: list[BatchHeader], segment: "Segment") -> None:
+        """A follower's batches, copied from its leader's log into `segment`: they change producer
+        state as a replay of the log does (the leader checked them)."""
+        position = 0
+        for header in headers:
+            if header.producer_id >= 0:
+                marker = read_marker(records[position:position + header.size]) if header.is_control else None
+                self._apply_logged(header, marker, segment)
+            position += header.size
+
+    def _apply_logged(self, header: BatchHeader, marker: ControlMarker | None, segment: "Segment") -> None:
+        current = self.producers.get(header.producer_id) or ProducerEntry(header.producer_id)
+        entry, done, _ = transition(current, header, marker, Check.NONE, self.tp)
+        self._install(entry)
+        if done and done.aborted:
+            segment.txn_index.append(self._aborted_entry(done))
 
 
 def _unlink(path: str) -> None:

@@ -26,10 +26,13 @@ def parse_listen(value: str) -> tuple[str, int]:
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="where the log lives")
 @click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on")
 @click.option("--broker-id", type=int, help="this broker's id  [default: broker.id from --config, else 0]")
+@click.option("--zookeeper", metavar="HOST:PORT[/chroot]",
+              help="join the cluster of this ZooKeeper ensemble (zookeeper.connect)  [default: run alone]")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
               help="server.properties-style key=value file")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="set one broker config (repeatable)")
-def broker_command(data_dir: str, listen: str, broker_id: int | None, config_file: str | None, override) -> None:
+def broker_command(data_dir: str, listen: str, broker_id: int | None, zookeeper: str | None, config_file: str | None,
+                   override) -> None:
     """Run a Kafka-protocol broker in the foreground."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host, port = parse_listen(listen)
@@ -42,6 +45,8 @@ def broker_command(data_dir: str, listen: str, broker_id: int | None, config_fil
             config.set(key.strip(), value.strip())
         if broker_id is not None:
             config.set("broker.id", str(broker_id))
+        if zookeeper is not None:
+            config.set("zookeeper.connect", zookeeper)
     except InvalidConfig as exc:
         raise click.ClickException(str(exc)) from None
     for key in sorted(set(config.raw) - set(BROKER_CONFIGS)):

@@ -1,0 +1,97 @@
+"""A broker's replicas in a ZooKeeper cluster (docs/cluster.md, "How brokers learn leadership"):
+the partition states the controller writes reach this broker through ZooKeeper watches, and each
+one assigned here becomes a leader (its ISR kept by `IsrKeeper`) or a follower (copied by the
+replica fetchers). State changes hop from kazoo's thread to the event loop, where they are applied
+in the order they came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Callable
+
+from ..cluster.election import NO_LEADER
+from ..cluster.topics import TopicInfo
+from ..cluster.view import Node
+from ..cluster.zk_cluster import ZooKeeperCluster
+from ..cluster.zk_metadata import ZooKeeperMetadataStore
+from ..config import BrokerConfig, TopicConfig
+from .fetcher import ReplicaFetchers
+from .isr import IsrKeeper
+from .manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class Replication:
+    def __init__(self, cluster: ZooKeeperCluster, metadata: ZooKeeperMetadataStore, replicas: ReplicaManager,
+                 topic_config: Callable[[TopicInfo], TopicConfig], config: BrokerConfig) -> None:
+        self.cluster = cluster
+        self.metadata = metadata
+        self.replicas = replicas
+        self.topic_config = topic_config
+        self.config = config
+        self.broker_id = replicas.broker_id
+        self.fetchers = ReplicaFetchers(self.broker_id, cluster.address_of, config)
+        self.isr: IsrKeeper | None = None
+        self._ready = False
+
+    async def start(self, node: Node) -> None:
+        """Join the cluster, open the replicas this broker already holds, then take every state."""
+        loop = asyncio.get_running_loop()
+        self.cluster.state.add_listener(lambda topic, index: loop.call_soon_threadsafe(self.apply, topic, index))
+        await loop.run_in_executor(None, self.cluster.start, node)
+        self.metadata.started()
+        self._open_existing()
+        self.replicas.started()
+        self.isr = IsrKeeper(self.replicas, self.cluster, self.config.get("replica.lag.time.max.ms"))
+        self._ready = True
+        for topic, partitions in self.cluster.state.topics().items():
+            for index in partitions:
+                self.apply(topic, index)
+
+    async def stop(self) -> None:
+        self._ready = False
+        await self.fetchers.stop()
+        if self.isr is not None:
+            await self.isr.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.cluster.stop)
+
+    def _open_existing(self) -> None:
+        """The logs in the data directory of partitions still assigned here, with the checkpoints
+        of the last shutdown (a log opened later would skip recovery)."""
+        for name in sorted(os.listdir(self.replicas.data_dir)):
+            topic, _, index = name.rpartition("-")
+            info = self.metadata.topics.get(topic)
+            if not index.isdigit() or info is None or not os.path.isdir(os.path.join(self.replicas.data_dir, name)):
+                continue
+            if self.broker_id in self.cluster.state.replicas(topic, int(index)):
+                self.replicas.host(topic, int(index), self.topic_config(info), alone=False)
+
+    def apply(self, topic: str, index: int) -> None:
+        """Take the partition's latest state: lead it, follow its leader, or wait for one."""
+        if not self._ready:
+            return  # (`start` applies every state once it is ready)
+        info = self.metadata.topics.get(topic)
+        state = self.cluster.state.state(topic, index)
+        replicas = self.cluster.state.replicas(topic, index)
+        if info is None or state is None or self.broker_id not in replicas:
+            return
+        partition = self.replicas.partitions.get((topic, index))
+        if partition is None:
+            partition = self.replicas.host(topic, index, self.topic_config(info), alone=False)
+        if partition.offline_reason:
+            return
+        if state.leader == self.broker_id:
+            self.fetchers.unfollow((topic, index))
+            if not partition.is_leader or partition.leader_epoch != state.leader_epoch:
+                log.info("%s-%d: leading in epoch %d, ISR %s", topic, index, state.leader_epoch, list(state.isr))
+            partition.become_leader(state.leader_epoch, replicas, list(state.isr))
+        else:
+            partition.become_follower(state.leader, state.leader_epoch, replicas, list(state.isr))
+            if state.leader == NO_LEADER:
+                self.fetchers.unfollow((topic, index))
+            else:
+                self.fetchers.follow(partition, state.leader, state.leader_epoch)

@@ -1,0 +1,158 @@
+"""A replicated cluster on real ZooKeeper with brokers in processes of their own (docs/cluster.md):
+leaders and ISRs, acknowledged writes surviving a leader's death, followers leaving and rejoining the
+ISR, min.insync.replicas, and a returning leader cutting what only it had (KIP-101)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from binlake.clusterproc import LocalCluster
+from tests.waiting import wait_for
+
+# A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
+FAST_FAILOVER = {"zookeeper.session.timeout.ms": "6000"}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    clusters = []
+
+    def make(brokers: int = 3, config: dict[str, str] | None = None) -> LocalCluster:
+        clusters.append(LocalCluster(tmp_path / "cluster", brokers, {**FAST_FAILOVER, **(config or {})}).start())
+        return clusters[-1]
+
+    yield make
+    for started in clusters:
+        started.stop()
+
+
+def partitions(admin: AdminClient, topic: str) -> dict:
+    """partition -> (leader, replicas, isr) as Metadata says, or {} while the topic is unknown."""
+    found = admin.list_topics(topic, timeout=10).topics.get(topic)
+    if found is None or found.error is not None:
+        return {}
+    return {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in found.partitions.values()}
+
+
+def create(admin: AdminClient, topic: str, count: int, replication_factor: int, **configs: str) -> dict:
+    admin.create_topics([NewTopic(topic, count, replication_factor, config=configs)])[topic].result(30)
+    return wait_for(lambda: (found := partitions(admin, topic)) and len(found) == count and all(
+        leader >= 0 and len(isr) == replication_factor for leader, _, isr in found.values()) and found,
+        f"{topic}'s partitions to have leaders and full ISRs")
+
+
+def produce(bootstrap: str, topic: str, partition: int, values: list[bytes], **config) -> list[bytes]:
+    """Write `values`; the ones acknowledged, in order."""
+    acked: list[bytes] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+
+    def delivered(err, msg):
+        if err is None:
+            acked.append(msg.value())
+
+    for value in values:
+        producer.produce(topic, value, partition=partition, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(120) == 0, "messages still unacknowledged after 120 s"
+    return acked
+
+
+def consume(bootstrap: str, topic: str, partition: int, until: int) -> list[bytes]:
+    """Every value of the partition from offset 0 until `until` values have come (or 60 s pass)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    values: list[bytes] = []
+    try:
+        wait_for(lambda: _poll_into(consumer, values) >= until, f"{until} values from {topic}-{partition}")
+    finally:
+        consumer.close()
+    return values
+
+
+def _poll_into(consumer: Consumer, values: list[bytes]) -> int:
+    for message in consumer.consume(500, 0.2):
+        if message.error() is None:
+            values.append(message.value())
+    return len(values)
+
+
+def test_a_topics_partitions_are_led_and_replicated_across_the_brokers(cluster):
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    described = admin.describe_cluster().result(30)
+    assert sorted(n.id for n in described.nodes) == [0, 1, 2]
+    assert described.controller.id in (0, 1, 2)
+
+    found = create(admin, "orders", 3, 3)
+    assert sorted(leader for leader, _, _ in found.values()) == [0, 1, 2], "leadership spread over the brokers"
+    assert all(replicas[0] == leader and sorted(replicas) == [0, 1, 2] for leader, replicas, _ in found.values())
+    values = [f"v{i}".encode() for i in range(500)]
+    assert produce(nodes.bootstrap, "orders", 1, values, acks="all") == values
+    assert consume(nodes.bootstrap, "orders", 1, len(values)) == values
+
+
+def test_acknowledged_writes_survive_the_leaders_death_with_no_duplicate_or_gap(cluster):
+    """An idempotent producer carries on across the leader change: its state replicated with the log."""
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    leader, _, _ = create(admin, "payments", 1, 3)[0]
+    first = [f"a{i}".encode() for i in range(2000)]
+    assert produce(nodes.bootstrap, "payments", 0, first, acks="all", **{"enable.idempotence": True}) == first
+
+    nodes.brokers[leader].kill()
+    second = [f"b{i}".encode() for i in range(2000)]
+    acked = produce(nodes.bootstrap, "payments", 0, second, acks="all", **{"enable.idempotence": True})
+    assert acked == second
+    new_leader, _, isr = partitions(admin, "payments")[0]
+    assert new_leader != leader and leader not in isr
+    assert consume(nodes.bootstrap, "payments", 0, 4000) == first + second
+
+
+def test_a_stalled_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster):
+    """While it is out, min.insync.replicas=3 refuses acks=all writes (and acks=1 goes on)."""
+    nodes = cluster(3, {"replica.lag.time.max.ms": "1500", "zookeeper.session.timeout.ms": "60000"})
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    leader, replicas, _ = create(admin, "events", 1, 3, **{"min.insync.replicas": "3"})[0]
+    follower = next(b for b in replicas if b != leader)
+
+    nodes.pause(follower)
+    produce(nodes.bootstrap, "events", 0, [b"while-stalled"], acks="1")
+    wait_for(lambda: partitions(admin, "events")[0][2] == sorted(set(replicas) - {follower}),
+             f"broker {follower} to leave the ISR")
+    producer = Producer({"bootstrap.servers": nodes.bootstrap, "acks": "all", "retries": 0})
+    errors: list[KafkaError] = []
+    producer.produce("events", b"refused", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
+
+    nodes.resume(follower)
+    wait_for(lambda: partitions(admin, "events")[0][2] == sorted(replicas), f"broker {follower} to rejoin the ISR")
+    assert produce(nodes.bootstrap, "events", 0, [b"after"], acks="all") == [b"after"]
+
+
+def test_a_returning_leader_truncates_what_only_it_had(cluster):
+    """KIP-101: acks=1 writes the old leader took while its follower stalled die with it; when it
+    comes back it follows the new leader and cuts them, so the two logs agree again."""
+    nodes = cluster(2, {"replica.lag.time.max.ms": "60000"})
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    leader, _, _ = create(admin, "ledger", 1, 2)[0]
+    follower = 1 - leader
+    kept = [f"kept{i}".encode() for i in range(100)]
+    assert produce(nodes.bootstrap, "ledger", 0, kept, acks="all") == kept
+
+    nodes.pause(follower)
+    produce(nodes.brokers[leader].address, "ledger", 0, [f"lost{i}".encode() for i in range(50)], acks="1")
+    nodes.brokers[leader].kill()
+    nodes.resume(follower)
+    wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == follower, f"broker {follower} to lead")
+    later = [f"later{i}".encode() for i in range(30)]
+    assert produce(nodes.bootstrap, "ledger", 0, later, acks="1") == later
+
+    nodes.brokers[leader].start()
+    wait_for(lambda: partitions(admin, "ledger")[0][2] == [0, 1], f"broker {leader} to rejoin the ISR")
+    nodes.brokers[follower].kill()  # now only the returning broker has the partition
+    wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == leader, f"broker {leader} to lead again")
+    assert consume(nodes.brokers[leader].address, "ledger", 0, len(kept) + len(later)) == kept + later
+
