@@ -136,6 +136,9 @@ class Broker:
         log.info("broker %d listening on %s (data dir %s)", self.broker_id, self.address, self.data_dir)
 
     async def stop(self) -> None:
+        if self.replication is not None and self.config.get("controlled.shutdown.enable"):
+            await self.replication.leave(self.config.get("controlled.shutdown.max.retries")
+                                         * self.config.get("controlled.shutdown.retry.backoff.ms") / 1000)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -172,6 +172,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               check=_at_least(0)),
     ConfigDef("replica.socket.timeout.ms", "int", 30000, "how long a follower waits for its leader's answer",
               check=_at_least(1)),
+    ConfigDef("controlled.shutdown.enable", "boolean", True,
+              "on SIGTERM, move this broker's leaderships to in-sync followers before stopping"),
+    ConfigDef("controlled.shutdown.max.retries", "int", 3,
+              "a controlled shutdown waits max.retries x retry.backoff.ms for leaderships to move", check=_at_least(1)),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000,
+              "a controlled shutdown waits max.retries x retry.backoff.ms for leaderships to move", check=_at_least(0)),
     # consumer groups (logcore/coordinator)
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members before the first rebalance",
               check=_at_least(0)),

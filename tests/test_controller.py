@@ -13,6 +13,7 @@ from logcore.cluster.controller import Controller, create_topic
 from logcore.cluster.election import NO_LEADER, initial_state, next_state
 from logcore.cluster.membership import ZooKeeperMembership
 from logcore.cluster.view import Node
+from logcore.cluster.zk_client import stop_client
 from logcore.cluster.zk_layout import PartitionState
 from logcore.cluster.zk_state import ClusterState
 from tests.waiting import wait_for
@@ -95,7 +96,7 @@ def test_the_controller_leads_new_partitions_and_moves_leadership_off_brokers_th
         # A broker that is not the controller stops: its partitions get new leaders from their ISR
         controller = next(b for b in brokers.values() if b.membership.is_controller)
         gone = next(i for i, b in brokers.items() if b is not controller)
-        brokers.pop(gone).zk.stop()
+        stop_client(brokers.pop(gone).zk)
 
         after = wait_for(lambda: when(states(observer, "orders", 6),
                                       lambda s: all(gone not in x["isr"] for x in s.values())),
@@ -107,7 +108,7 @@ def test_the_controller_leads_new_partitions_and_moves_leadership_off_brokers_th
 
         # The controller itself stops: another broker takes over, and does the same for its partitions
         controller_id = controller.membership.node.node_id
-        brokers.pop(controller_id).zk.stop()
+        stop_client(brokers.pop(controller_id).zk)
         (last_id, last), = brokers.items()
         wait_for(lambda: last.membership.is_controller, "the last broker to become controller")
         final = wait_for(lambda: when(states(observer, "orders", 6),
@@ -117,8 +118,8 @@ def test_the_controller_leads_new_partitions_and_moves_leadership_off_brokers_th
         assert all(s["controller_epoch"] == last.membership.controller_epoch for s in final.values())
     finally:
         for broker in brokers.values():
-            broker.zk.stop()
-        observer.stop()
+            stop_client(broker.zk)
+        stop_client(observer)
 
 
 def test_a_deposed_controller_writes_nothing(zookeeper):
@@ -129,7 +130,7 @@ def test_a_deposed_controller_writes_nothing(zookeeper):
         wait_for(lambda: old.membership.is_controller and len(new.membership.live_nodes()) == 2, "broker 1 to lead")
         create_topic(observer, "t", "AAAAAAAAAAAAAAAAAAAAAA", {0: [1, 2]}, {})
         wait_for(lambda: states(observer, "t", 1), "the partition's state")
-        old.zk.stop()  # broker 1's session ends: broker 2 wins the next election, and raises the epoch
+        stop_client(old.zk)  # broker 1's session ends: broker 2 wins the next election, and raises the epoch
         wait_for(lambda: new.membership.is_controller, "broker 2 to become controller")
         old.zk.start(timeout=30)  # broker 1 is back, in a new session
 
@@ -141,9 +142,9 @@ def test_a_deposed_controller_writes_nothing(zookeeper):
         old.controller.reconcile()
         assert observer.get("/brokers/topics/t/partitions/0/state") == before, "the stale controller's write landed"
     finally:
-        old.zk.stop()
-        new.zk.stop()
-        observer.stop()
+        stop_client(old.zk)
+        stop_client(new.zk)
+        stop_client(observer)
 
 
 def test_every_broker_learns_the_controllers_decisions_and_forgets_deleted_topics(zookeeper, caplog):
@@ -162,7 +163,7 @@ def test_every_broker_learns_the_controllers_decisions_and_forgets_deleted_topic
 
         survivor = brokers[1] if brokers[1].membership.is_controller else brokers[2]
         gone = 2 if survivor is brokers[1] else 1
-        brokers.pop(gone).zk.stop()
+        stop_client(brokers.pop(gone).zk)
         survivor_id = survivor.membership.node.node_id
         wait_for(lambda: all(survivor.state.state("t", p).isr == (survivor_id,) for p in (0, 1)),
                  "the survivor to learn it leads both partitions alone")
@@ -179,5 +180,5 @@ def test_every_broker_learns_the_controllers_decisions_and_forgets_deleted_topic
         wait_for(lambda: survivor.state.topics() == {} and survivor.state.state("t", 0) is None, "t forgotten")
     finally:
         for broker in brokers.values():
-            broker.zk.stop()
-        observer.stop()
+            stop_client(broker.zk)
+        stop_client(observer)

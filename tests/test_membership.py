@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 
 from logcore.cluster.membership import BrokerIdTaken, ZooKeeperMembership
 from logcore.cluster.view import Node
+from logcore.cluster.zk_client import stop_client
 from tests.waiting import wait_for
 
 SESSION_TIMEOUT_S = 4.0  # a killed broker's session ends this long after its last heartbeat
@@ -62,10 +63,10 @@ def test_brokers_register_in_kafkas_layout_and_see_each_other(zookeeper):
         with pytest.raises(BrokerIdTaken, match="broker id 2 is already registered .* 127.0.0.1:9092"):
             member(zookeeper, 2)
 
-        two.zk.stop()  # a clean shutdown ends the session at once: the others see the broker go
+        stop_client(two.zk)  # a clean shutdown ends the session at once: the others see the broker go
         wait_for(lambda: [n.node_id for n in one.live_nodes()] == [1], "broker 2 to leave")
     finally:
-        one.zk.stop()
+        stop_client(one.zk)
 
 
 def test_one_controller_and_a_new_one_with_a_higher_epoch_when_it_dies(zookeeper, tmp_path):
@@ -88,13 +89,13 @@ def test_one_controller_and_a_new_one_with_a_higher_epoch_when_it_dies(zookeeper
         wait_for(lambda: loser.controller_id == winner.node.node_id, "the other broker to follow the new controller")
         assert [n.node_id for n in winner.live_nodes()] == [2, 3]
 
-        winner.zk.stop()  # and once more: the last broker takes over with the next epoch
+        stop_client(winner.zk)  # and once more: the last broker takes over with the next epoch
         wait_for(lambda: loser.is_controller, "the last broker to become controller")
         assert loser.controller_epoch == 3
-        loser.zk.stop()
+        stop_client(loser.zk)
     finally:
         first.kill()
-        observer.stop()
+        stop_client(observer)
 
 
 def test_a_broker_whose_session_expired_registers_again_and_follows_the_new_controller(zookeeper):
@@ -114,10 +115,10 @@ def test_a_broker_whose_session_expired_registers_again_and_follows_the_new_cont
         assert observer.exists("/brokers/ids/1").ephemeralOwner != first_session, "registered in a new session"
         wait_for(lambda: [n.node_id for n in second.live_nodes()] == [1, 2], "broker 2 to see broker 1 back")
         assert json.loads(observer.get("/controller")[0])["brokerid"] == 2, "the new controller stays"
-        second.zk.stop()
+        stop_client(second.zk)
     finally:
         stalled.kill()
-        observer.stop()
+        stop_client(observer)
 
 
 def test_a_registration_that_is_not_kafkas_json_is_skipped_with_a_warning(zookeeper, caplog):
@@ -128,5 +129,5 @@ def test_a_registration_that_is_not_kafkas_json_is_skipped_with_a_warning(zookee
         wait_for(lambda: [n.node_id for n in one.live_nodes()] == [1], "broker 1 to see itself")
         assert "ignoring /brokers/ids/7: /brokers/ids/7 does not hold JSON" in caplog.text
     finally:
-        one.zk.stop()
-        observer.stop()
+        stop_client(one.zk)
+        stop_client(observer)

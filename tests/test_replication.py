@@ -4,9 +4,12 @@ ISR, min.insync.replicas, and a returning leader cutting what only it had (KIP-1
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from binlake.clusterproc import LocalCluster
 from tests.waiting import wait_for
@@ -133,8 +136,8 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster):
 
 
 def test_a_returning_leader_truncates_what_only_it_had(cluster):
-    """KIP-101: acks=1 writes the old leader took while its follower stalled die with it; when it
-    comes back it follows the new leader and cuts them, so the two logs agree again."""
+    """KIP-101: acks=1 writes that only the old leader took die with it; when it comes back it
+    follows the new leader and cuts them, so the two logs agree again."""
     nodes = cluster(2, {"replica.lag.time.max.ms": "60000"})
     admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
     leader, _, _ = create(admin, "ledger", 1, 2)[0]
@@ -142,10 +145,18 @@ def test_a_returning_leader_truncates_what_only_it_had(cluster):
     kept = [f"kept{i}".encode() for i in range(100)]
     assert produce(nodes.bootstrap, "ledger", 0, kept, acks="all") == kept
 
-    nodes.pause(follower)
+    # The follower dies (its fetches with it), the leader takes writes alone, then dies too, before
+    # either session ends: the ISR still names both.
+    nodes.brokers[follower].kill()
     produce(nodes.brokers[leader].address, "ledger", 0, [f"lost{i}".encode() for i in range(50)], acks="1")
     nodes.brokers[leader].kill()
-    nodes.resume(follower)
+    zk = KazooClient(hosts=nodes.zookeeper.connect_string)
+    zk.start(30)
+    try:
+        wait_for(lambda: zk.get_children("/brokers/ids") == [], "both brokers' sessions to end")
+    finally:
+        zk.stop()
+    nodes.brokers[follower].start()
     wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == follower, f"broker {follower} to lead")
     later = [f"later{i}".encode() for i in range(30)]
     assert produce(nodes.bootstrap, "ledger", 0, later, acks="1") == later
@@ -156,3 +167,34 @@ def test_a_returning_leader_truncates_what_only_it_had(cluster):
     wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == leader, f"broker {leader} to lead again")
     assert consume(nodes.brokers[leader].address, "ledger", 0, len(kept) + len(later)) == kept + later
 
+
+def test_sigterm_moves_leadership_first_so_an_idempotent_producer_sees_no_error(cluster):
+    """Controlled shutdown: the broker leaves the live brokers, the controller moves its leaderships
+    to in-sync followers, and only then does it stop; the producer only retries."""
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    leader, _, _ = create(admin, "orders", 1, 3)[0]
+    producer = Producer({"bootstrap.servers": nodes.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5})
+    acked: list[bytes] = []
+    errors: list[KafkaError] = []
+
+    def delivered(err, msg):
+        (acked.append(msg.value()) if err is None else errors.append(err))
+
+    sent = 0
+    for phase in ("before", "during"):
+        if phase == "during":
+            nodes.brokers[leader].proc.send_signal(signal.SIGTERM)
+        while sent < (2000 if phase == "before" else 4000):
+            producer.produce("orders", f"m{sent}".encode(), partition=0, on_delivery=delivered)
+            producer.poll(0.001 if phase == "during" else 0)
+            sent += 1
+    assert producer.flush(120) == 0
+    assert nodes.brokers[leader].proc.wait(60) == 0, nodes.brokers[leader].log()
+    assert "left the cluster's live brokers for a controlled shutdown" in nodes.brokers[leader].log()
+    assert errors == []
+    assert acked == [f"m{i}".encode() for i in range(4000)]
+    new_leader, _, isr = partitions(admin, "orders")[0]
+    assert new_leader not in (leader, -1) and leader not in isr
+    assert consume(nodes.bootstrap, "orders", 0, 4000) == acked

@@ -322,6 +322,21 @@ def test_leader_epochs_survive_restarts_and_are_rebuilt_from_batches(tmp_path):
     assert rebuilt.epochs.entries == [(0, 0)]
 
 
+def test_a_follower_copies_its_leaders_log_byte_for_byte_from_fetches_that_cut_batches(tmp_path):
+    leader = open_log(tmp_path / "leader")
+    append(leader, 20)
+    leader.assign_leader_epoch(3)
+    append(leader, 20)
+    follower = open_log(tmp_path / "follower")
+    while follower.log_end_offset < leader.log_end_offset:
+        # 200 bytes hold one 131-byte batch whole and the next one cut: the cut one comes next time
+        region = leader.read(follower.log_end_offset, 200, leader.log_end_offset, True)
+        follower.append_replicated(region.read())
+    assert read_all(follower) == read_all(leader)
+    assert follower.epochs.entries == leader.epochs.entries == [(0, 0), (3, 20)]
+    assert files(tmp_path / "follower") == files(tmp_path / "leader")
+
+
 # -- retention rules -----------------------------------------------------------------------------
 
 def test_retention_rules(tmp_path):

@@ -1,6 +1,8 @@
 """Produce: append each partition's record set; errors stay per partition. Internal topics are
 written by their coordinators only, as in Kafka."""
 
+import asyncio
+
 from ..cluster.topics import INTERNAL_TOPICS
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidRequiredAcks, InvalidTopic
@@ -11,6 +13,7 @@ from . import handles
 async def produce(ctx, request) -> dict | None:
     replicas = ctx.broker.replicas
     responses = []
+    waits = []  # acks=all: (result, partition, end offset) to wait for the ISR on
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -28,10 +31,24 @@ async def produce(ctx, request) -> dict | None:
                 result.update(error_code=ErrorCode.none, base_offset=appended.base_offset,
                               log_append_time=appended.log_append_time_ms,
                               log_start_offset=appended.log_start_offset)
+                if request.acks == -1 and (partition := replicas.get(topic.name, data.index)).high_watermark < \
+                        appended.next_offset:
+                    waits.append((result, partition, appended.next_offset))
             except BrokerError as exc:
                 result.update(error_code=exc.code, error_message=exc.message)
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
+    if waits:
+        timeout_s = request.timeout.total_seconds()
+        await asyncio.gather(*(_replicated(result, partition, end, timeout_s) for result, partition, end in waits))
     if request.acks == 0:
         return None
     return {"responses": responses}
+
+
+async def _replicated(result: dict, partition, end_offset: int, timeout_s: float) -> None:
+    """acks=all: the write is acknowledged once the ISR has it (at once when the ISR is the leader alone)."""
+    try:
+        await partition.wait_until_replicated(end_offset, timeout_s)
+    except BrokerError as exc:
+        result.update(error_code=exc.code, error_message=exc.message)

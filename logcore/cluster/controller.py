@@ -11,7 +11,6 @@ writer, changes nothing, and the next reconcile reads the newer state.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 
@@ -109,8 +108,8 @@ class Controller:
 
     def _unclean(self, topic: str) -> bool:
         try:
-            configs = json.loads(self.zk.get(layout.topic_config_path(topic))[0]).get("config", {})
-        except (NoNodeError, ValueError, AttributeError):
+            configs = layout.decode_topic_config(topic, self.zk.get(layout.topic_config_path(topic))[0])
+        except (NoNodeError, layout.LayoutError):
             return self.unclean_default
         value = configs.get("unclean.leader.election.enable")
         return self.unclean_default if value is None else str(value).lower() == "true"

@@ -46,6 +46,7 @@ class ZooKeeperMembership:
         self.controller_epoch = 0  # this broker's epoch while it is the controller
         self.controller_epoch_version = -1  # the version of /controller_epoch it wrote: its writes check it
         self._session_lost = False
+        self.leaving = False  # a controlled shutdown: no registering or standing for controller again
 
     @property
     def is_controller(self) -> bool:
@@ -72,6 +73,20 @@ class ZooKeeperMembership:
         self.zk.add_listener(self._on_session_state)
         ChildrenWatch(self.zk, layout.BROKER_IDS, self._on_brokers)
         DataWatch(self.zk, layout.CONTROLLER, self._on_controller)
+
+    def leave(self) -> None:
+        """A controlled shutdown's first step: withdraw the registration (and resign as controller),
+        keeping the session, so the controller moves this broker's leaderships while it still
+        answers, and its watches still say when they have moved."""
+        self.leaving = True
+        for path in (layout.broker_path(self.node.node_id), layout.CONTROLLER):
+            try:
+                _, stat = self.zk.get(path)
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.zk.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass  # (gone already, or not this session's)
+        log.info("broker %d left the cluster's live brokers for a controlled shutdown", self.node.node_id)
 
     def _register(self) -> None:
         path = layout.broker_path(self.node.node_id)
@@ -112,6 +127,8 @@ class ZooKeeperMembership:
         self._changed()
 
     def _stand_for_controller(self) -> None:
+        if self.leaving:
+            return
         try:
             self.zk.create(layout.CONTROLLER, layout.encode_controller(self.node.node_id, _now_ms()), ephemeral=True)
         except NodeExistsError:
@@ -150,6 +167,8 @@ class ZooKeeperMembership:
             self.zk.handler.spawn(self._rejoin)
 
     def _rejoin(self) -> None:
+        if self.leaving:
+            return
         try:
             self._register()
         except BrokerIdTaken as exc:

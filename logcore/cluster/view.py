@@ -51,4 +51,5 @@ class SingleBrokerView:
         partition = self._broker.replicas.partitions.get((topic, index))
         if partition is None:
             return None
-        return PartitionView(partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr, [])
+        # (the broker leads every partition it hosts, one whose log is offline included)
+        return PartitionView(self._broker.broker_id, partition.leader_epoch, partition.replicas, partition.isr, [])

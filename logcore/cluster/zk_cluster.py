@@ -24,6 +24,7 @@ from .election import NO_LEADER
 from .local import new_cluster_id
 from .membership import ZooKeeperMembership
 from .view import Node, PartitionView
+from .zk_client import stop_client
 from .zk_state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,7 @@ class ZooKeeperCluster:
         self.controller.start()
 
     def stop(self) -> None:
-        self.zk.stop()
-        self.zk.close()
+        stop_client(self.zk)
 
     def _ensure_chroot(self, timeout_s: float) -> None:
         """Kafka creates its chroot (`host:port/binlake`) on first start; kazoo needs it to exist."""

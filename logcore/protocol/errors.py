@@ -48,7 +48,6 @@ NotEnoughReplicas = _error("NotEnoughReplicas", ErrorCode.not_enough_replicas, T
 NotEnoughReplicasAfterAppend = _error("NotEnoughReplicasAfterAppend", ErrorCode.not_enough_replicas_after_append,
                                       True)
 RequestTimedOut = _error("RequestTimedOut", ErrorCode.request_timed_out, True)
-LeaderNotAvailable = _error("LeaderNotAvailable", ErrorCode.leader_not_available, True)
 UnsupportedVersion = _error("UnsupportedVersion", ErrorCode.unsupported_version)
 FetchSessionIdNotFound = _error("FetchSessionIdNotFound", ErrorCode.fetch_session_id_not_found, True)
 InvalidFetchSessionEpoch = _error("InvalidFetchSessionEpoch", ErrorCode.invalid_fetch_session_epoch, True)

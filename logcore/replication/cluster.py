@@ -37,6 +37,7 @@ class Replication:
         self.fetchers = ReplicaFetchers(self.broker_id, cluster.address_of, config)
         self.isr: IsrKeeper | None = None
         self._ready = False
+        self._led_nothing: asyncio.Event | None = None  # set during a controlled shutdown
 
     async def start(self, node: Node) -> None:
         """Join the cluster, open the replicas this broker already holds, then take every state."""
@@ -51,6 +52,24 @@ class Replication:
         for topic, partitions in self.cluster.state.topics().items():
             for index in partitions:
                 self.apply(topic, index)
+
+    async def leave(self, timeout_s: float) -> None:
+        """Controlled shutdown (SIGTERM): leave the live brokers so that the controller moves every
+        leadership this broker holds to an in-sync follower, and wait until it has; clients then
+        see only retriable NOT_LEADER_OR_FOLLOWER answers and move to the new leaders."""
+        self._led_nothing = asyncio.Event()
+        await asyncio.get_running_loop().run_in_executor(None, self.cluster.membership.leave)
+        self._check_led_nothing()
+        try:
+            await asyncio.wait_for(self._led_nothing.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            led = [f"{p.topic}-{p.index}" for p in self.replicas.partitions.values() if p.is_leader]
+            log.warning("controlled shutdown: still leading %s after %.0f s; stopping anyway", ", ".join(led),
+                        timeout_s)
+
+    def _check_led_nothing(self) -> None:
+        if self._led_nothing is not None and not any(p.is_leader for p in self.replicas.partitions.values()):
+            self._led_nothing.set()
 
     async def stop(self) -> None:
         self._ready = False
@@ -95,3 +114,4 @@ class Replication:
                 self.fetchers.unfollow((topic, index))
             else:
                 self.fetchers.follow(partition, state.leader, state.leader_epoch)
+        self._check_led_nothing()

@@ -44,6 +44,7 @@ _LEADER_EPOCH = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
 _TIMESTAMPS = struct.Struct(">qq")
 _CRC = struct.Struct(">I")
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 class BatchHeader(NamedTuple):
@@ -92,6 +93,18 @@ def read_header(buf, position: int = 0) -> BatchHeader:
 
 def crc_matches(buf, position: int, header: BatchHeader) -> bool:
     return crc32c(memoryview(buf)[position + CRC_START : position + header.size]) == header.crc
+
+
+def whole_batches_length(records) -> int:
+    """How many leading bytes of a fetched record set are whole batches: a fetch response may end
+    inside a batch (Kafka's brokers cut at the size limit), and readers drop that tail."""
+    position, end = 0, len(records)
+    while end - position >= LOG_OVERHEAD:
+        (length,) = _BATCH_LENGTH.unpack_from(records, position + 8)
+        if position + LOG_OVERHEAD + length > end:
+            break
+        position += LOG_OVERHEAD + length
+    return position
 
 
 def validate_produce(records: bytes, max_batch_bytes: int) -> list[BatchHeader]:

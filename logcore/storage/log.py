@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..config import TopicConfig
 from ..protocol.codec import FileRegion
 from ..protocol.errors import OffsetOutOfRange, StorageError
-from .batch import BatchHeader, assign_offsets, validate_produce
+from .batch import BatchHeader, assign_offsets, validate_produce, whole_batches_length
 from .epochs import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .records import CorruptRecords, decode_batch
@@ -205,8 +205,11 @@ class PartitionLog:
     def append_replicated(self, records: bytes) -> int:
         """A follower's append: batches read from the leader's log at this log's end, written as they
         are (offsets, leader epochs, timestamps); the epochs they carry enter the epoch cache. The
-        number of records written."""
-        headers = validate_produce(records, max(len(records), 1))
+        number of records written. A batch cut off at the end of `records` is left for the next fetch."""
+        records = records[:whole_batches_length(records)]
+        if not records:
+            return 0
+        headers = validate_produce(records, len(records))
         if headers[0].base_offset != self.log_end_offset:
             raise StorageError(f"{self}: the leader sent batches from offset {headers[0].base_offset}, "
                                f"not this replica's log end {self.log_end_offset}")
