@@ -16,6 +16,7 @@ import click
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("logcore.tools.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
     "topics": ("logcore.tools.topics_cmd:topics_command", "Create, list, describe, alter and delete topics."),
+    "cluster": ("logcore.tools.cluster_cmd:cluster_command", "List the live brokers and say which one is the controller."),
     "connect": ("connect.cli:connect_command", "Run source connectors (standalone mode), configured in YAML."),
     "demo": ("binlake.demo.command:demo_command", "Run the whole pipeline on this machine, no Docker needed."),
     "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),

@@ -7,10 +7,12 @@ from __future__ import annotations
 import signal
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from binlake.cli import main
 from binlake.clusterproc import LocalCluster
 from tests.waiting import wait_for
 
@@ -88,9 +90,23 @@ def test_a_topics_partitions_are_led_and_replicated_across_the_brokers(cluster):
     assert sorted(n.id for n in described.nodes) == [0, 1, 2]
     assert described.controller.id in (0, 1, 2)
 
-    found = create(admin, "orders", 3, 3)
+    found = create(admin, "orders", 3, 3, **{"min.insync.replicas": "2"})
     assert sorted(leader for leader, _, _ in found.values()) == [0, 1, 2], "leadership spread over the brokers"
     assert all(replicas[0] == leader and sorted(replicas) == [0, 1, 2] for leader, replicas, _ in found.values())
+
+    shown = CliRunner().invoke(main, ["cluster", "--bootstrap-server", nodes.bootstrap])
+    assert shown.exit_code == 0, shown.output
+    assert f"Controller: {described.controller.id}" in shown.output
+    assert [line.split("\t")[1] for line in shown.output.splitlines()[1:]] == [f"Broker: {i}" for i in range(3)]
+    shown = CliRunner().invoke(main, ["topics", "describe", "--bootstrap-server", nodes.bootstrap, "--topic", "orders"])
+    assert shown.exit_code == 0, shown.output
+    assert "ReplicationFactor: 3\tConfigs: min.insync.replicas=2" in shown.output
+    rows = {}
+    for line in shown.output.splitlines()[1:]:
+        fields = dict(field.split(": ") for field in line.strip().split("\t"))
+        rows[int(fields["Partition"])] = (int(fields["Leader"]), [int(b) for b in fields["Replicas"].split(",")],
+                                          sorted(int(b) for b in fields["Isr"].split(",")))
+    assert rows == found
     values = [f"v{i}".encode() for i in range(500)]
     assert produce(nodes.bootstrap, "orders", 1, values, acks="all") == values
     assert consume(nodes.bootstrap, "orders", 1, len(values)) == values
