@@ -223,8 +223,9 @@ class Broker:
         if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabled("topic deletion is disabled on this broker (delete.topic.enable=false)")
         info = self.metadata.delete(name)
-        self.replicas.unhost_topic(name)
-        release_freed_memory()
+        if self.zookeeper is None:  # (in a cluster every broker drops its replicas once the topic is gone)
+            self.replicas.unhost_topic(name)
+            release_freed_memory()
         log.info("deleted topic %s", name)
         return info
 
@@ -248,9 +249,13 @@ class Broker:
         if validate_only:
             return updated
         if self.zookeeper is not None:
-            self.metadata.update(updated)  # (refused: not built for a cluster yet)
-        self._host_new(updated, range(info.partitions, count), self.topic_config(updated))
-        self.metadata.update(updated)
+            added = assign_replicas(self.cluster.live_nodes(), count - info.partitions, info.replication_factor,
+                                    first_partition=info.partitions) if assignments is None else \
+                {info.partitions + i: replicas for i, replicas in enumerate(assignments)}
+            self.metadata.add_partitions(updated, added)
+        else:
+            self._host_new(updated, range(info.partitions, count), self.topic_config(updated))
+            self.metadata.update(updated)
         log.info("topic %s now has %d partition(s)", name, count)
         return updated
 
@@ -260,6 +265,6 @@ class Broker:
         topic_config = self.topic_config(updated)  # validates
         if not validate_only:
             self.metadata.update(updated)
-            self.replicas.reconfigure(name, topic_config)
+            self.replicas.reconfigure(name, topic_config)  # (in a cluster, the others when they hear of it)
             log.info("topic %s configs now %s", name, configs)
         return updated

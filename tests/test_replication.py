@@ -9,7 +9,8 @@ import signal
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                  NewTopic)
 from kazoo.client import KazooClient
 
 from binlake.cli import main
@@ -214,3 +215,32 @@ def test_sigterm_moves_leadership_first_so_an_idempotent_producer_sees_no_error(
     new_leader, _, isr = partitions(admin, "orders")[0]
     assert new_leader not in (leader, -1) and leader not in isr
     assert consume(nodes.bootstrap, "orders", 0, 4000) == acked
+
+
+def test_topics_grow_change_configs_and_are_deleted_across_the_cluster(cluster):
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    create(admin, "grows", 1, 2)
+    admin.create_partitions([NewPartitions("grows", 3)])["grows"].result(30)
+    found = wait_for(lambda: (p := partitions(admin, "grows")) and len(p) == 3 and all(
+        leader >= 0 and len(isr) == 2 for leader, _, isr in p.values()) and p, "three led partitions")
+    assert all(len(set(replicas)) == 2 for _, replicas, _ in found.values())
+    assert produce(nodes.bootstrap, "grows", 2, [b"in-a-new-partition"], acks="all") == [b"in-a-new-partition"]
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "grows")
+    change = ConfigResource(ConfigResource.Type.TOPIC, "grows", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[resource].result(30)
+
+    def retention_on(broker) -> str:
+        asked = AdminClient({"bootstrap.servers": broker.address})  # (held until the answer comes)
+        return asked.describe_configs([resource])[resource].result(30)["retention.ms"].value
+
+    wait_for(lambda: all(retention_on(broker) == "3600000" for broker in nodes.brokers),
+             "every broker to answer with the new retention.ms")
+
+    admin.delete_topics(["grows"])["grows"].result(30)
+    wait_for(lambda: "grows" not in admin.list_topics(timeout=10).topics, "the topic to go")
+    wait_for(lambda: not any((broker.data_dir / f"grows-{p}").exists() for broker in nodes.brokers for p in range(3)),
+             "every broker to drop its replicas")
+    create(admin, "grows", 1, 3)  # the name is free again

@@ -2,13 +2,14 @@
 `LocalMetadataStore` answers for a broker alone, answered from what the cluster state learnt from
 ZooKeeper. A new topic is written to ZooKeeper (its replica assignment and configs); the controller
 then gives its partitions leaders, and each broker hosts its replicas when it learns their state.
+Changes go the same way: new partitions extend the assignment, configs are rewritten, and a
+deletion is a request the controller carries out.
 """
 
 from __future__ import annotations
 
-from ..protocol.errors import InvalidRequest
 from . import zk_layout as layout
-from .controller import create_topic
+from .controller import add_partitions, create_topic, request_deletion, set_topic_configs
 from .local import claim_data_dir
 from .topics import TopicDirectory, TopicInfo
 from .zk_cluster import ZooKeeperCluster
@@ -36,9 +37,17 @@ class ZooKeeperMetadataStore(TopicDirectory):
     def create(self, info: TopicInfo, assignment: dict[int, list[int]]) -> None:
         create_topic(self.cluster.zk, info.name, layout.encode_uuid(info.topic_id), assignment, info.configs)
 
+    def add_partitions(self, info: TopicInfo, assignment: dict[int, list[int]]) -> None:
+        """`assignment`: the replicas of the new partitions only."""
+        current = self.cluster.state.topics().get(info.name, {})
+        add_partitions(self.cluster.zk, info.name, layout.encode_uuid(info.topic_id), {**current, **assignment})
+
     def update(self, info: TopicInfo) -> None:
-        raise InvalidRequest(f"{info.name}: changing a topic's partitions or configs in a ZooKeeper cluster is "
-                             f"not built yet (docs/cluster.md)")
+        """A topic's new configs (its partitions grow through `add_partitions`)."""
+        set_topic_configs(self.cluster.zk, info.name, info.configs)
 
     def delete(self, name: str) -> TopicInfo:
-        raise InvalidRequest(f"{name}: deleting a topic in a ZooKeeper cluster is not built yet (docs/cluster.md)")
+        """Ask the controller to delete the topic; each broker drops its replicas when it is gone."""
+        info = self.get(name)
+        request_deletion(self.cluster.zk, name)
+        return info

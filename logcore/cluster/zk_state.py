@@ -38,10 +38,15 @@ class ClusterState:
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._watched: set[tuple[str, int]] = set()  # partitions whose state znode is watched
         self._listeners: list[Listener] = []
+        self._topic_listeners: list[Callable[[str], None]] = []
 
     def add_listener(self, listener: Listener) -> None:
         """`listener(topic, partition)` after a partition's state arrived or changed."""
         self._listeners.append(listener)
+
+    def add_topic_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener(topic)` after a topic's configs or partitions changed, or it was deleted."""
+        self._topic_listeners.append(listener)
 
     def start(self) -> None:
         self.zk.ensure_path(layout.TOPICS)
@@ -79,6 +84,7 @@ class ClusterState:
                 return False
             self._configs[topic] = configs
             self._publish(topic)
+        self._tell(self._topic_listeners, topic)
         return None
 
     def _publish(self, topic: str) -> None:
@@ -101,6 +107,7 @@ class ClusterState:
                 for key in [k for k in self._states if k[0] == topic]:
                     del self._states[key]
                 self._publish(topic)
+            self._tell(self._topic_listeners, topic)
             return False
         assignment = _decoded(layout.decode_topic_assignment, topic, data, keeping="what was known of the topic")
         topic_id = _decoded(layout.decode_topic_id, topic, data, keeping="what was known of the topic")
@@ -114,6 +121,7 @@ class ClusterState:
             self._watched.update(new)
         for key in new:
             DataWatch(self.zk, layout.partition_state_path(*key), partial(self._on_state, *key))
+        self._tell(self._topic_listeners, topic)
         return None
 
     def _on_state(self, topic: str, partition: int, data: bytes | None, _stat, _event=None) -> bool | None:
@@ -129,12 +137,16 @@ class ClusterState:
             return None
         with self._lock:
             self._states[topic, partition] = state
-        for listener in self._listeners:
-            try:
-                listener(topic, partition)
-            except Exception:  # (an exception would end this watch)
-                log.exception("a listener of %s-%d's state failed", topic, partition)
+        self._tell(self._listeners, topic, partition)
         return None
+
+    @staticmethod
+    def _tell(listeners: list[Callable], *what) -> None:
+        for listener in listeners:
+            try:
+                listener(*what)
+            except Exception:  # (an exception would end the watch that called)
+                log.exception("a listener of %s failed", "-".join(map(str, what)))
 
 
 def _decoded(decode, *args, keeping: str):

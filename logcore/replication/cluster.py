@@ -43,6 +43,7 @@ class Replication:
         """Join the cluster, open the replicas this broker already holds, then take every state."""
         loop = asyncio.get_running_loop()
         self.cluster.state.add_listener(lambda topic, index: loop.call_soon_threadsafe(self.apply, topic, index))
+        self.cluster.state.add_topic_listener(lambda topic: loop.call_soon_threadsafe(self.topic_changed, topic))
         await loop.run_in_executor(None, self.cluster.start, node)
         self.metadata.started()
         self._open_existing()
@@ -88,6 +89,22 @@ class Replication:
                 continue
             if self.broker_id in self.cluster.state.replicas(topic, int(index)):
                 self.replicas.host(topic, int(index), self.topic_config(info), alone=False)
+
+    def topic_changed(self, topic: str) -> None:
+        """A deleted topic's replicas go; a changed one's logs take its configs."""
+        if not self._ready:
+            return
+        info = self.metadata.topics.get(topic)
+        if info is None:
+            hosted = [tp for tp in self.replicas.partitions if tp[0] == topic]
+            for tp in hosted:
+                self.fetchers.unfollow(tp)
+            if hosted:
+                self.replicas.unhost_topic(topic)
+                log.info("dropped the replicas of deleted topic %s", topic)
+            self._check_led_nothing()
+        else:
+            self.replicas.reconfigure(topic, self.topic_config(info))
 
     def apply(self, topic: str, index: int) -> None:
         """Take the partition's latest state: lead it, follow its leader, or wait for one."""
