@@ -16,7 +16,7 @@ from logcore.cluster.view import Node
 from logcore.cluster.zk_client import stop_client
 from logcore.cluster.zk_layout import PartitionState
 from logcore.cluster.zk_state import ClusterState
-from tests.waiting import wait_for
+from waiting import wait_for
 
 SESSION_TIMEOUT_S = 4.0
 

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from binlake.cli import main
 from binlake.clusterproc import LocalCluster
-from tests.waiting import wait_for
+from waiting import wait_for
 
 # A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
 FAST_FAILOVER = {"zookeeper.session.timeout.ms": "6000"}
