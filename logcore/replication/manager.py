@@ -7,7 +7,6 @@ never fails a whole request.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -20,7 +19,7 @@ from ..protocol.errors import BrokerError, UnknownTopicOrPartition
 from ..storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from ..storage.log import PartitionLog
 from ..storage.segment import CorruptSegment
-from .partition import Partition
+from .partition import Partition, wait_for_news
 
 log = logging.getLogger(__name__)
 
@@ -157,19 +156,8 @@ class ReplicaManager:
 
     async def wait_for_data(self, tps: list[TopicPartition], timeout_s: float) -> None:
         """Sleep until any of `tps` gets new committed data, or the timeout."""
-        if timeout_s <= 0:
-            return
-        future = asyncio.get_running_loop().create_future()
-        hosted = [self.partitions[tp] for tp in tps if tp in self.partitions]
-        for partition in hosted:
-            partition.add_waiter(future)
-        try:
-            await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for partition in hosted:
-                partition.remove_waiter(future)
+        if timeout_s > 0:
+            await wait_for_news([self.partitions[tp] for tp in tps if tp in self.partitions], timeout_s)
 
     # -- housekeeping --------------------------------------------------------------------------
 

@@ -115,14 +115,7 @@ class Partition:
             if remaining <= 0:
                 raise RequestTimedOut(f"{self.topic}-{self.index}: the ISR did not replicate the write within "
                                       f"the request timeout of {timeout_s * 1000:.0f} ms")
-            future = asyncio.get_running_loop().create_future()
-            self.add_waiter(future)
-            try:
-                await asyncio.wait_for(future, remaining)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                self.remove_waiter(future)
+            await wait_for_news([self], remaining)
 
     def follower_fetched(self, replica: int, fetch_offset: int) -> int | None:
         """A follower asked for records from `fetch_offset`: everything before it is in its log.
@@ -215,6 +208,21 @@ class Partition:
 
     def mark_offline(self, reason: str) -> None:
         self.offline_reason = reason
+
+
+async def wait_for_news(partitions: list[Partition], timeout_s: float) -> None:
+    """Sleep until any of `partitions` wakes its waiters (new records, high watermark, ISR or role),
+    or the timeout."""
+    future = asyncio.get_running_loop().create_future()
+    for partition in partitions:
+        partition.add_waiter(future)
+    try:
+        await asyncio.wait_for(future, timeout_s)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        for partition in partitions:
+            partition.remove_waiter(future)
 
 
 def _now_ms() -> int:
