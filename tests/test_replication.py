@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 
 from binlake.cli import main
 from binlake.clusterproc import LocalCluster
+from logcore.replication.partition import FollowerProgress
 from waiting import wait_for
 
 # A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
@@ -292,3 +293,20 @@ def test_python_clients_follow_the_new_leader_after_a_kill(cluster, client):
     wait_for(polled, "1000 values")
     consumer.close()
     assert got == first + second
+
+
+def test_a_follower_behind_by_one_fetch_under_steady_writes_counts_as_caught_up():
+    """Kafka's rule: reaching where the leader's log ended at the previous fetch is caught up as of
+    that fetch; a follower that stops moving is not."""
+    follower = FollowerProgress()
+    follower.fetched(5, leader_end=10, now_ms=1000)
+    assert follower.caught_up_ms == 0
+    follower.fetched(10, leader_end=20, now_ms=2000)  # has what the leader had at 1000
+    assert follower.caught_up_ms == 1000
+    follower.fetched(20, leader_end=30, now_ms=3000)
+    assert follower.caught_up_ms == 2000
+    follower.fetched(20, leader_end=40, now_ms=4000)  # stuck
+    follower.fetched(20, leader_end=50, now_ms=5000)
+    assert follower.caught_up_ms == 2000
+    follower.fetched(50, leader_end=50, now_ms=6000)  # level with the leader
+    assert follower.caught_up_ms == 6000

@@ -26,10 +26,23 @@ UNKNOWN_OFFSET = -1
 
 @dataclass
 class FollowerProgress:
-    """What a leader knows of one follower: its log end offset, and when it last had all the leader had."""
+    """What a leader knows of one follower: its log end offset, and when it last had all the leader
+    had. Under steady writes a fetch rarely finds the follower level with the leader, so a fetch that
+    reaches where the leader's log ended at the previous fetch counts as caught up as of that
+    previous fetch (Kafka's rule)."""
 
     log_end_offset: int = UNKNOWN_OFFSET
     caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = UNKNOWN_OFFSET
+
+    def fetched(self, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+        self.log_end_offset = fetch_offset
+        if fetch_offset >= leader_end:
+            self.caught_up_ms = now_ms
+        elif fetch_offset >= self.leader_end_at_last_fetch >= 0:
+            self.caught_up_ms = max(self.caught_up_ms, self.last_fetch_ms)
+        self.last_fetch_ms, self.leader_end_at_last_fetch = now_ms, leader_end
 
 
 class Partition:
@@ -124,9 +137,7 @@ class Partition:
         if progress is None:
             raise NotLeaderOrFollower(f"broker {replica} is not a follower of {self.topic}-{self.index} "
                                       f"(its replicas: {self.replicas})")
-        progress.log_end_offset = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
-            progress.caught_up_ms = _now_ms()
+        progress.fetched(fetch_offset, self.log.log_end_offset, _now_ms())
         self._advance_high_watermark()
         if replica not in self.isr and fetch_offset >= self.high_watermark:
             return replica
