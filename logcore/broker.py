@@ -21,6 +21,7 @@ from .cluster.zk_cluster import ZooKeeperCluster
 from .cluster.zk_metadata import ZooKeeperMetadataStore
 from .config import BrokerConfig, TopicConfig
 from .coordinator.group_coordinator import GroupCoordinator
+from .coordinator.offsets_codec import OFFSETS_TOPIC
 from .coordinator.producer_ids import FileBlocks, ProducerIdManager, ZooKeeperBlocks
 from .coordinator.transaction_coordinator import TransactionCoordinator
 from .coordinator.transaction_markers import MarkerWriter
@@ -29,6 +30,7 @@ from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAs
 from .protocol.fetch_session import FetchSessionCache
 from .replication.cluster import Replication
 from .replication.manager import ReplicaManager
+from .replication.partition import Partition
 from .server import KafkaServer, ServerLimits
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class Broker:
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
                                                    ProducerIdManager(id_blocks), self.txn_markers,
                                                    self.groups)
+        if self.zookeeper is not None:
+            self.groups.led = set()  # (a cluster's groups load with the partitions this broker leads)
         self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
@@ -122,7 +126,9 @@ class Broker:
             await self.server.start(serving=False)
             self.replication = Replication(self.zookeeper, self.metadata, self.replicas, self.topic_config,
                                            self.config)
+            self.replication.on_role_change = self._coordinate
             await self.replication.start(self.node)
+            await self.groups.start()
             await self.server.serve()
         self.started_ms = int(time.time() * 1000)
         self._tasks = [
@@ -149,6 +155,14 @@ class Broker:
             await self.replication.stop()
         self.replicas.shutdown()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    def _coordinate(self, partition: Partition) -> None:
+        """In a cluster the group coordinator of a partition of __consumer_offsets is its leader."""
+        if partition.topic == OFFSETS_TOPIC:
+            if partition.is_leader:
+                self.groups.became_leader(partition)
+            else:
+                self.groups.unload_partition(partition.index)
 
     async def _every(self, interval_ms: int, job) -> None:
         while True:

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 
 from binlake.cli import main
 from binlake.clusterproc import LocalCluster
+from logcore.coordinator.offsets_codec import partition_for
 from logcore.replication.partition import FollowerProgress
 from waiting import wait_for
 
@@ -310,3 +311,37 @@ def test_a_follower_behind_by_one_fetch_under_steady_writes_counts_as_caught_up(
     assert follower.caught_up_ms == 2000
     follower.fetched(50, leader_end=50, now_ms=6000)  # level with the leader
     assert follower.caught_up_ms == 6000
+
+
+def test_a_consumer_group_moves_with_its_coordinator_and_keeps_its_commits(cluster):
+    """The group's coordinator is the leader of its __consumer_offsets partition; commits are
+    acknowledged once replicated, so they survive that broker's death."""
+    nodes = cluster(3, {"offsets.topic.num.partitions": "3"})
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    create(admin, "events", 1, 3)
+    values = [f"e{i}".encode() for i in range(100)]
+    assert produce(nodes.bootstrap, "events", 0, values, acks="all") == values
+
+    def group_consumer() -> Consumer:
+        consumer = Consumer({"bootstrap.servers": nodes.bootstrap, "group.id": "readers",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["events"])
+        return consumer
+
+    first = group_consumer()
+    got: list[bytes] = []
+    wait_for(lambda: _poll_into(first, got) >= 60, "60 values")
+    first.commit(offsets=[TopicPartition("events", 0, 60)], asynchronous=False)
+    first.close()
+    coordinator = partitions(admin, "__consumer_offsets")[partition_for("readers", 3)][0]
+    assert partitions(admin, "__consumer_offsets")[partition_for("readers", 3)][2] == [0, 1, 2]
+
+    nodes.brokers[coordinator].kill()
+    wait_for(lambda: partitions(admin, "__consumer_offsets")[partition_for("readers", 3)][0] not in (coordinator, -1),
+             "a new coordinator")
+    second = group_consumer()
+    rest: list[bytes] = []
+    wait_for(lambda: _poll_into(second, rest) >= 40, "the 40 values after the commit")
+    assert second.committed([TopicPartition("events", 0)], timeout=30)[0].offset == 60
+    second.close()
+    assert rest == values[60:]

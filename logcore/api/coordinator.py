@@ -1,11 +1,13 @@
 """FindCoordinator: which broker coordinates a group or a transactional id (v4+: many keys at once).
 
-The cluster view names the broker (a single broker coordinates every key). Asking for a group's coordinator creates
-`__consumer_offsets` if it does not exist yet, as Kafka does.
+The coordinator of a key is the leader of the partition of the coordinator's topic that the key
+hashes to, as the cluster view says (a single broker coordinates every key). Asking for a
+coordinator creates the topic if it does not exist yet, as Kafka does.
 """
 
 from __future__ import annotations
 
+from ..coordinator.offsets_codec import partition_for
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
 from . import handles
@@ -19,15 +21,17 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
         return {**missing, "error_code": ErrorCode.invalid_request,
                 "error_message": f"coordinator key type {key_type} is not supported; use 0 (group) or 1 (transaction)"}
     coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
+    topic, partition = coordinator.topic.name, partition_for(key, coordinator.topic.partitions)
     try:
-        node = ctx.broker.cluster.coordinator(key)
-    except BrokerError as exc:
-        return {**missing, "error_code": exc.code, "error_message": exc.message}
-    try:
+        ctx.broker.cluster.check_coordination(topic)
         coordinator.ensure_topic()
     except BrokerError as exc:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
-                "error_message": f"cannot create {coordinator.topic.name}: {exc.message}"}
+                "error_message": f"no coordinator for {key!r}: {exc.message}"}
+    node = ctx.broker.cluster.coordinator(topic, partition)
+    if node is None:
+        return {**missing, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": f"{topic}-{partition}, which holds {key!r}, has no leader yet; retry"}
     return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
             "error_code": ErrorCode.none, "error_message": None}
 

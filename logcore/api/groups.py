@@ -108,6 +108,8 @@ async def offset_commit(ctx, request) -> dict:
     errors = ctx.broker.groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
                                               request.member_id, getattr(request, "group_instance_id", None),
                                               commits)
+    if ErrorCode.none in errors and (unreplicated := await ctx.broker.groups.replicated(request.group_id)):
+        errors = [unreplicated if error is ErrorCode.none else error for error in errors]
     for topic_index, partition, slot in slots:
         error = slot if isinstance(slot, ErrorCode) else errors[slot]
         topics[topic_index]["partitions"].append({"partition_index": partition, "error_code": error})
@@ -115,6 +117,8 @@ async def offset_commit(ctx, request) -> dict:
 
 
 def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> dict:
+    if not ctx.broker.groups.owns(group_id):
+        return {"group_id": group_id, "error_code": ErrorCode.not_coordinator, "topics": []}
     wanted = None
     if topics is not None:
         wanted = []
@@ -177,6 +181,11 @@ async def list_groups(ctx, request) -> dict:
 async def describe_groups(ctx, request) -> dict:
     described = []
     for group_id in request.groups:
+        if not ctx.broker.groups.owns(group_id):
+            described.append({"group_id": group_id, "error_code": ErrorCode.not_coordinator, "group_state": "",
+                              "protocol_type": "", "protocol_data": "", "members": [],
+                              "authorized_operations": NO_OPERATIONS})
+            continue
         group = ctx.broker.groups.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             missing = ctx.api_version >= 6

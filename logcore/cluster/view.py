@@ -43,8 +43,11 @@ class SingleBrokerView:
     def live_nodes(self) -> list[Node]:
         return [self.this_node]
 
-    def coordinator(self, key: str) -> Node:
-        """The broker that coordinates `key` (a group or a transactional id)."""
+    def check_coordination(self, topic: str) -> None:
+        """Whether the coordinators of `topic` (__consumer_offsets, __transaction_state) run here."""
+
+    def coordinator(self, topic: str, partition: int) -> Node | None:
+        """The broker that coordinates the keys of `topic`'s `partition`: its leader."""
         return self.this_node
 
     def partition(self, topic: str, index: int) -> PartitionView | None:

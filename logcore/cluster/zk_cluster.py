@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ..config import BrokerConfig
+from ..coordinator.transaction_log import TRANSACTION_TOPIC
 from ..protocol.errors import CoordinatorNotAvailable
 from . import zk_layout as layout
 from .controller import Controller
@@ -97,9 +98,14 @@ class ZooKeeperCluster:
         node = next((n for n in self.live_nodes() if n.node_id == broker_id), None)
         return (node.host, node.port) if node else None
 
-    def coordinator(self, key: str) -> Node:
-        raise CoordinatorNotAvailable("group and transaction coordinators do not run in a ZooKeeper cluster yet "
-                                      "(docs/cluster.md): use a single broker for consumer groups and transactions")
+    def check_coordination(self, topic: str) -> None:
+        if topic == TRANSACTION_TOPIC:
+            raise CoordinatorNotAvailable("transaction coordinators do not run in a ZooKeeper cluster yet "
+                                          "(docs/cluster.md): use a single broker for transactions")
+
+    def coordinator(self, topic: str, partition: int) -> Node | None:
+        view = self.partition(topic, partition)
+        return next((n for n in self.live_nodes() if view and n.node_id == view.leader), None)
 
     def partition(self, topic: str, index: int) -> PartitionView | None:
         state = self.state.state(topic, index)

@@ -19,7 +19,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..protocol.errors import BrokerError, ErrorCode
+from ..protocol.errors import BrokerError, ErrorCode, NotLeaderOrFollower
+from ..replication.partition import Partition, wait_for_news
 from .group import VALID_PREVIOUS, FencedByNewMember, Group, GroupState, Member
 from .offsets_codec import (OFFSETS_TOPIC, GroupKey, GroupValue, OffsetKey, OffsetValue, decode, encode_key,
                             encode_value, partition_for)
@@ -28,6 +29,7 @@ from .state_topic import StateTopic
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+LOAD_WAIT_S = 1.0  # a partition waiting to load rechecks its leadership at least this often
 S = GroupState
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 
@@ -79,8 +81,12 @@ class GroupCoordinator:
         self.config = config
         self.metadata = metadata
         self.topic = StateTopic(OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"),
-                                config.get("offsets.topic.segment.bytes"), replicas, metadata, create_topic)
+                                config.get("offsets.topic.segment.bytes"), replicas, metadata, create_topic,
+                                config.get("offsets.topic.replication.factor"))
         self.groups: dict[str, Group] = {}
+        # The partitions of __consumer_offsets whose groups this broker coordinates: in a cluster,
+        # those it leads, once loaded; None for a broker alone, which coordinates every group.
+        self.led: set[int] | None = None
         self._task: asyncio.Task | None = None
         self._next_retention_check = 0.0
 
@@ -100,8 +106,9 @@ class GroupCoordinator:
                 _resolve(member.sync_waiter, SyncResult(ErrorCode.not_coordinator))
 
     def load(self) -> None:
-        """Rebuild every group and offset by replaying `__consumer_offsets` from the start."""
-        if not self.topic.exists:
+        """A broker alone: rebuild every group and offset by replaying `__consumer_offsets` from the
+        start (in a cluster, partitions load as this broker comes to lead them)."""
+        if not self.topic.exists or self.led is not None:
             return
         started = time.monotonic()
         records = self.topic.replay(lambda key, value: self.replay(*decode(key, value)))
@@ -110,6 +117,67 @@ class GroupCoordinator:
                 member.heartbeat()  # loaded members get one session to find the new coordinator
         log.info("loaded %d group(s) from %d %s record(s) in %.2fs", len(self.groups), records, OFFSETS_TOPIC,
                  time.monotonic() - started)
+
+    def owns(self, group_id: str) -> bool:
+        return self.led is None or partition_for(group_id, self.topic.partitions) in self.led
+
+    def became_leader(self, partition: Partition) -> None:
+        """In a cluster: this broker leads `partition` of __consumer_offsets from now on. Its groups
+        load once the partition is committed up to where its log ended at the election, so the
+        coordinator starts from what every in-sync replica holds; until then their members hear
+        NOT_COORDINATOR and retry."""
+        asyncio.create_task(self._load_when_committed(partition, partition.leader_epoch,
+                                                      partition.log.log_end_offset))
+
+    async def _load_when_committed(self, partition: Partition, epoch: int, end: int) -> None:
+        def still_leading() -> bool:
+            return partition.is_leader and partition.leader_epoch == epoch
+
+        while partition.high_watermark < end and still_leading():
+            await wait_for_news([partition], LOAD_WAIT_S)
+        if still_leading():
+            self.load_partition(partition.index)
+
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Once what was written for `group_id` is in every in-sync replica (at once for a broker
+        alone): an acknowledged commit survives its coordinator's death."""
+        partition = self.topic.replicas.get(OFFSETS_TOPIC, partition_for(group_id, self.topic.partitions))
+        try:
+            await partition.wait_until_replicated(partition.log.log_end_offset,
+                                                  self.config.get("offsets.commit.timeout.ms") / 1000)
+        except NotLeaderOrFollower:
+            return ErrorCode.not_coordinator
+        except BrokerError as exc:
+            return exc.code
+        return ErrorCode.none
+
+    def load_partition(self, partition: int) -> None:
+        """This broker now leads `partition` (its log is committed up to here): take its groups."""
+        if self.led is None or partition in self.led:
+            return
+        started = time.monotonic()
+        records = self.topic.replay(lambda key, value: self.replay(*decode(key, value)), [partition])
+        for group in self._groups_of(partition):
+            for member in group.members.values():
+                member.heartbeat()
+        self.led.add(partition)
+        log.info("coordinating the groups of %s-%d (%d record(s) in %.2fs)", OFFSETS_TOPIC, partition, records,
+                 time.monotonic() - started)
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads `partition`: its groups' members must find the new coordinator."""
+        if self.led is None:
+            return
+        self.led.discard(partition)
+        for group in self._groups_of(partition):
+            for member in group.members.values():
+                _resolve(member.join_waiter, JoinResult(ErrorCode.not_coordinator))
+                _resolve(member.sync_waiter, SyncResult(ErrorCode.not_coordinator))
+            del self.groups[group.group_id]
+
+    def _groups_of(self, partition: int) -> list[Group]:
+        count = self.topic.partitions
+        return [g for g in self.groups.values() if partition_for(g.group_id, count) == partition]
 
     def ensure_topic(self) -> None:
         """Kafka creates `__consumer_offsets` on the first FindCoordinator for a group."""
@@ -182,6 +250,8 @@ class GroupCoordinator:
     async def join(self, req: JoinRequest) -> JoinResult:
         if not req.group_id:
             return JoinResult(ErrorCode.invalid_group_id, req.member_id)
+        if not self.owns(req.group_id):
+            return JoinResult(ErrorCode.not_coordinator, req.member_id)
         low, high = self.config.get("group.min.session.timeout.ms"), self.config.get("group.max.session.timeout.ms")
         if not low <= req.session_timeout_ms <= high:
             return JoinResult(ErrorCode.invalid_session_timeout, req.member_id)
@@ -342,6 +412,8 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol: str | None, assignments: dict[str, bytes]) -> SyncResult:
+        if not self.owns(group_id):
+            return SyncResult(ErrorCode.not_coordinator)
         group = self.groups.get(group_id)
         error = self._check_member(group, member_id, instance_id, generation)
         if error is not ErrorCode.none:
@@ -379,6 +451,8 @@ class GroupCoordinator:
     # -- Heartbeat / LeaveGroup ----------------------------------------------------------------
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator
         group = self.groups.get(group_id)
         error = self._check_member(group, member_id, instance_id, generation)
         if error is not ErrorCode.none:
@@ -401,6 +475,8 @@ class GroupCoordinator:
         return ErrorCode.none
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator, [ErrorCode.not_coordinator] * len(identities)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(identities)
@@ -443,6 +519,8 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                        commits: list[OffsetCommit]) -> list[ErrorCode]:
         """One error per commit, in order."""
+        if not self.owns(group_id):
+            return [ErrorCode.not_coordinator] * len(commits)
         group = self.groups.get(group_id)
         error = self._check_commit(group, generation, member_id, instance_id)
         if error is not ErrorCode.none:
@@ -504,6 +582,8 @@ class GroupCoordinator:
         return {tp: offsets.get(tp) for tp in partitions}
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator, []
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return ErrorCode.group_id_not_found, []
@@ -529,6 +609,8 @@ class GroupCoordinator:
         return ErrorCode.none, errors
 
     def delete_group(self, group_id: str) -> ErrorCode:
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return ErrorCode.group_id_not_found

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..storage.batch import HEADER_SIZE, TRANSACTIONAL, BatchHeader, read_header
 from ..storage.records import control_marker, decode_batch, encode_batch
@@ -21,9 +21,10 @@ READ_CHUNK_BYTES = 1 << 20  # a coordinator loads its partitions this much at a 
 
 class StateTopic:
     def __init__(self, name: str, partitions: int, segment_bytes: int, replicas, metadata,
-                 create_topic: Callable[..., object]) -> None:
+                 create_topic: Callable[..., object], replication_factor: int = 1) -> None:
         self.name = name
         self._wanted_partitions = partitions
+        self._wanted_replicas = replication_factor
         self.configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.replicas = replicas
         self.metadata = metadata
@@ -42,8 +43,11 @@ class StateTopic:
         return info.partitions if info else self._wanted_partitions
 
     def ensure(self) -> None:
+        """Create the topic if it is missing, with the configured replication factor capped at the
+        live brokers (one for a broker alone)."""
         if not self.exists:
-            self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=1,
+            self._create_topic(self.name, partitions=self._wanted_partitions,
+                               replication_factor=min(self._wanted_replicas, len(self.metadata.brokers)),
                                configs=dict(self.configs))
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
@@ -90,12 +94,12 @@ class StateTopic:
                 yield header, decode_batch(memoryview(data)[position:position + header.size])
                 offset, position = header.next_offset, position + header.size
 
-    def replay(self, apply: Callable[[bytes, bytes | None], None]) -> int:
-        """Feed every keyed record of every partition to `apply(key, value)` in the order it took
-        effect (a coordinator's loading path); a record `apply` cannot decode (ValueError) is logged
-        and skipped. Returns how many records were applied."""
+    def replay(self, apply: Callable[[bytes, bytes | None], None], partitions: Iterable[int] | None = None) -> int:
+        """Feed every keyed record of `partitions` (default: all) to `apply(key, value)` in the order it
+        took effect (a coordinator's loading path); a record `apply` cannot decode (ValueError) is
+        logged and skipped. Returns how many records were applied."""
         applied = 0
-        for partition in range(self.partitions):
+        for partition in range(self.partitions) if partitions is None else partitions:
             for key, value in self.read(partition):
                 if key is None:
                     continue

@@ -21,6 +21,7 @@ from ..config import BrokerConfig, TopicConfig
 from .fetcher import ReplicaFetchers
 from .isr import IsrKeeper
 from .manager import ReplicaManager
+from .partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ class Replication:
         self.isr: IsrKeeper | None = None
         self._ready = False
         self._led_nothing: asyncio.Event | None = None  # set during a controlled shutdown
+        # Told of each partition that became leader or stopped being it (the coordinators follow).
+        self.on_role_change: Callable[[Partition], None] | None = None
 
     async def start(self, node: Node) -> None:
         """Join the cluster, open the replicas this broker already holds, then take every state."""
@@ -120,6 +123,7 @@ class Replication:
             partition = self.replicas.host(topic, index, self.topic_config(info), alone=False)
         if partition.offline_reason:
             return
+        role = (partition.is_leader, partition.leader_epoch)
         if state.leader == self.broker_id:
             self.fetchers.unfollow((topic, index))
             if not partition.is_leader or partition.leader_epoch != state.leader_epoch:
@@ -131,4 +135,6 @@ class Replication:
                 self.fetchers.unfollow((topic, index))
             else:
                 self.fetchers.follow(partition, state.leader, state.leader_epoch)
+        if self.on_role_change is not None and (partition.is_leader, partition.leader_epoch) != role:
+            self.on_role_change(partition)
         self._check_led_nothing()
