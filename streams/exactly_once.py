@@ -4,7 +4,7 @@ faust-streaming's `processing_guarantee="exactly_once"` keeps Kafka Streams' fir
 one transactional producer per source partition (`<app>-<topic group>-<partition>`), whose
 transaction carries that partition's outputs, its tables' changelog writes and its consumed
 offsets; a worker that takes the partition over initializes the same transactional id, which fences
-the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has ten
+the old owner and aborts whatever it left open. That scheme is sound. faust's use of it has eleven
 holes, each closed here (docs/streams.md tells the whole story):
 
 1. **Commits race with processing.** faust commits while agents keep taking events, so a change
@@ -39,7 +39,8 @@ holes, each closed here (docs/streams.md tells the whole story):
    too: faust's streams skip a message of an earlier generation without acknowledging it (a commit
    would wait for it forever), and a skipped message may not be followed by a handed-out one
    (a commit is one past the last acknowledged, hole 8). The seek pauses the source partitions
-   until it is known, so that nothing fetched after it is dropped as if fetched before.
+   until it is known, so that nothing fetched after it is dropped as if fetched before. The seek
+   faust's fetcher makes while the flow is stopped positions nothing (recovery seeks again).
 8. **Offsets lag the outputs committed with them**: faust commits a partition's offset only up to
    the first gap in the offsets it saw acknowledged (a transactional source has a control record,
    so a gap, after every transaction), and its gap filling double-counts the message after each
@@ -55,6 +56,12 @@ holes, each closed here (docs/streams.md tells the whole story):
    seen the record before the end it is given, and a transactional changelog ends in a commit
    marker, which no reader sees; recovery then ends by faust's fallback, 10 s later. Here the end
    is one past the last record a read_committed reader gets.
+11. **That fallback marks a recovery done that a rebalance cut short**: after 10 s without changelog
+   records, faust takes a changelog partition whose consumer position is at or past the end for
+   one ending in aborted transactions, and marks it recovered. A recovery that a rebalance
+   restarts after its fetch has such a position while the records it fetched were dropped: the
+   restarted recovery skipped them, and the table lost them. Here a changelog partition reports
+   no position: the end is a record every reader gets (10), so the fallback has nothing to skip.
 """
 
 from __future__ import annotations
@@ -205,11 +212,28 @@ class ExactlyOnceConsumer(driver.Consumer):
         agent took in between is read again after the seek. Source messages fetched before it are
         dropped (getmany). The seek pauses the source partitions (in the consumer thread) until it is
         known here: a message fetched after the seek but handed out before would be dropped as if it
-        came before it, and read never again."""
+        came before it, and read never again. faust's fetcher seeks too, when it gets messages while
+        the flow is stopped (after a rebalance, before table recovery): that seek positions nothing,
+        since the recovery seeks again when it ends; a message handed out in between (recovery resumes
+        the flow to read changelogs) was processed while that last seek read the committed offsets
+        before its commit, and was processed again after it (duplicates)."""
         await super().perform_seek()
         self._seeks += 1
-        self._positioned = True
+        if asyncio.current_task() is not self._fetcher:
+            self._positioned = True
         await self._thread.call_thread(self._thread.resume_sought)
+
+    async def position(self, tp: TP) -> Optional[int]:
+        """faust asks for a position only in table recovery, after 10 s without changelog records: a
+        changelog partition whose position is at or past the recovery's end is taken for one that ends
+        in aborted transactions, and is marked recovered (hole 11). Here the end is a record every
+        reader gets (hole 10), so nothing aborted is left to skip; a position past it only says the
+        fetcher went past records that a rebalance then dropped before the table got them, and a
+        recovery marked done would skip them (the restarted one reads them again). So a changelog
+        partition has no position here (-1)."""
+        if self.in_transaction and tp.topic in self.app.tables.changelog_topics:
+            return -1
+        return await super().position(tp)
 
     async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
         """A table recovery that a rebalance cuts short goes on to seek the new assignment's standby
