@@ -20,8 +20,10 @@ from kazoo.client import KazooClient
 from binlake.cli import main
 from binlake.clusterproc import LocalCluster
 from logcore.coordinator.offsets_codec import partition_for
+from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
 from logcore.replication.partition import FollowerProgress
 from waiting import wait_for
+from wire import WireClient
 
 # A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
 FAST_FAILOVER = {"zookeeper.session.timeout.ms": "6000"}
@@ -117,6 +119,15 @@ def test_a_topics_partitions_are_led_and_replicated_across_the_brokers(cluster):
     values = [f"v{i}".encode() for i in range(500)]
     assert produce(nodes.bootstrap, "orders", 1, values, acks="all") == values
     assert consume(nodes.bootstrap, "orders", 1, len(values)) == values
+
+
+def test_transactions_are_refused_in_a_cluster_with_a_reason(cluster):
+    nodes = cluster(2)
+    with WireClient(nodes.brokers[0].address) as client:
+        answer = client.call(build(request_class(ApiKey.FIND_COORDINATOR, 3),
+                                   {"key": "my-txn", "key_type": 1}))
+    assert answer.error_code == ErrorCode.coordinator_not_available
+    assert "transaction coordinators do not run in a ZooKeeper cluster yet" in answer.error_message
 
 
 def test_acknowledged_writes_survive_the_leaders_death_with_no_duplicate_or_gap(cluster):

@@ -33,8 +33,7 @@ class SingleBrokerView:
 
     @property
     def this_node(self) -> Node:
-        host, port = self._broker.advertised
-        return Node(self._broker.broker_id, host, port, self._broker.config.get("broker.rack"))
+        return self._broker.node
 
     @property
     def controller_id(self) -> int:
@@ -42,9 +41,6 @@ class SingleBrokerView:
 
     def live_nodes(self) -> list[Node]:
         return [self.this_node]
-
-    def check_coordination(self, topic: str) -> None:
-        """Whether the coordinators of `topic` (__consumer_offsets, __transaction_state) run here."""
 
     def coordinator(self, topic: str, partition: int) -> Node | None:
         """The broker that coordinates the keys of `topic`'s `partition`: its leader."""

@@ -17,8 +17,6 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ..config import BrokerConfig
-from ..coordinator.transaction_log import TRANSACTION_TOPIC
-from ..protocol.errors import CoordinatorNotAvailable
 from . import zk_layout as layout
 from .controller import Controller
 from .election import NO_LEADER
@@ -97,11 +95,6 @@ class ZooKeeperCluster:
     def address_of(self, broker_id: int) -> tuple[str, int] | None:
         node = next((n for n in self.live_nodes() if n.node_id == broker_id), None)
         return (node.host, node.port) if node else None
-
-    def check_coordination(self, topic: str) -> None:
-        if topic == TRANSACTION_TOPIC:
-            raise CoordinatorNotAvailable("transaction coordinators do not run in a ZooKeeper cluster yet "
-                                          "(docs/cluster.md): use a single broker for transactions")
 
     def coordinator(self, topic: str, partition: int) -> Node | None:
         view = self.partition(topic, partition)
