@@ -24,6 +24,7 @@ from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.offsets_codec import OFFSETS_TOPIC
 from .coordinator.producer_ids import FileBlocks, ProducerIdManager, ZooKeeperBlocks
 from .coordinator.transaction_coordinator import TransactionCoordinator
+from .coordinator.transaction_log import TRANSACTION_TOPIC
 from .coordinator.transaction_markers import MarkerWriter
 from .protocol.errors import (InvalidConfig, InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor,
                               InvalidRequest, PolicyViolation, StorageError, TopicDeletionDisabled)
@@ -78,12 +79,13 @@ class Broker:
         self.replication: Replication | None = None  # in a cluster, once started
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
-        self.txn_markers = MarkerWriter(self.replicas, self.metadata)
+        self.txn_markers = MarkerWriter(self.replicas, self.metadata, self.cluster)
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
                                                    ProducerIdManager(id_blocks), self.txn_markers,
                                                    self.groups)
-        if self.zookeeper is not None:
-            self.groups.led = set()  # (a cluster's groups load with the partitions this broker leads)
+        if self.zookeeper is not None:  # (a cluster's coordinators load the partitions this broker leads)
+            self.groups.led = set()
+            self.transactions.led = set()
         self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
@@ -129,6 +131,7 @@ class Broker:
             self.replication.on_role_change = self._coordinate
             await self.replication.start(self.node)
             await self.groups.start()
+            await self.transactions.start()
             await self.server.serve()
         self.started_ms = int(time.time() * 1000)
         self._tasks = [
@@ -157,12 +160,15 @@ class Broker:
         log.info("broker %d stopped cleanly", self.broker_id)
 
     def _coordinate(self, partition: Partition) -> None:
-        """In a cluster the group coordinator of a partition of __consumer_offsets is its leader."""
-        if partition.topic == OFFSETS_TOPIC:
-            if partition.is_leader:
-                self.groups.became_leader(partition)
-            else:
-                self.groups.unload_partition(partition.index)
+        """In a cluster the coordinator of a partition of __consumer_offsets or __transaction_state
+        is its leader."""
+        coordinator = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.transactions}.get(partition.topic)
+        if coordinator is None:
+            return
+        if partition.is_leader:
+            coordinator.became_leader(partition)
+        else:
+            coordinator.unload_partition(partition.index)
 
     async def _every(self, interval_ms: int, job) -> None:
         while True:

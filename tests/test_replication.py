@@ -1,6 +1,7 @@
 """A replicated cluster on real ZooKeeper with brokers in processes of their own (docs/cluster.md):
 leaders and ISRs, acknowledged writes surviving a leader's death, followers leaving and rejoining the
-ISR, min.insync.replicas, and a returning leader cutting what only it had (KIP-101).
+ISR, min.insync.replicas, a returning leader cutting what only it had (KIP-101), and the group and
+transaction coordinators moving with the leadership of their internal topics.
 
 The cluster tests are `slow` (`pytest -m slow tests/test_replication.py`): three broker processes,
 a ZooKeeper and the clients on two shared cores; in one CI run under load two of them failed
@@ -126,14 +127,78 @@ def test_a_topics_partitions_are_led_and_replicated_across_the_brokers(cluster):
     assert consume(nodes.bootstrap, "orders", 1, len(values)) == values
 
 
+def read_committed(bootstrap: str, topic: str, count: int, until: int) -> dict[int, list[bytes]]:
+    """partition -> values a read_committed consumer gets, once `until` values in all have come."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(count)])
+    found: dict[int, list[bytes]] = {p: [] for p in range(count)}
+
+    def poll() -> int:
+        for message in consumer.consume(500, 0.2):
+            if message.error() is None:
+                found[message.partition()].append(message.value())
+        return sum(len(v) for v in found.values())
+
+    try:
+        wait_for(lambda: poll() >= until, f"{until} committed values from {topic}")
+    finally:
+        consumer.close()
+    return found
+
+
 @pytest.mark.slow
-def test_transactions_are_refused_in_a_cluster_with_a_reason(cluster):
-    nodes = cluster(2)
-    with WireClient(nodes.brokers[0].address) as client:
-        answer = client.call(build(request_class(ApiKey.FIND_COORDINATOR, 3),
-                                   {"key": "my-txn", "key_type": 1}))
-    assert answer.error_code == ErrorCode.coordinator_not_available
-    assert "transaction coordinators do not run in a ZooKeeper cluster yet" in answer.error_message
+def test_transactions_span_leaders_and_survive_their_coordinators_death(cluster):
+    """The transaction coordinator is the leader of the id's __transaction_state partition; it sends
+    markers to the leaders of the other brokers, and when it dies the new leader takes the id over
+    from the replicated log: the producer carries on, commits stay committed, aborts stay aborted."""
+    nodes = cluster(3, {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"})
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    leaders = create(admin, "orders", 3, 3)
+    assert sorted(leader for leader, _, _ in leaders.values()) == [0, 1, 2]
+    create(admin, "sources", 1, 3)
+    assert produce(nodes.bootstrap, "sources", 0, [b"s"] * 10, acks="all") == [b"s"] * 10
+    producer = Producer({"bootstrap.servers": nodes.bootstrap, "transactional.id": "shop", "linger.ms": 5})
+    producer.init_transactions(60)
+
+    def transaction(name: str, commit: bool) -> None:
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce("orders", f"{name}{i}".encode(), partition=i % 3)
+        (producer.commit_transaction if commit else producer.abort_transaction)(60)
+
+    transaction("committed", True)
+    transaction("aborted", False)
+    state = partitions(admin, "__transaction_state")[partition_for("shop", 3)]
+    coordinator = state[0]
+    assert sorted(state[2]) == [0, 1, 2], "the transaction log is replicated to every broker"
+
+    nodes.brokers[coordinator].kill()
+    wait_for(lambda: partitions(admin, "__transaction_state")[partition_for("shop", 3)][0] not in (coordinator, -1),
+             "a new transaction coordinator")
+    reader = Consumer({"bootstrap.servers": nodes.bootstrap, "group.id": "copier", "enable.auto.commit": False,
+                       "isolation.level": "read_committed"})
+    try:
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce("orders", f"after{i}".encode(), partition=i % 3)
+        producer.send_offsets_to_transaction([TopicPartition("sources", 0, 7)], reader.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+        assert reader.committed([TopicPartition("sources", 0)], timeout=30)[0].offset == 7
+    finally:
+        reader.close()
+
+    found = read_committed(nodes.bootstrap, "orders", 3, 60)
+    for p in range(3):
+        assert found[p] == [f"{name}{i}".encode() for name in ("committed", "after") for i in range(p, 30, 3)]
+
+    zombie = producer
+    successor = Producer({"bootstrap.servers": nodes.bootstrap, "transactional.id": "shop"})
+    successor.init_transactions(60)
+    zombie.begin_transaction()
+    zombie.produce("orders", b"zombie", partition=0)
+    with pytest.raises(Exception, match="(?i)fenced"):
+        zombie.commit_transaction(30)
 
 
 @pytest.mark.slow

@@ -22,10 +22,6 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
                 "error_message": f"coordinator key type {key_type} is not supported; use 0 (group) or 1 (transaction)"}
     coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
     topic, partition = coordinator.topic.name, partition_for(key, coordinator.topic.partitions)
-    if key_type == TRANSACTION and ctx.broker.zookeeper is not None:
-        return {**missing, "error_code": ErrorCode.coordinator_not_available,
-                "error_message": "transaction coordinators do not run in a ZooKeeper cluster yet (docs/cluster.md): "
-                                 "use a single broker for transactions"}
     try:
         coordinator.ensure_topic()
     except BrokerError as exc:

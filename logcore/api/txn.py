@@ -37,7 +37,7 @@ async def init_producer_id(ctx, request) -> dict:
         if getattr(request, "enable2_pc", False) or getattr(request, "keep_prepared_txn", False):
             raise InvalidRequest("two-phase commit with an external coordinator (KIP-939) is not supported; "
                                  "leave transaction.two.phase.commit.enable unset in the producer")
-        pid, epoch = ctx.broker.transactions.init_producer_id(
+        pid, epoch = await ctx.broker.transactions.init_producer_id(
             request.transactional_id, _ms(request.transaction_timeout),
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
     except BrokerError as exc:
@@ -45,8 +45,8 @@ async def init_producer_id(ctx, request) -> dict:
     return {"error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch}
 
 
-def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: int, topics,
-                    verify_only: bool = False) -> list[dict]:
+async def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: int, topics,
+                          verify_only: bool = False) -> list[dict]:
     """Per-topic results: unknown partitions fail alone and the rest are not attempted, as in Kafka."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -60,10 +60,11 @@ def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: int, to
     elif verify_only:
         coordinator = ctx.broker.transactions
         for tp in wanted:
-            errors[tp] = ErrorCode.none if coordinator.verify(producer_id, epoch, tp) else ErrorCode.invalid_txn_state
+            errors[tp] = (ErrorCode.not_coordinator if not coordinator.owns(transactional_id) else ErrorCode.none
+                          if coordinator.verify(producer_id, epoch, tp) else ErrorCode.invalid_txn_state)
     else:
         try:
-            ctx.broker.transactions.add_partitions(transactional_id, producer_id, epoch, wanted)
+            await ctx.broker.transactions.add_partitions(transactional_id, producer_id, epoch, wanted)
             code = ErrorCode.none
         except BrokerError as exc:
             code = _code(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, exc)
@@ -80,10 +81,10 @@ async def add_partitions_to_txn(ctx, request) -> dict:
     if hasattr(request, "transactions"):  # v4+: brokers batching several transactions
         return {"error_code": ErrorCode.none, "results_by_transaction": [
             {"transactional_id": t.transactional_id,
-             "topic_results": _add_partitions(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
-                                              t.verify_only)}
+             "topic_results": await _add_partitions(ctx, t.transactional_id, t.producer_id, t.producer_epoch,
+                                                    t.topics, t.verify_only)}
             for t in request.transactions]}
-    return {"results_by_topic_v3_and_below": _add_partitions(
+    return {"results_by_topic_v3_and_below": await _add_partitions(
         ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch, request.v3_and_below_topics)}
 
@@ -94,7 +95,7 @@ async def add_offsets_to_txn(ctx, request) -> dict:
     try:
         broker.groups.ensure_topic()
         partition = partition_for(request.group_id, broker.groups.topic.partitions)
-        broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+        await broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                            [(OFFSETS_TOPIC, partition)])
     except BrokerError as exc:
         return {"error_code": _code(ctx, ApiKey.ADD_OFFSETS_TO_TXN, exc)}
@@ -105,7 +106,7 @@ async def add_offsets_to_txn(ctx, request) -> dict:
 async def txn_offset_commit(ctx, request) -> dict:
     commits = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                             p.committed_metadata) for t in request.topics for p in t.partitions]
-    errors = ctx.broker.transactions.offsets.commit(
+    errors = await ctx.broker.transactions.offsets.commit(
         request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
         getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
         getattr(request, "group_instance_id", None), commits)
@@ -119,7 +120,7 @@ async def txn_offset_commit(ctx, request) -> dict:
 @handles(ApiKey.END_TXN, 0, 4)
 async def end_txn(ctx, request) -> dict:
     try:
-        meta = ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
+        meta = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
                                                request.producer_epoch, request.committed)
     except BrokerError as exc:
         return {"error_code": _code(ctx, ApiKey.END_TXN, exc)}
@@ -128,7 +129,8 @@ async def end_txn(ctx, request) -> dict:
 
 @handles(ApiKey.WRITE_TXN_MARKERS, 1, 1)
 async def write_txn_markers(ctx, request) -> dict:
-    """Markers from a coordinator, or from `binlake transactions abort` for a hanging transaction."""
+    """Markers from a coordinator, or from `binlake transactions abort` for a hanging transaction;
+    each answered once its partition's ISR has it."""
     markers = ctx.broker.txn_markers
     results = []
     for m in request.markers:
@@ -137,8 +139,8 @@ async def write_txn_markers(ctx, request) -> dict:
             partitions = []
             for index in topic.partition_indexes:
                 try:
-                    markers.write_one(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
-                                      topic.name, index)
+                    await markers.write_here(m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                             m.transaction_result, topic.name, index)
                     code = ErrorCode.none
                 except BrokerError as exc:
                     code = exc.code

@@ -18,9 +18,10 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
-from ..protocol.errors import BrokerError, ErrorCode, NotLeaderOrFollower
-from ..replication.partition import Partition, wait_for_news
+from ..protocol.errors import BrokerError, ErrorCode
+from ..replication.partition import Partition
 from .group import VALID_PREVIOUS, FencedByNewMember, Group, GroupState, Member
 from .offsets_codec import (OFFSETS_TOPIC, GroupKey, GroupValue, OffsetKey, OffsetValue, decode, encode_key,
                             encode_value, partition_for)
@@ -29,7 +30,6 @@ from .state_topic import StateTopic
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-LOAD_WAIT_S = 1.0  # a partition waiting to load rechecks its leadership at least this often
 S = GroupState
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 
@@ -87,6 +87,8 @@ class GroupCoordinator:
         # The partitions of __consumer_offsets whose groups this broker coordinates: in a cluster,
         # those it leads, once loaded; None for a broker alone, which coordinates every group.
         self.led: set[int] | None = None
+        # Told (partition, True) when this broker loaded a partition's groups, (partition, False) when it dropped them.
+        self.partition_listeners: list[Callable[[int, bool], None]] = []
         self._task: asyncio.Task | None = None
         self._next_retention_check = 0.0
 
@@ -115,6 +117,8 @@ class GroupCoordinator:
         for group in self.groups.values():
             for member in group.members.values():
                 member.heartbeat()  # loaded members get one session to find the new coordinator
+        for partition in range(self.topic.partitions):
+            self._notify(partition, True)
         log.info("loaded %d group(s) from %d %s record(s) in %.2fs", len(self.groups), records, OFFSETS_TOPIC,
                  time.monotonic() - started)
 
@@ -123,30 +127,16 @@ class GroupCoordinator:
 
     def became_leader(self, partition: Partition) -> None:
         """In a cluster: this broker leads `partition` of __consumer_offsets from now on. Its groups
-        load once the partition is committed up to where its log ended at the election, so the
-        coordinator starts from what every in-sync replica holds; until then their members hear
+        load once it is committed (`StateTopic.load_when_committed`); until then their members hear
         NOT_COORDINATOR and retry."""
-        asyncio.create_task(self._load_when_committed(partition, partition.leader_epoch,
-                                                      partition.log.log_end_offset))
-
-    async def _load_when_committed(self, partition: Partition, epoch: int, end: int) -> None:
-        def still_leading() -> bool:
-            return partition.is_leader and partition.leader_epoch == epoch
-
-        while partition.high_watermark < end and still_leading():
-            await wait_for_news([partition], LOAD_WAIT_S)
-        if still_leading():
-            self.load_partition(partition.index)
+        self.topic.load_when_committed(partition, self.load_partition)
 
     async def replicated(self, group_id: str) -> ErrorCode:
         """Once what was written for `group_id` is in every in-sync replica (at once for a broker
         alone): an acknowledged commit survives its coordinator's death."""
-        partition = self.topic.replicas.get(OFFSETS_TOPIC, partition_for(group_id, self.topic.partitions))
         try:
-            await partition.wait_until_replicated(partition.log.log_end_offset,
-                                                  self.config.get("offsets.commit.timeout.ms") / 1000)
-        except NotLeaderOrFollower:
-            return ErrorCode.not_coordinator
+            await self.topic.replicated(partition_for(group_id, self.topic.partitions),
+                                        self.config.get("offsets.commit.timeout.ms") / 1000)
         except BrokerError as exc:
             return exc.code
         return ErrorCode.none
@@ -161,6 +151,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.heartbeat()
         self.led.add(partition)
+        self._notify(partition, True)
         log.info("coordinating the groups of %s-%d (%d record(s) in %.2fs)", OFFSETS_TOPIC, partition, records,
                  time.monotonic() - started)
 
@@ -169,11 +160,16 @@ class GroupCoordinator:
         if self.led is None:
             return
         self.led.discard(partition)
+        self._notify(partition, False)
         for group in self._groups_of(partition):
             for member in group.members.values():
                 _resolve(member.join_waiter, JoinResult(ErrorCode.not_coordinator))
                 _resolve(member.sync_waiter, SyncResult(ErrorCode.not_coordinator))
             del self.groups[group.group_id]
+
+    def _notify(self, partition: int, loaded: bool) -> None:
+        for listener in self.partition_listeners:
+            listener(partition, loaded)
 
     def _groups_of(self, partition: int) -> list[Group]:
         count = self.topic.partitions

@@ -3,34 +3,45 @@
 Records go through ReplicaManager.append like any produce, as one uncompressed magic-v2 batch per
 call, so they get offsets, indexes and recovery for free. Loading reads the partition as a consumer
 does, up to its high watermark. A batch written for a producer's transaction (TxnOffsetCommit)
-takes effect at its commit marker, as read_committed consumers see it. Event loop only.
+takes effect at its commit marker, as read_committed consumers see it.
+
+In a cluster a coordinator serves the keys of the partitions this broker leads: it loads one once
+the partition is committed up to where its log ended at the election (`load_when_committed`), and
+answers a write once every in-sync replica has it (`replicated`). Event loop only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Callable, Iterable, Iterator
 
+from ..protocol.errors import NotCoordinator, NotLeaderOrFollower
+from ..replication.partition import Partition, wait_for_news
 from ..storage.batch import HEADER_SIZE, TRANSACTIONAL, BatchHeader, read_header
 from ..storage.records import control_marker, decode_batch, encode_batch
 
 log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 1 << 20  # a coordinator loads its partitions this much at a time
+LOAD_WAIT_S = 1.0  # a partition waiting to load rechecks its leadership at least this often
 
 
 class StateTopic:
     def __init__(self, name: str, partitions: int, segment_bytes: int, replicas, metadata,
-                 create_topic: Callable[..., object], replication_factor: int = 1) -> None:
+                 create_topic: Callable[..., object], replication_factor: int = 1,
+                 min_insync_replicas: int | None = None) -> None:
         self.name = name
         self._wanted_partitions = partitions
         self._wanted_replicas = replication_factor
+        self._wanted_min_isr = min_insync_replicas
         self.configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         self.replicas = replicas
         self.metadata = metadata
         self._create_topic = create_topic
         # partition -> producer id -> (key, value)s of transactions open when `read` ended
         self.open_transactions: dict[int, dict[int, list[tuple[bytes | None, bytes | None]]]] = {}
+        self._loading: set[asyncio.Task] = set()
 
     @property
     def exists(self) -> bool:
@@ -44,11 +55,14 @@ class StateTopic:
 
     def ensure(self) -> None:
         """Create the topic if it is missing, with the configured replication factor capped at the
-        live brokers (one for a broker alone)."""
+        live brokers (one for a broker alone), and min.insync.replicas at that factor."""
         if not self.exists:
-            self._create_topic(self.name, partitions=self._wanted_partitions,
-                               replication_factor=min(self._wanted_replicas, len(self.metadata.brokers)),
-                               configs=dict(self.configs))
+            replicas = min(self._wanted_replicas, len(self.metadata.brokers))
+            configs = dict(self.configs)
+            if self._wanted_min_isr is not None:
+                configs["min.insync.replicas"] = str(min(self._wanted_min_isr, replicas))
+            self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=replicas,
+                               configs=configs)
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
                producer_epoch: int = -1) -> None:
@@ -109,3 +123,35 @@ class StateTopic:
                 except ValueError as exc:
                     log.error("%s-%d: skipping undecodable record: %s", self.name, partition, exc)
         return applied
+
+    # -- in a cluster ----------------------------------------------------------------------------
+
+    def load_when_committed(self, partition: Partition, load: Callable[[int], None]) -> None:
+        """This broker was elected leader of `partition`: call `load(index)` once the partition is
+        committed up to where its log ended at the election, so a coordinator starts from what every
+        in-sync replica holds. Not at all if the leadership ends first."""
+        task = asyncio.create_task(self._load_when_committed(partition, partition.leader_epoch,
+                                                             partition.log.log_end_offset, load))
+        self._loading.add(task)
+        task.add_done_callback(self._loading.discard)
+
+    @staticmethod
+    async def _load_when_committed(partition: Partition, epoch: int, end: int, load: Callable[[int], None]) -> None:
+        def still_leading() -> bool:
+            return partition.is_leader and partition.leader_epoch == epoch
+
+        while partition.high_watermark < end and still_leading():
+            await wait_for_news([partition], LOAD_WAIT_S)
+        if still_leading():
+            load(partition.index)
+
+    async def replicated(self, partition: int, timeout_s: float) -> None:
+        """Return once everything this broker wrote to `partition` is in every in-sync replica (at
+        once for a broker alone). NotCoordinator if it stopped leading the partition meanwhile; the
+        partition's other errors (timeout, ISR below min.insync.replicas) as they are."""
+        replica = self.replicas.get(self.name, partition)
+        try:
+            await replica.wait_until_replicated(replica.log.log_end_offset, timeout_s)
+        except NotLeaderOrFollower as exc:
+            raise NotCoordinator(f"this broker no longer coordinates the keys of {self.name}-{partition}; "
+                                 f"find the new coordinator") from exc

@@ -7,9 +7,17 @@ also the loading path, so state after a restart is exactly what the log says.
 
 Ending a transaction logs PrepareCommit/PrepareAbort (the decision), writes a commit/abort marker to
 every partition of the transaction, then logs CompleteCommit/CompleteAbort. As in Kafka, EndTxn is
-answered once the decision is logged and the markers follow right after the response; any later
-request for the same transactional id finishes them first if they are still due. A decision whose
-markers could not all be written, or that a crash interrupted, is completed by `sweep` and on load.
+answered once the decision is logged and the markers follow right after the response. A broker
+alone writes them at once, and a later request for the same transactional id finishes them first if
+they are still due; in a cluster they go in a task of their own (`_finish`) and such a request hears
+CONCURRENT_TRANSACTIONS and retries. A decision whose markers could not all be written, or that a
+crash interrupted, is completed by `sweep` and on load.
+
+In a cluster (docs/cluster.md) the coordinator of a transactional id is the leader of its partition
+of `__transaction_state`: it loads the ids of a partition once it leads it and the partition is
+committed, drops them when the leadership goes (NOT_COORDINATOR), answers a request once the ISR has
+its record, writes markers only once the decision is in the ISR, and sends them to the partitions'
+leaders wherever they are.
 
 Zombies are fenced by epoch: InitProducerId bumps it (aborting an open transaction with the bumped
 epoch first), and so does aborting a transaction that ran past its timeout.
@@ -34,10 +42,13 @@ from ..protocol.errors import (
     InvalidRequest,
     InvalidTransactionTimeout,
     InvalidTxnState,
+    NotCoordinator,
+    NotLeaderOrFollower,
     ProducerFenced,
     TransactionalIdNotFound,
 )
 from ..storage.batch import HEADER_SIZE, read_header
+from ..replication.partition import Partition
 from .producer_ids import ProducerIdManager
 from .state_topic import StateTopic
 from .transaction_log import (
@@ -58,6 +69,8 @@ log = logging.getLogger(__name__)
 S = TxnState
 NO_EPOCH = -1
 MAX_EPOCH = 32767  # epochs are int16; an id whose epoch reaches MAX_EPOCH - 1 gets a new producer id
+REPLICATION_TIMEOUT_S = 30.0  # how long a request waits for the ISR to have its record (request.timeout.ms)
+MARKER_RETRY_S = 0.5  # a decision whose markers could not all be written tries again after this
 
 TopicPartition = tuple[str, int]
 
@@ -91,6 +104,7 @@ class _Pending:
 
     metadata: TxnMetadata
     remaining: set[TopicPartition] = field(default_factory=set)
+    finishing: asyncio.Task | None = None  # the task writing its markers
 
 
 class TransactionCoordinator:
@@ -102,7 +116,12 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.markers = markers
         self.topic = StateTopic(TRANSACTION_TOPIC, config.get("transaction.state.log.num.partitions"),
-                                config.get("transaction.state.log.segment.bytes"), replicas, metadata, create_topic)
+                                config.get("transaction.state.log.segment.bytes"), replicas, metadata, create_topic,
+                                config.get("transaction.state.log.replication.factor"),
+                                config.get("transaction.state.log.min.isr"))
+        # The partitions of __transaction_state whose ids this broker coordinates: in a cluster,
+        # those it leads, once loaded; None for a broker alone, which coordinates every id.
+        self.led: set[int] | None = None
         self.txns: dict[str, TxnMetadata] = {}
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
         self._pending: dict[str, _Pending] = {}
@@ -113,30 +132,81 @@ class TransactionCoordinator:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """After the group coordinator loaded: pending transactional offsets first, since completing
-        an interrupted transaction settles them."""
-        self.offsets.load()
+        """After the group coordinator loaded (and with it the pending transactional offsets, which
+        completing an interrupted transaction settles)."""
         self.load()
         self._task = asyncio.create_task(self._sweep_forever())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in [self._task] + [p.finishing for p in self._pending.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.markers.close()
 
     def load(self) -> None:
-        """Rebuild every transactional id from the log, then finish the decisions a crash interrupted."""
-        if not self.topic.exists:
-            return
+        """A broker alone: rebuild every transactional id from the log, then finish the decisions a
+        crash interrupted (in a cluster, partitions load as this broker comes to lead them)."""
+        if self.topic.exists and self.led is None:
+            self._load(None)
+
+    def _load(self, partitions: list[int] | None) -> None:
         started = time.monotonic()
-        records = self.topic.replay(lambda key, value: self.replay(decode_key(key), decode_value(value)))
-        for meta in self.txns.values():
+        records = self.topic.replay(lambda key, value: self.replay(decode_key(key), decode_value(value)), partitions)
+        loaded = [m for m in self.txns.values() if partitions is None or self.partition_of(m.transactional_id)
+                  in partitions]
+        for meta in loaded:
             self.producer_ids.seen(meta.producer_id)
-        log.info("loaded %d transactional id(s) from %d %s record(s) in %.2fs", len(self.txns), records,
-                 TRANSACTION_TOPIC, time.monotonic() - started)
-        for txn_id in [t for t, m in self.txns.items() if m.completing]:
-            log.info("transaction %s was in %s at shutdown; completing it", txn_id, self.txns[txn_id].state.kafka_name)
-            self._complete(txn_id)
+        where = TRANSACTION_TOPIC if partitions is None else ", ".join(f"{TRANSACTION_TOPIC}-{p}" for p in partitions)
+        log.info("coordinating %d transactional id(s) from %d record(s) of %s in %.2fs", len(loaded), records,
+                 where, time.monotonic() - started)
+        for meta in loaded:
+            if meta.completing:
+                log.info("transaction %s was in %s when its coordinator changed; completing it",
+                         meta.transactional_id, meta.state.kafka_name)
+                self._complete(meta.transactional_id)
+
+    # -- in a cluster --------------------------------------------------------------------------
+
+    def owns(self, transactional_id: str) -> bool:
+        return self.led is None or self.partition_of(transactional_id) in self.led
+
+    def _check_owner(self, transactional_id: str) -> None:
+        if not self.owns(transactional_id):
+            raise NotCoordinator(f"this broker does not coordinate transactional id {transactional_id!r} (yet); "
+                                 f"find its coordinator again")
+
+    def became_leader(self, partition: Partition) -> None:
+        """This broker leads `partition` of __transaction_state from now on: its ids load once it is
+        committed (`StateTopic.load_when_committed`); until then their producers hear NOT_COORDINATOR."""
+        self.topic.load_when_committed(partition, self.load_partition)
+
+    def load_partition(self, partition: int) -> None:
+        if self.led is not None and partition not in self.led:
+            self.led.add(partition)
+            self._load([partition])
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads `partition`: its ids go, with their unfinished markers (the new
+        coordinator finishes them from the log)."""
+        if self.led is None:
+            return
+        self.led.discard(partition)
+        for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
+            pending = self._pending.pop(txn_id, None)
+            if pending is not None and pending.finishing is not None:
+                pending.finishing.cancel()
+            self._by_producer.pop(self.txns.pop(txn_id).producer_id, None)
+
+    async def _replicated(self, transactional_id: str) -> None:
+        """Return once the ISR has what was logged for `transactional_id` (at once for a broker alone)."""
+        try:
+            await self.topic.replicated(self.partition_of(transactional_id), REPLICATION_TIMEOUT_S)
+        except NotCoordinator:
+            raise
+        except BrokerError as exc:
+            raise CoordinatorNotAvailable(f"the transaction log of {transactional_id!r} is not replicated: "
+                                          f"{exc.message}") from exc
 
     def ensure_topic(self) -> None:
         """Kafka creates `__transaction_state` on the first FindCoordinator for a transactional id."""
@@ -168,15 +238,18 @@ class TransactionCoordinator:
         tid, value = meta.transactional_id, meta.to_log()
         try:
             self.topic.append(self.partition_of(tid), [(encode_key(tid), encode_value(value))])
+        except NotLeaderOrFollower as exc:
+            raise NotCoordinator(f"this broker stopped coordinating {tid!r}: {exc.message}") from exc
         except BrokerError as exc:
             raise CoordinatorNotAvailable(f"cannot write the transaction log for {tid!r}: {exc.message}") from exc
         self.replay(tid, value, meta.last_producer_epoch)
 
     # -- InitProducerId ------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int = -1,
-                         producer_epoch: int = NO_EPOCH) -> tuple[int, int]:
-        """(producer id, epoch) for a producer starting up; an open transaction is aborted first."""
+    async def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int = -1,
+                               producer_epoch: int = NO_EPOCH) -> tuple[int, int]:
+        """(producer id, epoch) for a producer starting up. An open transaction is aborted first: the
+        producer hears CONCURRENT_TRANSACTIONS until the abort is complete, then gets its epoch."""
         if transactional_id is None:
             return self.producer_ids.next_id(), 0
         if not transactional_id:
@@ -187,6 +260,7 @@ class TransactionCoordinator:
                 f"transaction.timeout.ms={timeout_ms} must be positive and at most the broker's "
                 f"transaction.max.timeout.ms={limit}; lower it in the producer")
         self.ensure_topic()
+        self._check_owner(transactional_id)
         now = _now_ms()
         meta = self.txns.get(transactional_id)
         if meta is None:
@@ -196,16 +270,19 @@ class TransactionCoordinator:
         if expected is not None and meta.producer_epoch != NO_EPOCH and producer_id != meta.producer_id:
             raise self._fenced(meta, producer_id, producer_epoch)
         if meta.completing:
-            self._complete(transactional_id)
-            meta = self.txns[transactional_id]
+            meta = self._complete(transactional_id)
             if meta.completing:
                 raise ConcurrentTransactions(f"the last transaction of {transactional_id} is still completing; retry")
         if meta.state == S.ONGOING:
-            self._abort_fenced(meta, "a new producer with the same transactional id started")
+            # (in a cluster the producer retries: one that names its epoch then gets the bumped one)
+            self._abort_fenced(meta, "a new producer with the same transactional id started", expected)
             meta = self.txns[transactional_id]
+            if meta.completing:
+                raise ConcurrentTransactions(f"aborting the open transaction of {transactional_id} first; retry")
             expected = None  # the abort bumped the epoch; the new producer gets the next one
         self._log(self._next_epoch(meta, expected, timeout_ms, now))
         meta = self.txns[transactional_id]
+        await self._replicated(transactional_id)
         return meta.producer_id, meta.producer_epoch
 
     @staticmethod
@@ -242,27 +319,30 @@ class TransactionCoordinator:
             raise self._fenced(meta, producer_id, epoch)
         return meta
 
-    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: list[TopicPartition]) -> None:
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: list[TopicPartition]) -> None:
+        self._check_owner(transactional_id)
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.completing:
-            self._complete(transactional_id)
-            meta = self.txns[transactional_id]
+            meta = self._complete(transactional_id)
             if meta.completing:
                 raise ConcurrentTransactions(f"the previous transaction of {transactional_id!r} is still completing; "
                                              f"retry")
         if meta.state not in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise InvalidTxnState(f"cannot add partitions to {transactional_id!r} in state {meta.state.kafka_name}")
-        if meta.state == S.ONGOING and meta.partitions.issuperset(partitions):
-            return
-        now = _now_ms()
-        start = meta.start_ms if meta.state == S.ONGOING else now
-        self._log(replace(meta, state=S.ONGOING, partitions=meta.partitions | frozenset(partitions), start_ms=start,
-                          last_update_ms=now))
+        if not (meta.state == S.ONGOING and meta.partitions.issuperset(partitions)):
+            now = _now_ms()
+            start = meta.start_ms if meta.state == S.ONGOING else now
+            self._log(replace(meta, state=S.ONGOING, partitions=meta.partitions | frozenset(partitions),
+                              start_ms=start, last_update_ms=now))
+        await self._replicated(transactional_id)  # (a retry too: the first answer may have been lost to a timeout)
 
     def check_in_transaction(self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition) -> None:
         """Raise unless `tp` was added to the open transaction of this producer (KIP-890's check, so a
-        fenced or finished producer cannot slip writes in after its transaction ended)."""
+        fenced or finished producer cannot slip writes in after its transaction ended). In a cluster
+        only where this broker is the id's coordinator: asking another broker is not built."""
+        if not self.owns(transactional_id):
+            return
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state != S.ONGOING or tp not in meta.partitions:
             raise InvalidTxnState(f"{tp[0]}-{tp[1]} is not part of an open transaction of {transactional_id!r}; "
@@ -287,31 +367,34 @@ class TransactionCoordinator:
 
     # -- EndTxn --------------------------------------------------------------------------------
 
-    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnMetadata:
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnMetadata:
+        self._check_owner(transactional_id)
         meta = self._current(transactional_id, producer_id, epoch)
         wanted = "commit" if commit else "abort"
         if meta.state == S.ONGOING:
             self._log(replace(meta, state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, last_update_ms=_now_ms()))
+            meta = self.txns[transactional_id]
+            await self._replicated(transactional_id)
             self._complete_after_response(transactional_id)
-            return self.txns[transactional_id]
+            return meta
         done, doing = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
         if meta.state == done:
             return meta  # a retry of an EndTxn that succeeded
+        if meta.state == doing and self._complete(transactional_id).state == done:
+            return self.txns[transactional_id]
         if meta.state == doing:
-            self._complete(transactional_id)
-            if self.txns[transactional_id].state == done:
-                return self.txns[transactional_id]
             raise ConcurrentTransactions(f"the {wanted} of {transactional_id!r} is still writing its markers; retry")
         raise InvalidTxnState(f"cannot {wanted} {transactional_id!r}: it is in state {meta.state.kafka_name}"
                               + (" (no partition was added)" if meta.state == S.EMPTY else ""))
 
-    def _abort_fenced(self, meta: TxnMetadata, reason: str) -> None:
-        """Abort an open transaction with a bumped epoch, so its producer can neither write nor commit."""
+    def _abort_fenced(self, meta: TxnMetadata, reason: str, retried_by: int | None = None) -> None:
+        """Abort an open transaction with a bumped epoch, so its producer can neither write nor commit
+        (`retried_by`: the epoch of a producer that may ask again for the bumped one)."""
         log.info("aborting transaction of %s (producer %d epoch %d): %s", meta.transactional_id, meta.producer_id,
                  meta.producer_epoch, reason)
         bumped = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
-        self._log(replace(meta, producer_epoch=bumped, last_producer_epoch=NO_EPOCH, state=S.PREPARE_ABORT,
-                          last_update_ms=_now_ms()))
+        self._log(replace(meta, producer_epoch=bumped, state=S.PREPARE_ABORT, last_update_ms=_now_ms(),
+                          last_producer_epoch=NO_EPOCH if retried_by is None else retried_by))
         self._complete(meta.transactional_id)
 
     def _complete_after_response(self, transactional_id: str) -> None:
@@ -320,25 +403,60 @@ class TransactionCoordinator:
         loop = asyncio.get_running_loop()
         loop.call_soon(loop.call_soon, self._complete, transactional_id)
 
-    def _complete(self, transactional_id: str) -> None:
-        """Write the markers still missing for a logged decision, then log its completion."""
+    def _complete(self, transactional_id: str) -> TxnMetadata:
+        """Finish a logged decision: at once for a broker alone, where every partition is here and its
+        markers need no other replica; in a cluster in the background (`_finish`). Returns the id's
+        metadata, completed or still completing."""
         pending = self._pending.get(transactional_id)
-        if pending is None:
-            return
+        if pending is None or pending.finishing is not None:
+            pass
+        elif self.led is None:
+            meta = pending.metadata
+            commit = meta.state == S.PREPARE_COMMIT
+            pending.remaining -= self.markers.write_here_now(meta.producer_id, meta.producer_epoch,
+                                                             self._coordinator_epoch(transactional_id), commit,
+                                                             sorted(pending.remaining))
+            if pending.remaining:
+                log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
+                            sorted(pending.remaining))
+            else:
+                try:
+                    self._log_completion(meta)
+                except BrokerError as exc:
+                    log.error("transaction %s: cannot log its completion (%s); will retry", transactional_id, exc)
+        else:
+            pending.finishing = asyncio.create_task(self._finish(transactional_id, pending))
+        return self.txns[transactional_id]
+
+    def _log_completion(self, meta: TxnMetadata) -> None:
+        commit = meta.state == S.PREPARE_COMMIT
+        self._log(replace(meta, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=frozenset(),
+                          last_update_ms=_now_ms()))
+
+    async def _finish(self, transactional_id: str, pending: _Pending) -> None:
+        """Once the decision is in the ISR: write the markers still missing, then log the completion.
+        Retries until done, unless the decision or this broker's coordination of the id ends first."""
         meta = pending.metadata
         commit = meta.state == S.PREPARE_COMMIT
-        coordinator_epoch = self._coordinator_epoch(transactional_id)
-        pending.remaining -= self.markers.write(meta.producer_id, meta.producer_epoch, coordinator_epoch, commit,
-                                                sorted(pending.remaining))
-        if pending.remaining:
-            log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
-                        sorted(pending.remaining))
-            return
         try:
-            self._log(replace(meta, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=frozenset(),
-                              last_update_ms=_now_ms(), last_producer_epoch=meta.last_producer_epoch))
-        except BrokerError as exc:
-            log.error("transaction %s: cannot log its completion (%s); will retry", transactional_id, exc)
+            while self._pending.get(transactional_id) is pending and self.owns(transactional_id):
+                try:
+                    await self._replicated(transactional_id)
+                    pending.remaining -= await self.markers.write(
+                        meta.producer_id, meta.producer_epoch, self._coordinator_epoch(transactional_id), commit,
+                        sorted(pending.remaining))
+                    if not pending.remaining and self._pending.get(transactional_id) is pending:
+                        self._log_completion(meta)
+                        return
+                except BrokerError as exc:
+                    log.warning("transaction %s: cannot complete its %s yet: %s", transactional_id,
+                                "commit" if commit else "abort", exc.message)
+                if pending.remaining:
+                    log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
+                                sorted(pending.remaining))
+                await asyncio.sleep(MARKER_RETRY_S)
+        finally:
+            pending.finishing = None
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         try:
@@ -349,6 +467,7 @@ class TransactionCoordinator:
     # -- operators -----------------------------------------------------------------------------
 
     def describe(self, transactional_id: str) -> TxnMetadata:
+        self._check_owner(transactional_id)
         meta = self.txns.get(transactional_id)
         if meta is None or meta.state == S.DEAD:
             raise TransactionalIdNotFound(f"no transactional id {transactional_id!r} is known to this coordinator")

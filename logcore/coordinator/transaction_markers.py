@@ -5,8 +5,10 @@ epoch and coordinator epoch, closes the transaction, moves the last stable offse
 abort). Listeners hear of every marker written, which is how the group coordinator learns that
 transactional offset commits on `__consumer_offsets` became visible or vanished.
 
-Every partition lives on this broker, so markers are local appends; WriteTxnMarkers (and
-`binlake transactions abort`) arrive here too.
+The coordinator writes a transaction's markers with `write`: to the partitions this broker leads
+itself, to the others with one WriteTxnMarkers request per leader (Kafka's marker channel). A
+marker counts once every in-sync replica of its partition has it, so a leader's death cannot take
+back a transaction's end. A broker alone leads everything, and its markers count at once.
 
 Event loop only.
 """
@@ -17,47 +19,129 @@ import logging
 import time
 from typing import Callable
 
-from ..protocol.errors import BrokerError, InvalidProducerEpoch, TransactionCoordinatorFenced, UnknownTopicOrPartition
+from ..protocol.codec import ApiKey, ErrorCode, build, request_class
+from ..protocol.errors import BrokerError, UnknownTopicOrPartition
+from ..replication.peer import PeerConnection, PeerUnavailable
 from ..storage.records import encode_control_batch
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MarkerListener = Callable[[int, str, int, bool], None]  # (producer id, topic, partition, committed)
+WRITE_TXN_MARKERS_VERSION = 1
+TIMEOUT_S = 30.0  # how long a marker may wait for its partition's ISR (Kafka's request.timeout.ms)
+
+# Answers after which a marker is not retried: it is written, or a newer marker fenced this one.
+_SETTLED = {ErrorCode.none: None, ErrorCode.invalid_producer_epoch: "a newer producer epoch fenced it",
+            ErrorCode.transaction_coordinator_fenced: "a newer coordinator fenced it"}
 
 
 class MarkerWriter:
-    def __init__(self, replicas, metadata) -> None:
+    def __init__(self, replicas, metadata, cluster) -> None:
         self.replicas = replicas
         self.metadata = metadata
+        self.cluster = cluster
         self.listeners: list[MarkerListener] = []
+        self._peers: dict[tuple[str, int], PeerConnection] = {}
 
-    def write_one(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                  topic: str, partition: int) -> None:
-        """Append one marker; raises the partition's BrokerError."""
+    def append(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+               topic: str, partition: int):
+        """Append one marker to a partition this broker leads; returns the AppendResult and raises
+        the partition's BrokerError."""
         info = self.metadata.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartition(f"no partition {topic}-{partition} to write a transaction marker to")
         batch = encode_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, int(time.time() * 1000))
-        self.replicas.append(topic, partition, batch, from_client=False)
+        result = self.replicas.append(topic, partition, batch, from_client=False)
         for listener in self.listeners:
             listener(producer_id, topic, partition, commit)
+        return result
 
-    def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-              partitions: list[TopicPartition]) -> set[TopicPartition]:
-        """Markers for a transaction's partitions; returns those that need no retry: written, gone
-        with their topic, or already past this producer epoch (a newer marker fenced this one)."""
+    def write_here_now(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                       partitions: list[TopicPartition]) -> set[TopicPartition]:
+        """A broker alone: its markers, which count once appended; returns those settled."""
+        marker = (producer_id, producer_epoch, coordinator_epoch, commit)
         done = set()
-        for topic, partition in partitions:
+        for tp in partitions:
             try:
-                self.write_one(producer_id, producer_epoch, coordinator_epoch, commit, topic, partition)
-            except UnknownTopicOrPartition:
-                log.info("not writing a marker to %s-%d for producer %d: the partition is gone", topic, partition,
-                         producer_id)
-            except (InvalidProducerEpoch, TransactionCoordinatorFenced) as exc:
-                log.warning("marker for producer %d on %s-%d refused: %s", producer_id, topic, partition, exc)
+                self.append(*marker, *tp)
+                code = ErrorCode.none
             except BrokerError as exc:
-                log.warning("cannot write marker for producer %d to %s-%d: %s", producer_id, topic, partition, exc)
-                continue
-            done.add((topic, partition))
+                code = exc.code
+            if self._settled(marker, tp, code):
+                done.add(tp)
         return done
+
+    async def write_here(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                         topic: str, partition: int) -> None:
+        """Append one marker here and return once the partition's ISR has it (WriteTxnMarkers)."""
+        result = self.append(producer_id, producer_epoch, coordinator_epoch, commit, topic, partition)
+        await self.replicas.get(topic, partition).wait_until_replicated(result.next_offset, TIMEOUT_S)
+
+    async def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                    partitions: list[TopicPartition]) -> set[TopicPartition]:
+        """Markers for a transaction's partitions, wherever their leaders are; returns those that
+        need no retry: written, gone with their topic, or fenced by a newer marker."""
+        marker = (producer_id, producer_epoch, coordinator_epoch, commit)
+        done: set[TopicPartition] = set()
+        elsewhere: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            view = self.cluster.partition(*tp)
+            leader = self.replicas.broker_id if view is None else view.leader  # (unknown: `append` says so)
+            if leader == self.replicas.broker_id:
+                try:
+                    await self.write_here(*marker, *tp)
+                    code = ErrorCode.none
+                except BrokerError as exc:
+                    code = exc.code
+                if self._settled(marker, tp, code):
+                    done.add(tp)
+            elif leader < 0:
+                log.info("marker for producer %d on %s-%d waits for the partition to get a leader", producer_id, *tp)
+            else:
+                elsewhere.setdefault(leader, []).append(tp)
+        for leader, tps in elsewhere.items():
+            done |= await self._send(leader, marker, tps)
+        return done
+
+    async def _send(self, leader: int, marker: tuple[int, int, int, bool], tps: list[TopicPartition]) -> set:
+        """One WriteTxnMarkers request to `leader` for `tps`; returns those settled."""
+        address = self.cluster.address_of(leader)
+        if address is None:
+            log.info("markers for producer %d wait for broker %d to come back", marker[0], leader)
+            return set()
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = self._peers[address] = PeerConnection(*address, client_id=f"broker-{self.replicas.broker_id}-txn")
+        producer_id, producer_epoch, coordinator_epoch, commit = marker
+        topics: dict[str, list[int]] = {}
+        for topic, partition in tps:
+            topics.setdefault(topic, []).append(partition)
+        request = build(request_class(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION), {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
+            "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": name, "partition_indexes": indexes} for name, indexes in topics.items()]}]})
+        try:
+            response = await peer.call(request, TIMEOUT_S + 5)
+        except PeerUnavailable as exc:
+            log.warning("cannot send markers for producer %d to broker %d: %s", producer_id, leader, exc)
+            return set()
+        return {(topic.name, p.partition_index) for topic in response.markers[0].topics for p in topic.partitions
+                if self._settled(marker, (topic.name, p.partition_index), ErrorCode(p.error_code))}
+
+    def _settled(self, marker: tuple[int, int, int, bool], tp: TopicPartition, code: ErrorCode) -> bool:
+        if code in _SETTLED:
+            if code is not ErrorCode.none:
+                log.warning("marker for producer %d on %s-%d refused: %s", marker[0], *tp, _SETTLED[code])
+            return True
+        info = self.metadata.topics.get(tp[0])
+        if code == ErrorCode.unknown_topic_or_partition and (info is None or tp[1] >= info.partitions):
+            log.info("not writing a marker to %s-%d for producer %d: the partition is gone", *tp, marker[0])
+            return True
+        log.warning("cannot write marker for producer %d to %s-%d yet: %s", marker[0], *tp, code.name)
+        return False
+
+    def close(self) -> None:
+        for peer in self._peers.values():
+            peer.close()
+        self._peers.clear()

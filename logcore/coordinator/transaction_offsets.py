@@ -6,7 +6,9 @@ them into the group coordinator (its only mutator), an abort drops them. While p
 OffsetFetch with require_stable answer UNSTABLE_OFFSET_COMMIT, so a consumer taking over the
 partitions waits for the outcome instead of reading an offset about to change.
 
-Pending offsets are rebuilt on start from the transactions `StateTopic.read` left open.
+Pending offsets are rebuilt from the transactions `StateTopic.read` left open, whenever the group
+coordinator loads partitions (on start, or in a cluster as it comes to lead them), and dropped with
+a partition it stops leading. A commit is answered once the partition's ISR has it.
 Event loop only; no `await` between checking a commit and recording it.
 """
 
@@ -29,20 +31,25 @@ class TxnOffsets:
         self.groups = groups
         self.transactions = transactions
         self.pending: dict[tuple[int, int], Pending] = {}  # (producer id, offsets partition) -> commits
+        groups.partition_listeners.append(self.on_partition)
 
-    def load(self) -> None:
-        """Adopt the transactional commits the group coordinator's load found still open."""
-        self.pending.clear()
-        for partition, open_txns in self.groups.topic.open_transactions.items():
-            for producer_id, records in open_txns.items():
+    def on_partition(self, partition: int, loaded: bool) -> None:
+        """The group coordinator loaded `partition` (adopt the transactional commits it found still
+        open) or dropped it (forget them)."""
+        for key in [k for k in self.pending if k[1] == partition]:
+            del self.pending[key]
+        if loaded:
+            for producer_id, records in self.groups.topic.open_transactions.get(partition, {}).items():
                 decoded = [decode(k, v) for k, v in records if k is not None]
                 offsets = [(k, v) for k, v in decoded if isinstance(k, OffsetKey) and isinstance(v, OffsetValue)]
                 if offsets:
                     self.pending[(producer_id, partition)] = offsets
 
-    def commit(self, transactional_id: str, group_id: str, producer_id: int, epoch: int, generation: int,
+    async def commit(self, transactional_id: str, group_id: str, producer_id: int, epoch: int, generation: int,
                member_id: str, instance_id: str | None, commits: list[OffsetCommit]) -> list[ErrorCode]:
         """One error per commit, in order. Group-level refusals apply to every commit."""
+        if not self.groups.owns(group_id):
+            return [ErrorCode.not_coordinator] * len(commits)
         error = self._check_member(group_id, generation, member_id, instance_id)
         if error is not ErrorCode.none:
             return [error] * len(commits)
@@ -63,7 +70,8 @@ class TxnOffsets:
             code = CoordinatorNotAvailable(exc.message).code
             return [code if e is ErrorCode.none else e for e in errors]
         self.pending.setdefault((producer_id, partition), []).extend(records)
-        return errors
+        replicated = await self.groups.replicated(group_id)
+        return [replicated if e is ErrorCode.none else e for e in errors]
 
     def _check_member(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
         """KIP-447: a commit naming a member and generation must come from the current generation, so

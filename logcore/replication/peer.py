@@ -1,5 +1,6 @@
 """A connection from this broker to another, for a follower's requests to its leader (Fetch,
-OffsetForLeaderEpoch): kio request entities out, kio response entities back, one at a time.
+OffsetForLeaderEpoch) and a transaction coordinator's markers (WriteTxnMarkers): kio request
+entities out, kio response entities back, one at a time (concurrent callers take turns).
 It connects on first use and again after any failure, which it raises as PeerUnavailable."""
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ class PeerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._turn = asyncio.Lock()
 
     async def call(self, request: Any, timeout_s: float) -> Any:
         """Send `request`, return the broker's response entity; PeerUnavailable if that fails."""
+        async with self._turn:
+            return await self._call(request, timeout_s)
+
+    async def _call(self, request: Any, timeout_s: float) -> Any:
         try:
             if self._writer is None:
                 self._reader, self._writer = await asyncio.wait_for(
