@@ -24,6 +24,8 @@ from kazoo.client import KazooClient
 
 from binlake.cli import main
 from binlake.clusterproc import LocalCluster
+from logcore.cluster.zk_client import stop_client
+from logcore.cluster.zk_layout import decode_partition_state, partition_state_path
 from logcore.coordinator.offsets_codec import partition_for
 from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
 from logcore.replication.partition import FollowerProgress
@@ -53,6 +55,17 @@ def partitions(admin: AdminClient, topic: str) -> dict:
     if found is None or found.error is not None:
         return {}
     return {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in found.partitions.values()}
+
+
+def isr_in_zookeeper(nodes: LocalCluster, topic: str, partition: int) -> list[int]:
+    """The partition's ISR as its state znode holds it (what its leader last wrote)."""
+    zk = KazooClient(hosts=nodes.zookeeper.connect_string)
+    zk.start(30)
+    try:
+        path = partition_state_path(topic, partition)
+        return sorted(decode_partition_state(path, zk.get(path)[0]).isr)
+    finally:
+        stop_client(zk)
 
 
 def create(admin: AdminClient, topic: str, count: int, replication_factor: int, **configs: str) -> dict:
@@ -228,17 +241,18 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster):
     follower = next(b for b in replicas if b != leader)
 
     nodes.pause(follower)
-    produce(nodes.bootstrap, "events", 0, [b"while-stalled"], acks="1")
-    wait_for(lambda: partitions(admin, "events")[0][2] == sorted(set(replicas) - {follower}),
+    produce(nodes.brokers[leader].address, "events", 0, [b"while-stalled"], acks="1")
+    # (read from ZooKeeper: a client's Metadata request may go to the stopped broker and time out)
+    wait_for(lambda: isr_in_zookeeper(nodes, "events", 0) == sorted(set(replicas) - {follower}),
              f"broker {follower} to leave the ISR")
-    producer = Producer({"bootstrap.servers": nodes.bootstrap, "acks": "all", "retries": 0})
+    producer = Producer({"bootstrap.servers": nodes.brokers[leader].address, "acks": "all", "retries": 0})
     errors: list[KafkaError] = []
     producer.produce("events", b"refused", partition=0, on_delivery=lambda err, _msg: errors.append(err))
     producer.flush(30)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
 
     nodes.resume(follower)
-    wait_for(lambda: partitions(admin, "events")[0][2] == sorted(replicas), f"broker {follower} to rejoin the ISR")
+    wait_for(lambda: isr_in_zookeeper(nodes, "events", 0) == sorted(replicas), f"broker {follower} to rejoin the ISR")
     assert produce(nodes.bootstrap, "events", 0, [b"after"], acks="all") == [b"after"]
 
 

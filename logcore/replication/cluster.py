@@ -60,13 +60,18 @@ class Replication:
     async def leave(self, timeout_s: float) -> None:
         """Controlled shutdown (SIGTERM): leave the live brokers so that the controller moves every
         leadership this broker holds to an in-sync follower, and wait until it has; clients then
-        see only retriable NOT_LEADER_OR_FOLLOWER answers and move to the new leaders."""
+        see only retriable NOT_LEADER_OR_FOLLOWER answers and move to the new leaders. It copies
+        nothing more meanwhile: a follower that kept fetching would rejoin the ISRs it is leaving, and
+        acks=all writes would wait for it once it is gone (Kafka's controller stops its replicas too)."""
         self._led_nothing = asyncio.Event()
+        for tp in list(self.replicas.partitions):
+            self.fetchers.unfollow(tp)
         await asyncio.get_running_loop().run_in_executor(None, self.cluster.membership.leave)
         self._check_led_nothing()
         try:
-            await asyncio.wait_for(self._led_nothing.wait(), timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout_s):
+                await self._led_nothing.wait()
+        except TimeoutError:
             led = [f"{p.topic}-{p.index}" for p in self.replicas.partitions.values() if p.is_leader]
             log.warning("controlled shutdown: still leading %s after %.0f s; stopping anyway", ", ".join(led),
                         timeout_s)
@@ -131,7 +136,7 @@ class Replication:
             partition.become_leader(state.leader_epoch, replicas, list(state.isr))
         else:
             partition.become_follower(state.leader, state.leader_epoch, replicas, list(state.isr))
-            if state.leader == NO_LEADER:
+            if state.leader == NO_LEADER or self._led_nothing is not None:  # (no leader, or shutting down)
                 self.fetchers.unfollow((topic, index))
             else:
                 self.fetchers.follow(partition, state.leader, state.leader_epoch)

@@ -73,8 +73,9 @@ class LeaderFetcher:
                 self._changed.clear()
                 wake = min((f.retry_at for f in self.followed.values()), default=None)
                 try:
-                    await asyncio.wait_for(self._changed.wait(), None if wake is None else max(wake - now, 0.001))
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(None if wake is None else max(wake - now, 0.001)):
+                        await self._changed.wait()
+                except TimeoutError:
                     pass
                 continue
             try:

@@ -228,8 +228,9 @@ async def wait_for_news(partitions: list[Partition], timeout_s: float) -> None:
     for partition in partitions:
         partition.add_waiter(future)
     try:
-        await asyncio.wait_for(future, timeout_s)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout_s):  # (not wait_for: in 3.11 it can swallow a cancellation)
+            await future
+    except TimeoutError:
         pass
     finally:
         for partition in partitions:

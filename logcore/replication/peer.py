@@ -35,12 +35,13 @@ class PeerConnection:
     async def _call(self, request: Any, timeout_s: float) -> Any:
         try:
             if self._writer is None:
-                self._reader, self._writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
             self._correlation_id += 1
             self._writer.write(encode_request(request, self._correlation_id, self.client_id))
-            frame = await asyncio.wait_for(self._read_frame(), timeout_s)
-        except (OSError, EOFError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            async with asyncio.timeout(timeout_s):
+                frame = await self._read_frame()
+        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError) as exc:
             self.close()
             raise PeerUnavailable(f"broker at {self.host}:{self.port}: {exc or type(exc).__name__}") from exc
         correlation_id, response = decode_response(frame, request.__api_key__, request.__version__)
