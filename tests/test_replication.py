@@ -3,9 +3,8 @@ leaders and ISRs, acknowledged writes surviving a leader's death, followers leav
 ISR, min.insync.replicas, a returning leader cutting what only it had (KIP-101), and the group and
 transaction coordinators moving with the leadership of their internal topics.
 
-The cluster tests are `slow` (`pytest -m slow tests/test_replication.py`): three broker processes,
-a ZooKeeper and the clients on two shared cores; in one CI run under load two of them failed
-(a Metadata call timing out, a broker not exiting within 60 s of SIGTERM), which is being looked into."""
+The default suite runs the core of it (spread, a leader's death, the coordinators moving); the
+variants are `slow` (`pytest -m slow tests/test_replication.py`)."""
 
 from __future__ import annotations
 
@@ -110,7 +109,6 @@ def _poll_into(consumer: Consumer, values: list[bytes]) -> int:
     return len(values)
 
 
-@pytest.mark.slow
 def test_a_topics_partitions_are_led_and_replicated_across_the_brokers(cluster):
     nodes = cluster(3)
     admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
@@ -160,7 +158,6 @@ def read_committed(bootstrap: str, topic: str, count: int, until: int) -> dict[i
     return found
 
 
-@pytest.mark.slow
 def test_transactions_span_leaders_and_survive_their_coordinators_death(cluster):
     """The transaction coordinator is the leader of the id's __transaction_state partition; it sends
     markers to the leaders of the other brokers, and when it dies the new leader takes the id over
@@ -214,7 +211,6 @@ def test_transactions_span_leaders_and_survive_their_coordinators_death(cluster)
         zombie.commit_transaction(30)
 
 
-@pytest.mark.slow
 def test_acknowledged_writes_survive_the_leaders_death_with_no_duplicate_or_gap(cluster):
     """An idempotent producer carries on across the leader change: its state replicated with the log."""
     nodes = cluster(3)
@@ -415,7 +411,6 @@ def test_a_follower_behind_by_one_fetch_under_steady_writes_counts_as_caught_up(
     assert follower.caught_up_ms == 6000
 
 
-@pytest.mark.slow
 def test_a_consumer_group_moves_with_its_coordinator_and_keeps_its_commits(cluster):
     """The group's coordinator is the leader of its __consumer_offsets partition; commits are
     acknowledged once replicated, so they survive that broker's death."""
