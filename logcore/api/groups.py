@@ -66,8 +66,11 @@ async def sync_group(ctx, request) -> dict:
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments})
-    return {"error_code": result.error, "protocol_type": result.protocol_type, "protocol_name": result.protocol,
-            "assignment": result.assignment}
+    error = result.error
+    if error is ErrorCode.none:  # (the generation's assignment is in the ISR before anyone acts on it)
+        error = await ctx.broker.groups.replicated(request.group_id)
+    return {"error_code": error, "protocol_type": result.protocol_type, "protocol_name": result.protocol,
+            "assignment": result.assignment if error is ErrorCode.none else b""}
 
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
