@@ -183,15 +183,17 @@ def test_transactions_span_leaders_and_survive_their_coordinators_death(cluster)
     coordinator = state[0]
     assert sorted(state[2]) == [0, 1, 2], "the transaction log is replicated to every broker"
 
+    # The coordinator dies with a transaction open; the producer finishes it through the new one.
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("orders", f"after{i}".encode(), partition=i % 3)
+    assert producer.flush(60) == 0
     nodes.brokers[coordinator].kill()
     wait_for(lambda: partitions(admin, "__transaction_state")[partition_for("shop", 3)][0] not in (coordinator, -1),
              "a new transaction coordinator")
     reader = Consumer({"bootstrap.servers": nodes.bootstrap, "group.id": "copier", "enable.auto.commit": False,
                        "isolation.level": "read_committed"})
     try:
-        producer.begin_transaction()
-        for i in range(30):
-            producer.produce("orders", f"after{i}".encode(), partition=i % 3)
         producer.send_offsets_to_transaction([TopicPartition("sources", 0, 7)], reader.consumer_group_metadata(), 60)
         producer.commit_transaction(60)
         assert reader.committed([TopicPartition("sources", 0)], timeout=30)[0].offset == 7
