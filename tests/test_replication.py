@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -228,6 +229,95 @@ def test_acknowledged_writes_survive_the_leaders_death_with_no_duplicate_or_gap(
     new_leader, _, isr = partitions(admin, "payments")[0]
     assert new_leader != leader and leader not in isr
     assert consume(nodes.bootstrap, "payments", 0, 4000) == first + second
+
+
+class SteadyProducer(threading.Thread):
+    """An idempotent acks=all producer writing to every partition of `topic` until stopped;
+    `acked[partition]` holds what each partition acknowledged, in order."""
+
+    def __init__(self, bootstrap: str, topic: str, count: int) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.count = topic, count
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5})
+        self.acked: dict[int, list[bytes]] = {p: [] for p in range(count)}
+        self.errors: list[KafkaError] = []
+        self.stopping = threading.Event()
+        self.unflushed = -1
+
+    def delivered(self, err, msg) -> None:
+        (self.acked[msg.partition()].append(msg.value()) if err is None else self.errors.append(err))
+
+    def run(self) -> None:
+        sent = 0
+        while not self.stopping.is_set():
+            for partition in range(self.count):
+                self.producer.produce(self.topic, f"{partition}-{sent}".encode(), partition=partition,
+                                      on_delivery=self.delivered)
+            sent += 1
+            self.producer.poll(0.002)
+        self.unflushed = self.producer.flush(120)
+
+    def total(self) -> int:
+        return sum(len(values) for values in self.acked.values())
+
+
+@pytest.mark.parametrize("kills", [pytest.param(3, id="3-kills"), pytest.param(30, id="30-kills", marks=pytest.mark.slow)])
+def test_leaders_killed_again_and_again_lose_no_acknowledged_write(cluster, kills):
+    """acks=all, RF 3, min.insync.replicas=2, an idempotent producer writing throughout: the leader
+    of a partition is SIGKILLed and restarted again and again. Every acknowledged message is then
+    read exactly once and in order, and the replicas agree byte for byte (replica-verification)."""
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    create(admin, "ledger", 2, 3, **{"min.insync.replicas": "2"})
+    writer = SteadyProducer(nodes.bootstrap, "ledger", 2)
+    writer.start()
+    try:
+        for kill in range(kills):
+            progress = writer.total()
+            wait_for(lambda: writer.total() >= progress + 200, "the producer to make progress")
+            leader = partitions(admin, "ledger")[kill % 2][0]
+            nodes.brokers[leader].kill()
+            wait_for(lambda: partitions(admin, "ledger").get(kill % 2, (-1,))[0] not in (leader, -1),
+                     f"a new leader after killing broker {leader}")
+            nodes.brokers[leader].start()
+            wait_for(lambda: all(len(isr) == 3 for _, _, isr in partitions(admin, "ledger").values()),
+                     f"broker {leader} to rejoin the ISRs")
+    finally:
+        writer.stopping.set()
+        writer.join(180)
+    assert writer.unflushed == 0 and writer.errors == []
+    for partition, acked in writer.acked.items():
+        assert len(acked) > 200 * kills // 2
+        assert consume(nodes.bootstrap, "ledger", partition, len(acked)) == acked
+    verified = CliRunner().invoke(main, ["replica-verification", "--bootstrap-server", nodes.bootstrap,
+                                         "--topics-include", "ledger"])
+    assert verified.exit_code == 0, verified.output
+    assert verified.output.count("identical") == 2, verified.output
+
+
+@pytest.mark.slow
+def test_with_two_brokers_down_acks_all_is_refused_and_nothing_is_lost(cluster):
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    leader, replicas, _ = create(admin, "ledger", 1, 3, **{"min.insync.replicas": "2"})[0]
+    before = [f"before{i}".encode() for i in range(500)]
+    assert produce(nodes.bootstrap, "ledger", 0, before, acks="all") == before
+    followers = [b for b in replicas if b != leader]
+    for broker in followers:
+        nodes.brokers[broker].kill()
+    wait_for(lambda: isr_in_zookeeper(nodes, "ledger", 0) == [leader], "the ISR to shrink to the leader")
+    producer = Producer({"bootstrap.servers": nodes.brokers[leader].address, "acks": "all", "retries": 0})
+    errors: list[KafkaError] = []
+    producer.produce("ledger", b"refused", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
+    for broker in followers:
+        nodes.brokers[broker].start()
+    wait_for(lambda: isr_in_zookeeper(nodes, "ledger", 0) == sorted(replicas), "the followers to rejoin the ISR")
+    after = [f"after{i}".encode() for i in range(500)]
+    assert produce(nodes.bootstrap, "ledger", 0, after, acks="all") == after
+    assert consume(nodes.bootstrap, "ledger", 0, 1000) == before + after
 
 
 @pytest.mark.slow

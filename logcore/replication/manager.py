@@ -29,6 +29,7 @@ RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
 CONSUMER = -1  # a Fetch's replica_id when a client, not a follower, sends it
+DEBUGGING_CONSUMER = -2  # Kafka's replica_id for a tool reading any replica, follower or leader, up to its HW
 
 
 @dataclass
@@ -141,7 +142,13 @@ class ReplicaManager:
              read_committed: bool = False, replica_id: int = CONSUMER) -> FetchSlice:
         """read_committed stops at the last stable offset and lists the aborted transactions to skip.
         A follower (`replica_id`) reads up to the log end, and its fetch offset tells this leader
-        how far its log goes."""
+        how far its log goes. A debugging consumer (`binlake replica-verification`) reads this
+        broker's replica, leader or not, up to its high watermark."""
+        if replica_id == DEBUGGING_CONSUMER:
+            partition = self.get(topic, index)
+            region = partition.read(offset, max_bytes, min_one_batch)
+            return FetchSlice(region, partition.high_watermark, partition.log.log_start_offset,
+                              partition.last_stable_offset, None)
         partition = self.leader(topic, index)
         if replica_id == CONSUMER:
             region = partition.read(offset, max_bytes, min_one_batch, read_committed)

@@ -13,85 +13,33 @@ it. It writes an abort marker to that one partition.
 from __future__ import annotations
 
 import datetime
-import socket
 import struct
 import time
 
 import click
 
-from ..protocol.codec import ApiKey, ErrorCode, build, decode_response, encode_request, request_class
+from ..protocol.codec import ApiKey
 from .groups_cmd import _echo_table as echo_table
+from .wire_admin import WireAdmin, bootstrap_option, check
 
-TIMEOUT_S = 30.0
 TRANSACTION = 1  # FindCoordinator key type
 
-bootstrap_option = click.option("--bootstrap-server", required=True, metavar="HOST:PORT",
-                                help="a broker to connect to")
 
-
-class _Cluster:
-    """Blocking calls, one connection per broker, for a short-lived admin command."""
+class _Cluster(WireAdmin):
+    """The admin connection, with the transaction coordinator's lookup and kio's limit on
+    DescribeTransactions worked around."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        if not host or not port.isdigit():
-            raise click.BadParameter(f"expected HOST:PORT, got {bootstrap!r}", param_hint="--bootstrap-server")
-        self.bootstrap = (host, int(port))
-        self._socks: dict[tuple[str, int], socket.socket] = {}
-        self._correlation = 0
+        super().__init__(bootstrap, client_id="binlake-transactions")
 
-    def close(self) -> None:
-        for sock in self._socks.values():
-            sock.close()
-
-    def call(self, api_key: ApiKey, version: int, data: dict, address: tuple[str, int] | None = None):
-        address = address or self.bootstrap
-        sock = self._socks.get(address)
-        if sock is None:
-            try:
-                sock = self._socks[address] = socket.create_connection(address, timeout=TIMEOUT_S)
-            except OSError as exc:
-                raise click.ClickException(f"cannot connect to {address[0]}:{address[1]}: {exc}") from None
-        self._correlation += 1
-        sock.sendall(encode_request(build(request_class(api_key, version), data), self._correlation,
-                                    client_id="binlake-transactions"))
-        size = struct.unpack(">i", self._read(sock, 4))[0]
-        frame = self._read(sock, size)
+    def decode(self, api_key: ApiKey, version: int, frame: bytes):
         if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
             frame = _unset_start_time_as_zero(frame)
-        _, response = decode_response(frame, api_key, version)
-        return response
-
-    @staticmethod
-    def _read(sock: socket.socket, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise click.ClickException("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def brokers(self, topic: str | None = None):
-        """(broker id → (host, port), the topic's partition → leader id) from Metadata."""
-        topics = [{"name": topic}] if topic else []
-        meta = self.call(ApiKey.METADATA, 9, {"topics": topics, "allow_auto_topic_creation": False})
-        brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}
-        leaders = {}
-        for t in meta.topics:
-            _check(t.error_code, f"topic {topic}")
-            leaders = {p.partition_index: p.leader_id for p in t.partitions}
-        return brokers, leaders
-
-    def leader_of(self, topic: str, partition: int) -> tuple[str, int]:
-        brokers, leaders = self.brokers(topic)
-        if leaders.get(partition, -1) not in brokers:
-            raise click.ClickException(f"{topic}-{partition} has no leader (does the partition exist?)")
-        return brokers[leaders[partition]]
+        return super().decode(api_key, version, frame)
 
     def coordinator_of(self, transactional_id: str) -> tuple[str, int]:
         found = self.call(ApiKey.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": TRANSACTION})
-        _check(found.error_code, f"finding the coordinator of {transactional_id!r}", found.error_message)
+        check(found.error_code, f"finding the coordinator of {transactional_id!r}", found.error_message)
         return found.host, found.port
 
 
@@ -119,11 +67,6 @@ def _unset_start_time_as_zero(frame: bytes) -> bytes:
     if struct.unpack_from(">q", frame, pos)[0] < 0:
         frame = frame[:pos] + bytes(8) + frame[pos + 8:]
     return frame
-
-
-def _check(code: ErrorCode, doing: str, message: str | None = None) -> None:
-    if code != ErrorCode.none:
-        raise click.ClickException(f"{doing}: {message or code.name.upper()} ({code.name.upper()})")
 
 
 def _run(bootstrap_server: str, job):
@@ -163,7 +106,7 @@ def list_transactions(bootstrap_server: str, states, producer_ids, duration_ms: 
             listed = cluster.call(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": list(states),
                                                               "producer_id_filters": list(producer_ids),
                                                               "duration_filter": duration_ms}, address)
-            _check(listed.error_code, f"listing the transactions of broker {broker_id}")
+            check(listed.error_code, f"listing the transactions of broker {broker_id}")
             if listed.unknown_state_filters:
                 raise click.ClickException(f"unknown transaction state(s): {', '.join(listed.unknown_state_filters)}")
             rows += [[t.transactional_id, broker_id, t.producer_id, t.transaction_state]
@@ -181,7 +124,7 @@ def describe_transaction(bootstrap_server: str, transactional_id: str) -> None:
         address = cluster.coordinator_of(transactional_id)
         state = cluster.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]},
                              address).transaction_states[0]
-        _check(state.error_code, f"describing {transactional_id!r}")
+        check(state.error_code, f"describing {transactional_id!r}")
         start = _epoch_ms(state.transaction_start_time)
         duration = int(time.time() * 1000) - start if start > 0 else None
         partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)
@@ -198,7 +141,7 @@ def _producers(cluster: _Cluster, topic: str, partition: int) -> list:
     wanted = {"topics": [{"name": topic, "partition_indexes": [partition]}]}
     described = cluster.call(ApiKey.DESCRIBE_PRODUCERS, 0, wanted, cluster.leader_of(topic, partition))
     result = described.topics[0].partitions[0]
-    _check(result.error_code, f"describing the producers of {topic}-{partition}", result.error_message)
+    check(result.error_code, f"describing the producers of {topic}-{partition}", result.error_message)
     return list(result.active_producers)
 
 
@@ -245,6 +188,6 @@ def abort_transaction(bootstrap_server: str, topic: str, partition: int, start_o
             "topics": [{"name": topic, "partition_indexes": [partition]}], "coordinator_epoch": coordinator_epoch,
         }]}, cluster.leader_of(topic, partition))
         result = written.markers[0].topics[0].partitions[0]
-        _check(result.error_code, f"aborting producer {producer_id}'s transaction on {topic}-{partition}")
+        check(result.error_code, f"aborting producer {producer_id}'s transaction on {topic}-{partition}")
         click.echo(f"aborted the transaction of producer {producer_id} (epoch {producer_epoch}) on {topic}-{partition}")
     _run(bootstrap_server, job)
