@@ -131,3 +131,21 @@ def test_a_registration_that_is_not_kafkas_json_is_skipped_with_a_warning(zookee
     finally:
         stop_client(one.zk)
         stop_client(observer)
+
+
+def test_a_broker_restarted_right_after_a_kill_waits_out_its_old_registration(zookeeper):
+    """The killed process's session holds /brokers/ids/N until it expires: the restarted broker waits
+    for that instead of calling the id taken."""
+    killed = member_process(zookeeper, 4)
+    killed.kill()
+    killed.wait()
+    probe = client(zookeeper)
+    try:
+        assert probe.exists("/brokers/ids/4"), "the killed broker's registration outlives it for a while"
+        restarted = ZooKeeperMembership(client(zookeeper), Node(4, "127.0.0.1", 9094))
+        restarted.start(stale_wait_s=3 * SESSION_TIMEOUT_S)
+        data, stat = probe.get("/brokers/ids/4")
+        assert stat.ephemeralOwner == restarted.zk.client_id[0]
+        stop_client(restarted.zk)
+    finally:
+        stop_client(probe)

@@ -3,7 +3,9 @@ controller election (docs/cluster.md, "Controller").
 
 - Registration: the ephemeral `/brokers/ids/N`, which lives as long as the broker's session. A
   session that expires (a broker paused longer than the session timeout) loses it; the broker
-  registers again when it gets a new session, as Kafka's brokers do.
+  registers again when it gets a new session, as Kafka's brokers do. A broker restarted right after
+  it was killed finds its old registration still there until that session expires, and waits for
+  that (Kafka's brokers give up at once) before it says the id is taken.
 - The live brokers: the children of `/brokers/ids`, watched.
 - The controller: the broker that creates the ephemeral `/controller` first. It then raises
   `/controller_epoch` by a write conditional on the version it read, so two controllers never share
@@ -29,6 +31,9 @@ from . import zk_layout as layout
 from .view import Node
 
 log = logging.getLogger(__name__)
+
+
+REGISTER_RETRY_S = 0.2
 
 
 class BrokerIdTaken(RuntimeError):
@@ -67,9 +72,23 @@ class ZooKeeperMembership:
         with self._lock:
             return sorted(self._live.values(), key=lambda n: n.node_id)
 
-    def start(self) -> None:
-        """Register, then follow the live brokers and the controller (and stand for it)."""
-        self._register()
+    def start(self, stale_wait_s: float = 0.0) -> None:
+        """Register, then follow the live brokers and the controller (and stand for it). A
+        registration of this id by another session is waited out for `stale_wait_s` first."""
+        deadline = time.monotonic() + stale_wait_s
+        waiting = False
+        while True:
+            try:
+                self._register()
+                break
+            except BrokerIdTaken as taken:
+                if time.monotonic() >= deadline:
+                    raise
+                if not waiting:
+                    waiting = True
+                    log.info("%s; waiting up to %.0f s in case it is this broker's own from before a crash",
+                             taken, stale_wait_s)
+                time.sleep(REGISTER_RETRY_S)
         self.zk.add_listener(self._on_session_state)
         ChildrenWatch(self.zk, layout.BROKER_IDS, self._on_brokers)
         DataWatch(self.zk, layout.CONTROLLER, self._on_controller)

@@ -52,7 +52,8 @@ class ZooKeeperCluster:
         self.zk.start(timeout=timeout_s)
         self.cluster_id = self._cluster_id()
         self.state.start()
-        self.membership.start()
+        # (a session of a killed broker ends within its timeout, plus the server's tick)
+        self.membership.start(stale_wait_s=1.5 * self.config.get("zookeeper.session.timeout.ms") / 1000)
         self.controller.start()
 
     def stop(self) -> None:

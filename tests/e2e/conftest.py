@@ -1,10 +1,12 @@
 """Fixtures of the end-to-end tests: MariaDB servers (tests/mariadb_fixtures.py) beside the real broker
-(tests/conftest.py), and `binlake connect run` processes stopped at the end of each test."""
+(tests/conftest.py) or a three-broker cluster standing in for it, and `binlake connect run` processes
+stopped at the end of each test."""
 
 from __future__ import annotations
 
 import pytest
 
+from binlake.clusterproc import LocalCluster
 from e2e_harness import ConnectorProcess
 from mariadb_fixtures import mariadb, mariadb_factory, mariadb_template  # noqa: F401  (fixtures)
 
@@ -22,3 +24,30 @@ def connector(tmp_path):
     yield start
     for process in started:
         process.kill()
+
+
+class ClusterAsBroker:
+    """Three brokers on a throwaway ZooKeeper where a test takes one broker: `address` is the
+    bootstrap list, and `kill` / `start` SIGKILL and restart one of them (broker 0, the first to
+    start and so the first controller)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.victim = cluster.brokers[0]
+
+    @property
+    def address(self) -> str:
+        return self.cluster.bootstrap
+
+    def kill(self) -> None:
+        self.victim.kill()
+
+    def start(self) -> None:
+        self.victim.start(timeout=60)  # (it waits out its killed session's registration first)
+
+
+@pytest.fixture
+def cluster_broker(tmp_path):
+    cluster = LocalCluster(tmp_path / "cluster", 3, {"zookeeper.session.timeout.ms": "6000"}).start()
+    yield ClusterAsBroker(cluster)
+    cluster.stop()

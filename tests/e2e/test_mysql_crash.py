@@ -1,7 +1,7 @@
 """Exactly once per MySQL transaction, across crashes: a random workload of multi-row transactions on three
 tables (inserts, updates, deletes, primary-key changes; some transactions larger than the source's batch
 bound) runs while the connector (`binlake connect run`) is SIGKILLed and restarted again and again, and the
-broker once. Afterwards the events a read_committed consumer sees must
+broker once (or one broker of a three-broker cluster). Afterwards the events a read_committed consumer sees must
 
 - replay into exactly the tables MySQL holds (row by row),
 - hold every streamed row change once: no source position (file, pos, row) twice, except the delete +
@@ -286,6 +286,12 @@ def _diff(mine: dict, theirs: dict) -> str:
 
 async def test_connector_and_broker_crashes_lose_and_repeat_nothing(mariadb, broker, connector, tmp_path):
     await run_crash_test(mariadb, broker, connector, tmp_path, seconds=20, kills=5, commit_interval_ms=100)
+
+
+async def test_against_a_cluster_with_a_broker_killed(mariadb, cluster_broker, connector, tmp_path):
+    """The same on three brokers (replication factor 3), one of them SIGKILLed mid-workload: the
+    transaction coordinators and partition leaders it held move, and nothing is lost or repeated."""
+    await run_crash_test(mariadb, cluster_broker, connector, tmp_path, seconds=20, kills=5, commit_interval_ms=100)
 
 
 @pytest.mark.slow
