@@ -535,3 +535,59 @@ def test_a_consumer_group_moves_with_its_coordinator_and_keeps_its_commits(clust
     assert second.committed([TopicPartition("events", 0)], timeout=30)[0].offset == 60
     second.close()
     assert rest == values[60:]
+
+
+def test_leader_elections_on_request_preferred_and_unclean(cluster):
+    """`binlake leader-election` (ElectLeaders, carried out by the controller): preferred gives a
+    partition back to its first replica; unclean gives a leaderless partition a replica from outside
+    its ISR."""
+    nodes = cluster(3, {"auto.leader.rebalance.enable": "false"})
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    found = create(admin, "orders", 3, 3)
+    preferred = {p: replicas[0] for p, (_, replicas, _) in found.items()}
+    assert all(leader == preferred[p] for p, (leader, _, _) in found.items())
+    moved = preferred[0]
+    nodes.brokers[moved].kill()
+    wait_for(lambda: partitions(admin, "orders")[0][0] not in (moved, -1), "partition 0 to move")
+    nodes.brokers[moved].start()
+    wait_for(lambda: all(len(isr) == 3 for _, _, isr in partitions(admin, "orders").values()),
+             f"broker {moved} to rejoin the ISRs")
+    assert partitions(admin, "orders")[0][0] != moved, "no automatic rebalance when it is off"
+
+    def elect(*args: str):
+        return CliRunner().invoke(main, ["leader-election", "--bootstrap-server", nodes.bootstrap, *args])
+
+    done = elect("--election-type", "preferred", "--all-topic-partitions")
+    assert done.exit_code == 0, done.output
+    assert "Successfully completed leader election (PREFERRED) for partitions orders-0" in done.output
+    assert "Valid replica already elected for partitions" in done.output
+    wait_for(lambda: {p: leader for p, (leader, _, _) in partitions(admin, "orders").items()} == preferred,
+             "every partition led by its preferred replica")
+
+    # Unclean: the follower dies first (leaves the ISR), then the leader; the follower alone comes back.
+    leader, replicas, _ = create(admin, "ledger", 1, 2)[0]
+    follower = next(b for b in replicas if b != leader)
+    nodes.brokers[follower].kill()
+    wait_for(lambda: isr_in_zookeeper(nodes, "ledger", 0) == [leader], "the follower to leave the ISR")
+    nodes.brokers[leader].kill()
+    wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == -1, "the partition to lose its leader")
+    nodes.brokers[follower].start()
+    refused = elect("--election-type", "preferred", "--topic", "ledger", "--partition", "0")
+    assert refused.exit_code == 1 and "ledger-0" in refused.output
+    assert partitions(admin, "ledger")[0][0] == -1, "out of the ISR, it does not lead on its own"
+    done = elect("--election-type", "unclean", "--topic", "ledger", "--partition", "0")
+    assert done.exit_code == 0, done.output
+    wait_for(lambda: partitions(admin, "ledger")[0][0] == follower, f"broker {follower} to lead, uncleanly")
+
+
+@pytest.mark.slow
+def test_the_controller_gives_leaderships_back_to_preferred_replicas(cluster):
+    """auto.leader.rebalance.enable: a broker that came back leads its preferred partitions again."""
+    nodes = cluster(3, {"leader.imbalance.check.interval.seconds": "1"})
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    found = create(admin, "orders", 3, 3)
+    moved = found[0][1][0]
+    nodes.brokers[moved].kill()
+    wait_for(lambda: partitions(admin, "orders")[0][0] not in (moved, -1), "partition 0 to move")
+    nodes.brokers[moved].start()
+    wait_for(lambda: partitions(admin, "orders")[0][0] == moved, f"broker {moved} to lead partition 0 again")

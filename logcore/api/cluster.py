@@ -1,11 +1,15 @@
-"""DescribeCluster and DescribeLogDirs: who is in the cluster, and what this broker keeps on disk."""
+"""DescribeCluster, DescribeLogDirs and ElectLeaders: who is in the cluster, what this broker keeps on
+disk, and leader elections on request (which the controller carries out)."""
 
 from __future__ import annotations
 
 import os
 
 from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import BrokerError
 from . import handles
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
 BROKERS_ENDPOINT = 1
 NOT_REQUESTED = -2147483648  # the schema's "authorized operations were not asked for"
@@ -53,3 +57,23 @@ async def describe_log_dirs(ctx, request) -> dict:
         "total_bytes": disk.f_blocks * disk.f_frsize,
         "usable_bytes": disk.f_bavail * disk.f_frsize,
     }]}
+
+
+@handles(ApiKey.ELECT_LEADERS, 0, 2)
+async def elect_leaders(ctx, request) -> dict:
+    election = getattr(request, "election_type", PREFERRED)  # (v0: preferred only)
+    if election not in (PREFERRED, UNCLEAN):
+        return {"error_code": ErrorCode.invalid_request, "replica_election_results": []}
+    wanted = None if request.topic_partitions is None else [
+        (t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    try:
+        results = await ctx.broker.cluster.elect_leaders(wanted, election == UNCLEAN)
+    except BrokerError as exc:  # (NOT_CONTROLLER: the client asks the controller)
+        return {"error_code": exc.code, "replica_election_results": []}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), error in results.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_id": partition, "error_code": error.code if error else ErrorCode.none,
+            "error_message": error.message if error else None})
+    return {"error_code": ErrorCode.none, "replica_election_results": [
+        {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()]}

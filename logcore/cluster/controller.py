@@ -3,7 +3,9 @@ writing its replica assignment (`create_topic`, on any broker, as Kafka's did) a
 rewriting it (`add_partitions`); the controller gives each new partition its first state, and when
 brokers go or come back it elects leaders and shrinks ISRs (the decisions are in `election.py`). A
 topic is deleted by asking for it under `/admin/delete_topics` (`request_deletion`); the controller
-removes its znodes, and every broker its replicas.
+removes its znodes, and every broker its replicas. Leaders are also elected on request
+(`elect_leaders`, ElectLeaders) and, with `auto.leader.rebalance.enable`, moved back to their
+preferred replicas when a broker leads too few of the partitions it should (Kafka's imbalance check).
 
 Every broker runs a `Controller`; it acts only while its broker is the controller, and every write
 is a ZooKeeper transaction that checks `/controller_epoch` still holds this controller's epoch and
@@ -21,9 +23,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..protocol.errors import InvalidPartitions, TopicAlreadyExists
+from ..protocol.errors import BrokerError, InvalidPartitions, NotController, TopicAlreadyExists, UnknownTopicOrPartition
 from . import zk_layout as layout
-from .election import initial_state, next_state
+from .election import initial_state, next_state, preferred_election, unclean_election
 from .membership import ZooKeeperMembership
 
 log = logging.getLogger(__name__)
@@ -68,12 +70,16 @@ def request_deletion(zk: KazooClient, topic: str) -> None:
 
 
 class Controller:
-    def __init__(self, zk: KazooClient, membership: ZooKeeperMembership, unclean_default: bool = False) -> None:
+    def __init__(self, zk: KazooClient, membership: ZooKeeperMembership, unclean_default: bool = False,
+                 rebalance_every_s: float | None = None, imbalance_percentage: int = 10) -> None:
         self.zk = zk
         self.membership = membership
         self.unclean_default = unclean_default  # the broker's unclean.leader.election.enable
+        self.rebalance_every_s = rebalance_every_s  # None: auto.leader.rebalance.enable=false
+        self.imbalance_percentage = imbalance_percentage
         self._lock = threading.Lock()
         self._watched: set[str] = set()  # topics whose assignment is watched
+        self._stopped = threading.Event()
 
     def start(self) -> None:
         """Follow the topics (their assignments too), the brokers, the controller election and
@@ -83,6 +89,11 @@ class Controller:
         self.membership.add_listener(self.reconcile)
         ChildrenWatch(self.zk, layout.TOPICS, self._on_topics)
         ChildrenWatch(self.zk, layout.DELETE_TOPICS, lambda _asked: self.reconcile())
+        if self.rebalance_every_s is not None:
+            threading.Thread(target=self._rebalance_forever, name="leader-rebalance", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopped.set()
 
     def _on_topics(self, topics: list[str]) -> None:
         for topic in set(topics) - self._watched:
@@ -162,7 +173,83 @@ class Controller:
         else:
             log.info("deleted topic %s", topic)
 
-    def _write(self, path: str, data: bytes, version: int | None) -> None:
+    # -- elections on request ------------------------------------------------------------------
+
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool) -> dict[tuple[str, int], BrokerError | None]:
+        """ElectLeaders: for each partition (every one when None), None once its new state is written,
+        or why it was not elected. Blocking (ZooKeeper round trips). NotController elsewhere."""
+        with self._lock:
+            if not self.membership.is_controller:
+                raise NotController(f"broker {self.membership.node.node_id} is not the controller (broker "
+                                    f"{self.membership.controller_id} is); ask it")
+            assignments = self._assignments()
+            if partitions is None:
+                partitions = [(t, p) for t, parts in sorted(assignments.items()) for p in sorted(parts)]
+            live = {node.node_id for node in self.membership.live_nodes()}
+            elect = unclean_election if unclean else preferred_election
+            results: dict[tuple[str, int], BrokerError | None] = {}
+            for topic, partition in partitions:
+                replicas = assignments.get(topic, {}).get(partition)
+                try:
+                    if replicas is None:
+                        raise UnknownTopicOrPartition(f"no partition {topic}-{partition}")
+                    path = layout.partition_state_path(topic, partition)
+                    data, stat = self.zk.get(path)
+                    state = layout.decode_partition_state(path, data)
+                    new = elect(replicas, state, live, self.membership.controller_epoch)
+                    if not self._write(path, layout.encode_partition_state(new), stat.version):
+                        raise NotController("the partition's state changed under the election; retry")
+                    log.info("%s-%d: %s election: leader %d, epoch %d", topic, partition,
+                             "unclean" if unclean else "preferred", new.leader, new.leader_epoch)
+                    results[(topic, partition)] = None
+                except BrokerError as exc:
+                    results[(topic, partition)] = exc
+                except (NoNodeError, layout.LayoutError) as exc:
+                    results[(topic, partition)] = UnknownTopicOrPartition(f"{topic}-{partition} has no state: {exc}")
+            return results
+
+    def _assignments(self) -> dict[str, dict[int, list[int]]]:
+        found = {}
+        for topic in self.zk.get_children(layout.TOPICS):
+            try:
+                found[topic] = layout.decode_topic_assignment(topic, self.zk.get(layout.topic_path(topic))[0])
+            except (NoNodeError, layout.LayoutError):
+                continue
+        return found
+
+    def _rebalance_forever(self) -> None:
+        while not self._stopped.wait(self.rebalance_every_s):
+            try:
+                if self.membership.is_controller:
+                    self.rebalance()
+            except Exception:  # (a ZooKeeper hiccup: the next check tries again)
+                log.exception("the leader imbalance check failed")
+
+    def rebalance(self) -> None:
+        """Kafka's imbalance check: a broker that leads fewer than (100 - leader.imbalance.per.broker.percentage)%
+        of the partitions it is the preferred replica of gets them back, where it is in sync."""
+        assignments = self._assignments()
+        led_elsewhere: dict[int, list[tuple[str, int]]] = {}
+        preferred_of: dict[int, int] = {}
+        for topic, parts in assignments.items():
+            for partition, replicas in parts.items():
+                preferred = replicas[0]
+                preferred_of[preferred] = preferred_of.get(preferred, 0) + 1
+                try:
+                    path = layout.partition_state_path(topic, partition)
+                    state = layout.decode_partition_state(path, self.zk.get(path)[0])
+                except (NoNodeError, layout.LayoutError):
+                    continue
+                if state.leader != preferred:
+                    led_elsewhere.setdefault(preferred, []).append((topic, partition))
+        for broker, partitions in sorted(led_elsewhere.items()):
+            if len(partitions) * 100 > self.imbalance_percentage * preferred_of[broker]:
+                elected = [tp for tp, error in self.elect_leaders(partitions, unclean=False).items() if error is None]
+                if elected:
+                    log.info("leader imbalance: broker %d leads its preferred partitions %s again", broker,
+                             ", ".join(f"{t}-{p}" for t, p in elected))
+
+    def _write(self, path: str, data: bytes, version: int | None) -> bool:
         transaction = self.zk.transaction()
         transaction.check(layout.CONTROLLER_EPOCH, self.membership.controller_epoch_version)
         if version is None:
@@ -173,6 +260,7 @@ class Controller:
         if failures:
             log.warning("not written: %s (%s): a newer controller or state won", path,
                         ", ".join(type(f).__name__ for f in failures))
+        return not failures
 
     def _unclean(self, topic: str) -> bool:
         try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..protocol.errors import BrokerError, ElectionNotNeeded, UnknownTopicOrPartition
+
 
 @dataclass(frozen=True)
 class Node:
@@ -52,3 +54,11 @@ class SingleBrokerView:
             return None
         # (the broker leads every partition it hosts, one whose log is offline included)
         return PartitionView(self._broker.broker_id, partition.leader_epoch, partition.replicas, partition.isr, [])
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None,
+                            unclean: bool) -> dict[tuple[str, int], BrokerError | None]:
+        """ElectLeaders: a broker alone already leads every partition."""
+        hosted = self._broker.replicas.partitions
+        return {tp: ElectionNotNeeded("a broker alone leads every partition") if tp in hosted
+                else UnknownTopicOrPartition(f"no partition {tp[0]}-{tp[1]}")
+                for tp in (sorted(hosted) if partitions is None else partitions)}

@@ -38,7 +38,10 @@ class ZooKeeperCluster:
         self.zk = KazooClient(hosts=connect, timeout=config.get("zookeeper.session.timeout.ms") / 1000)
         # (its address is known once the broker listens: `start` gives it)
         self.membership = ZooKeeperMembership(self.zk, Node(broker_id, "", 0, config.get("broker.rack")))
-        self.controller = Controller(self.zk, self.membership, config.get("unclean.leader.election.enable"))
+        self.controller = Controller(
+            self.zk, self.membership, config.get("unclean.leader.election.enable"),
+            config.get("leader.imbalance.check.interval.seconds") if config.get("auto.leader.rebalance.enable") else None,
+            config.get("leader.imbalance.per.broker.percentage"))
         self.state = ClusterState(self.zk)
         self.cluster_id = ""
 
@@ -57,7 +60,13 @@ class ZooKeeperCluster:
         self.controller.start()
 
     def stop(self) -> None:
+        self.controller.stop()
         stop_client(self.zk)
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool) -> dict:
+        """ElectLeaders, carried out by the controller (NotController on any other broker)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self.controller.elect_leaders, partitions, unclean)
 
     def _ensure_chroot(self, timeout_s: float) -> None:
         """Kafka creates its chroot (`host:port/binlake`) on first start; kazoo needs it to exist."""
