@@ -565,13 +565,19 @@ def test_leader_elections_on_request_preferred_and_unclean(cluster):
              "every partition led by its preferred replica")
 
     # Unclean: the follower dies first (leaves the ISR), then the leader; the follower alone comes back.
-    leader, replicas, _ = create(admin, "ledger", 1, 2)[0]
-    follower = next(b for b in replicas if b != leader)
+    # "loose" allows unclean elections (topic config), "ledger" does not (the default).
+    leader, follower = 1, 2
+    for name, unclean in (("ledger", "false"), ("loose", "true")):
+        admin.create_topics([NewTopic(name, 1, replica_assignment=[[leader, follower]],
+                                      config={"unclean.leader.election.enable": unclean})])[name].result(30)
+        wait_for(lambda: partitions(admin, name).get(0, (-1, [], []))[2] == [leader, follower], f"{name}'s ISR")
     nodes.brokers[follower].kill()
-    wait_for(lambda: isr_in_zookeeper(nodes, "ledger", 0) == [leader], "the follower to leave the ISR")
+    wait_for(lambda: isr_in_zookeeper(nodes, "ledger", 0) == [leader] == isr_in_zookeeper(nodes, "loose", 0),
+             "the follower to leave the ISRs")
     nodes.brokers[leader].kill()
-    wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == -1, "the partition to lose its leader")
+    wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == -1, "ledger-0 to lose its leader")
     nodes.brokers[follower].start()
+    wait_for(lambda: partitions(admin, "loose").get(0, (None,))[0] == follower, "loose-0 to elect it uncleanly")
     refused = elect("--election-type", "preferred", "--topic", "ledger", "--partition", "0")
     assert refused.exit_code == 1 and "ledger-0" in refused.output
     assert partitions(admin, "ledger")[0][0] == -1, "out of the ISR, it does not lead on its own"
