@@ -28,6 +28,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "transactions": ("logcore.tools.transactions_cmd:transactions_command", "List, describe and abort transactions."),
     "leader-election": ("logcore.tools.leader_election:leader_election_command",
                         "Elect partition leaders: the preferred replicas, or any live replica where none leads."),
+    "log-dirs": ("logcore.tools.log_dirs:log_dirs_command",
+                 "Describe the log directories of brokers: each partition's size and lag."),
     "replica-verification": ("logcore.tools.replica_verification:replica_verification_command",
                              "Check that the replicas of each partition are identical up to the high watermark."),
     "streams": ("streams.worker:streams_command", "Run stream processors (faust-streaming apps) over change events, exactly once."),

@@ -9,6 +9,7 @@ variants are `slow` (`pytest -m slow tests/test_replication.py`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import threading
 
@@ -137,6 +138,20 @@ def test_a_topics_partitions_are_led_and_replicated_across_the_brokers(cluster):
     values = [f"v{i}".encode() for i in range(500)]
     assert produce(nodes.bootstrap, "orders", 1, values, acks="all") == values
     assert consume(nodes.bootstrap, "orders", 1, len(values)) == values
+
+    def sizes() -> dict[int, int]:
+        """broker -> the size of orders-1 in its log directory, as `binlake log-dirs` reports it"""
+        shown = CliRunner().invoke(main, ["log-dirs", "--describe", "--bootstrap-server", nodes.bootstrap,
+                                          "--topic-list", "orders"])
+        assert shown.exit_code == 0, shown.output
+        described = json.loads(shown.output)
+        assert [b["broker"] for b in described["brokers"]] == [0, 1, 2]
+        return {b["broker"]: p["size"] for b in described["brokers"] for d in b["logDirs"] for p in d["partitions"]
+                if p["partition"] == "orders-1"}
+
+    written = wait_for(lambda: (found := sizes()) and len(set(found.values())) == 1 and found,
+                       "every replica of orders-1 to hold the same bytes")
+    assert sorted(written) == [0, 1, 2] and written[0] > 500 * 2
 
 
 def read_committed(bootstrap: str, topic: str, count: int, until: int) -> dict[int, list[bytes]]:

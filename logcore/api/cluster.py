@@ -47,7 +47,8 @@ async def describe_log_dirs(ctx, request) -> dict:
         if wanted is None or (name, index) in wanted:
             topics.setdefault(name, []).append({
                 "partition_index": index, "partition_size": partition.log.size_bytes(),
-                "offset_lag": 0,  # the only replica is the leader: nothing to catch up
+                # (Kafka's: how far the log end is below the high watermark; 0 for a current log)
+                "offset_lag": max(partition.high_watermark - partition.log.log_end_offset, 0),
                 "is_future_key": False})
     disk = os.statvfs(broker.data_dir)
     return {"error_code": ErrorCode.none, "results": [{

@@ -79,8 +79,7 @@ class WireAdmin:
 
     def brokers(self, topic: str | None = None):
         """(broker id → (host, port), the topic's partition → leader id) from Metadata."""
-        meta = self.call(ApiKey.METADATA, 9, {"topics": [{"name": topic}] if topic else [],
-                                              "allow_auto_topic_creation": False})
+        meta = self.metadata([topic] if topic else [])
         brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}
         leaders = {}
         for t in meta.topics:
