@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                         "Elect partition leaders: the preferred replicas, or any live replica where none leads."),
     "log-dirs": ("logcore.tools.log_dirs:log_dirs_command",
                  "Describe the log directories of brokers: each partition's size and lag."),
+    "reassign-partitions": ("logcore.tools.reassign_partitions:reassign_partitions_command",
+                            "Move partition replicas between brokers (generate, execute, verify or cancel a plan)."),
     "replica-verification": ("logcore.tools.replica_verification:replica_verification_command",
                              "Check that the replicas of each partition are identical up to the high watermark."),
     "streams": ("streams.worker:streams_command", "Run stream processors (faust-streaming apps) over change events, exactly once."),

@@ -28,10 +28,8 @@ from binlake.clusterproc import LocalCluster
 from logcore.cluster.zk_client import stop_client
 from logcore.cluster.zk_layout import decode_partition_state, partition_state_path
 from logcore.coordinator.offsets_codec import partition_for
-from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
 from logcore.replication.partition import FollowerProgress
 from waiting import wait_for
-from wire import WireClient
 
 # A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
 FAST_FAILOVER = {"zookeeper.session.timeout.ms": "6000"}
@@ -612,3 +610,46 @@ def test_the_controller_gives_leaderships_back_to_preferred_replicas(cluster):
     wait_for(lambda: partitions(admin, "orders")[0][0] not in (moved, -1), "partition 0 to move")
     nodes.brokers[moved].start()
     wait_for(lambda: partitions(admin, "orders")[0][0] == moved, f"broker {moved} to lead partition 0 again")
+
+
+def test_a_partition_moves_to_other_brokers_while_a_producer_writes(cluster, tmp_path):
+    """`binlake reassign-partitions`: the target replicas join and catch up, the leader moves off the
+    broker that leaves, its log is deleted there; the producer loses and repeats nothing."""
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    admin.create_topics([NewTopic("moving", 1, replica_assignment=[[0, 1]])])["moving"].result(30)
+    wait_for(lambda: partitions(admin, "moving").get(0, (-1, [], []))[2] == [0, 1], "moving-0's ISR")
+
+    def tool(*args: str):
+        return CliRunner().invoke(main, ["reassign-partitions", "--bootstrap-server", nodes.bootstrap, *args])
+
+    (tmp_path / "topics.json").write_text(json.dumps({"version": 1, "topics": [{"topic": "moving"}]}))
+    proposed = tool("--generate", "--topics-to-move-json-file", str(tmp_path / "topics.json"), "--broker-list", "1,2")
+    assert proposed.exit_code == 0, proposed.output
+    plan = json.loads(proposed.output.split("Proposed partition reassignment configuration\n")[1])
+    assert sorted(plan["partitions"][0]["replicas"]) == [1, 2]
+
+    writer = SteadyProducer(nodes.bootstrap, "moving", 1)
+    writer.start()
+    try:
+        wait_for(lambda: writer.total() >= 2000, "the producer to be writing")
+        (tmp_path / "plan.json").write_text(json.dumps(
+            {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [1, 2]}]}))
+        started = tool("--execute", "--reassignment-json-file", str(tmp_path / "plan.json"))
+        assert started.exit_code == 0, started.output
+        assert '"replicas": [0, 1]' in started.output, "the current assignment, to roll back with"
+        wait_for(lambda: "is completed" in tool("--verify", "--reassignment-json-file",
+                                                str(tmp_path / "plan.json")).output, "the move to complete")
+        progress = writer.total()
+        wait_for(lambda: writer.total() >= progress + 2000, "the producer to go on writing after the move")
+    finally:
+        writer.stopping.set()
+        writer.join(180)
+    leader, replicas, isr = partitions(admin, "moving")[0]
+    assert replicas == [1, 2] and isr == [1, 2] and leader in (1, 2)
+    wait_for(lambda: not (nodes.brokers[0].data_dir / "moving-0").exists(), "broker 0 to delete its replica")
+    assert writer.unflushed == 0 and writer.errors == []
+    assert consume(nodes.bootstrap, "moving", 0, len(writer.acked[0])) == writer.acked[0]
+    verified = CliRunner().invoke(main, ["replica-verification", "--bootstrap-server", nodes.bootstrap,
+                                         "--topics-include", "moving"])
+    assert verified.exit_code == 0 and "replicas [1, 2] identical" in verified.output, verified.output

@@ -1,5 +1,6 @@
-"""DescribeCluster, DescribeLogDirs and ElectLeaders: who is in the cluster, what this broker keeps on
-disk, and leader elections on request (which the controller carries out)."""
+"""DescribeCluster, DescribeLogDirs, ElectLeaders and the partition reassignment APIs: who is in the
+cluster, what this broker keeps on disk, and leader elections and replica moves on request (which the
+controller carries out)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,32 @@ async def elect_leaders(ctx, request) -> dict:
             "error_message": error.message if error else None})
     return {"error_code": ErrorCode.none, "replica_election_results": [
         {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()]}
+
+
+@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
+async def alter_partition_reassignments(ctx, request) -> dict:
+    changes = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
+               for t in request.topics for p in t.partitions}
+    try:
+        results = await ctx.broker.cluster.reassign(changes)
+    except BrokerError as exc:  # (NOT_CONTROLLER: the client asks the controller)
+        return {"error_code": exc.code, "error_message": exc.message, "responses": []}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), error in results.items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition,
+                                               "error_code": error.code if error else ErrorCode.none,
+                                               "error_message": error.message if error else None})
+    return {"error_code": ErrorCode.none, "error_message": None,
+            "responses": [{"name": topic, "partitions": parts} for topic, parts in by_topic.items()]}
+
+
+@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
+async def list_partition_reassignments(ctx, request) -> dict:
+    wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), (replicas, adding, removing) in (await ctx.broker.cluster.reassignments()).items():
+        if wanted is None or (topic, partition) in wanted:
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas,
+                                                   "adding_replicas": adding, "removing_replicas": removing})
+    return {"error_code": ErrorCode.none, "error_message": None,
+            "topics": [{"name": topic, "partitions": parts} for topic, parts in by_topic.items()]}

@@ -6,6 +6,9 @@ topic is deleted by asking for it under `/admin/delete_topics` (`request_deletio
 removes its znodes, and every broker its replicas. Leaders are also elected on request
 (`elect_leaders`, ElectLeaders) and, with `auto.leader.rebalance.enable`, moved back to their
 preferred replicas when a broker leads too few of the partitions it should (Kafka's imbalance check).
+A partition is reassigned (`reassign`, AlterPartitionReassignments, KIP-455) by adding its target
+replicas to its replica set, waiting until every target replica is in the ISR, then leaving only the
+target replicas (a new leader from them if the old one is not), as Kafka's controller does.
 
 Every broker runs a `Controller`; it acts only while its broker is the controller, and every write
 is a ZooKeeper transaction that checks `/controller_epoch` still holds this controller's epoch and
@@ -23,7 +26,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..protocol.errors import BrokerError, InvalidPartitions, NotController, TopicAlreadyExists, UnknownTopicOrPartition
+from ..protocol.errors import (BrokerError, InvalidPartitions, InvalidReplicaAssignment, NoReassignmentInProgress,
+                               NotController, TopicAlreadyExists, UnknownTopicOrPartition)
 from . import zk_layout as layout
 from .election import initial_state, next_state, preferred_election, unclean_election
 from .membership import ZooKeeperMembership
@@ -79,6 +83,7 @@ class Controller:
         self.imbalance_percentage = imbalance_percentage
         self._lock = threading.Lock()
         self._watched: set[str] = set()  # topics whose assignment is watched
+        self._reassigning: set[tuple[str, int]] = set()  # partitions whose state is watched to finish a reassignment
         self._stopped = threading.Event()
 
     def start(self) -> None:
@@ -127,6 +132,7 @@ class Controller:
                 unclean = self._unclean(topic)
                 for partition, replicas in sorted(assignment.items()):
                     self._reconcile_partition(topic, partition, replicas, live, unclean)
+                self._follow_reassignments(topic)
 
     def _reconcile_partition(self, topic: str, partition: int, replicas: list[int], live: set[int],
                              unclean: bool) -> None:
@@ -175,13 +181,162 @@ class Controller:
 
     # -- elections on request ------------------------------------------------------------------
 
+    # -- reassignments (KIP-455) ---------------------------------------------------------------
+
+    def reassign(self, changes: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], BrokerError | None]:
+        """AlterPartitionReassignments: start moving each partition to its target replicas (None
+        cancels a reassignment under way). None per partition once started. Blocking."""
+        with self._lock:
+            self._check_controller()
+            live = {node.node_id for node in self.membership.live_nodes()}
+            results: dict[tuple[str, int], BrokerError | None] = {}
+            for (topic, partition), target in changes.items():
+                try:
+                    self._start_reassignment(topic, partition, target, live)
+                    results[(topic, partition)] = None
+                except BrokerError as exc:
+                    results[(topic, partition)] = exc
+        for (topic, partition), error in results.items():
+            if error is None:
+                self._follow_reassignment(topic, partition)
+        return results
+
+    def _start_reassignment(self, topic: str, partition: int, target: list[int] | None, live: set[int]) -> None:
+        assignment, adding, removing, topic_id, version = self._read_assignment(topic, partition)
+        original = [b for b in assignment[partition] if b not in adding.get(partition, ())]
+        if target is None:
+            if partition not in adding and partition not in removing:
+                raise NoReassignmentInProgress(f"{topic}-{partition} is not being reassigned")
+            replicas = original
+        else:
+            if not target or len(set(target)) != len(target):
+                raise InvalidReplicaAssignment(f"{topic}-{partition}: the target {target} must name distinct brokers")
+            if missing := sorted(set(target) - live):
+                raise InvalidReplicaAssignment(f"{topic}-{partition}: broker(s) {missing} of the target are not alive")
+            replicas = target + [b for b in original if b not in target]
+        adding.pop(partition, None)
+        removing.pop(partition, None)
+        if target is not None and set(target) != set(original):
+            adding[partition] = [b for b in target if b not in original]
+            removing[partition] = [b for b in original if b not in target]
+        elif target is not None:
+            replicas = target  # (the same brokers: only their order, the preferred leader, changes)
+        assignment[partition] = replicas
+        self._write_reassignment(topic, partition, topic_id, assignment, adding, removing, version,
+                                 lambda state: (state.leader, tuple(b for b in state.isr if b in replicas)))
+        log.info("%s-%d: %s reassignment to %s (replicas now %s)", topic, partition,
+                 "cancelled the" if target is None else "started a", original if target is None else target, replicas)
+
+    def _read_assignment(self, topic: str, partition: int):
+        try:
+            data, stat = self.zk.get(layout.topic_path(topic))
+            assignment = layout.decode_topic_assignment(topic, data)
+            adding, removing = layout.decode_reassignments(topic, data)
+            topic_id = layout.encode_uuid(layout.decode_topic_id(topic, data))
+        except (NoNodeError, layout.LayoutError):
+            raise UnknownTopicOrPartition(f"no topic {topic}") from None
+        if partition not in assignment:
+            raise UnknownTopicOrPartition(f"no partition {topic}-{partition}")
+        return assignment, adding, removing, topic_id, stat.version
+
+    def _write_reassignment(self, topic: str, partition: int, topic_id: str, assignment, adding, removing,
+                            version: int, leader_and_isr) -> None:
+        """The assignment and the partition's next state (leader and ISR from `leader_and_isr(state)`,
+        the epoch raised so every replica learns its new replica set) in one transaction."""
+        path = layout.partition_state_path(topic, partition)
+        data, stat = self.zk.get(path)
+        state = layout.decode_partition_state(path, data)
+        leader, isr = leader_and_isr(state)
+        new = layout.PartitionState(leader, state.leader_epoch + 1, isr, self.membership.controller_epoch)
+        transaction = self.zk.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, self.membership.controller_epoch_version)
+        transaction.set_data(layout.topic_path(topic), layout.encode_topic_assignment(topic_id, assignment, adding,
+                                                                                      removing), version)
+        transaction.set_data(path, layout.encode_partition_state(new), stat.version)
+        if failures := [r for r in transaction.commit() if isinstance(r, Exception)]:
+            raise NotController(f"{topic}-{partition} changed under the reassignment "
+                                f"({', '.join(type(f).__name__ for f in failures)}); retry")
+
+    def _follow_reassignments(self, topic: str) -> None:
+        """(On becoming controller too) watch the partitions of `topic` being reassigned."""
+        try:
+            adding, removing = layout.decode_reassignments(topic, self.zk.get(layout.topic_path(topic))[0])
+        except (NoNodeError, layout.LayoutError):
+            return
+        for partition in set(adding) | set(removing):
+            self._follow_reassignment(topic, partition)
+
+    def _follow_reassignment(self, topic: str, partition: int) -> None:
+        if (topic, partition) in self._reassigning:
+            return
+        self._reassigning.add((topic, partition))
+
+        def on_state(_data, _stat, _event=None) -> bool | None:
+            try:
+                if self._finish_reassignment(topic, partition):
+                    self._reassigning.discard((topic, partition))
+                    return False  # (done, cancelled or gone: end the watch)
+            except Exception:  # (an exception would end the watch: the next state change tries again)
+                log.exception("%s-%d: cannot finish its reassignment yet", topic, partition)
+            return None
+
+        DataWatch(self.zk, layout.partition_state_path(topic, partition), on_state)
+
+    def _finish_reassignment(self, topic: str, partition: int) -> bool:
+        """Once every target replica is in the ISR, leave only them. True when no reassignment of the
+        partition is under way any more (or this broker is no longer the controller)."""
+        with self._lock:
+            if not self.membership.is_controller:
+                return True  # (the next controller follows it)
+            try:
+                assignment, adding, removing, topic_id, version = self._read_assignment(topic, partition)
+            except UnknownTopicOrPartition:
+                return True
+            if partition not in adding and partition not in removing:
+                return True
+            gone = set(removing.pop(partition, ()))
+            adding.pop(partition, None)
+            target = [b for b in assignment[partition] if b not in gone]
+            path = layout.partition_state_path(topic, partition)
+            state = layout.decode_partition_state(path, self.zk.get(path)[0])
+            live = {node.node_id for node in self.membership.live_nodes()}
+            leader = state.leader if state.leader in target else next(
+                (b for b in target if b in state.isr and b in live), None)
+            if not set(target) <= set(state.isr) or leader is None:
+                return False
+            assignment[partition] = target
+            self._write_reassignment(topic, partition, topic_id, assignment, adding, removing, version,
+                                     lambda s: (leader, tuple(b for b in s.isr if b in target)))
+            log.info("%s-%d: reassigned to %s, leader %d", topic, partition, target, leader)
+            return True
+
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each partition being reassigned."""
+        found = {}
+        for topic in self.zk.get_children(layout.TOPICS):
+            try:
+                data = self.zk.get(layout.topic_path(topic))[0]
+                assignment = layout.decode_topic_assignment(topic, data)
+                adding, removing = layout.decode_reassignments(topic, data)
+            except (NoNodeError, layout.LayoutError):
+                continue
+            for partition in sorted(set(adding) | set(removing)):
+                found[(topic, partition)] = (assignment.get(partition, []), adding.get(partition, []),
+                                             removing.get(partition, []))
+        return found
+
+    def _check_controller(self) -> None:
+        if not self.membership.is_controller:
+            raise NotController(f"broker {self.membership.node.node_id} is not the controller (broker "
+                                f"{self.membership.controller_id} is); ask it")
+
+    # -- elections on request ------------------------------------------------------------------
+
     def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool) -> dict[tuple[str, int], BrokerError | None]:
         """ElectLeaders: for each partition (every one when None), None once its new state is written,
         or why it was not elected. Blocking (ZooKeeper round trips). NotController elsewhere."""
         with self._lock:
-            if not self.membership.is_controller:
-                raise NotController(f"broker {self.membership.node.node_id} is not the controller (broker "
-                                    f"{self.membership.controller_id} is); ask it")
+            self._check_controller()
             assignments = self._assignments()
             if partitions is None:
                 partitions = [(t, p) for t, parts in sorted(assignments.items()) for p in sorted(parts)]

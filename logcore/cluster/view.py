@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.errors import BrokerError, ElectionNotNeeded, UnknownTopicOrPartition
+from ..protocol.errors import (BrokerError, ElectionNotNeeded, InvalidReplicaAssignment, NoReassignmentInProgress,
+                               UnknownTopicOrPartition)
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,19 @@ class SingleBrokerView:
         return {tp: ElectionNotNeeded("a broker alone leads every partition") if tp in hosted
                 else UnknownTopicOrPartition(f"no partition {tp[0]}-{tp[1]}")
                 for tp in (sorted(hosted) if partitions is None else partitions)}
+
+    async def reassign(self, changes: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], BrokerError | None]:
+        """AlterPartitionReassignments: a broker alone holds every replica, and can move none."""
+        me = self._broker.broker_id
+
+        def refusal(tp: tuple[str, int], target: list[int] | None) -> BrokerError | None:
+            if tp not in self._broker.replicas.partitions:
+                return UnknownTopicOrPartition(f"no partition {tp[0]}-{tp[1]}")
+            if target is None:
+                return NoReassignmentInProgress(f"{tp[0]}-{tp[1]} is not being reassigned")
+            return None if target == [me] else InvalidReplicaAssignment(
+                f"{target}: a broker alone (id {me}) is the only replica there can be")
+        return {tp: refusal(tp, target) for tp, target in changes.items()}
+
+    async def reassignments(self) -> dict:
+        return {}

@@ -68,6 +68,14 @@ class ZooKeeperCluster:
         return await asyncio.get_running_loop().run_in_executor(
             None, self.controller.elect_leaders, partitions, unclean)
 
+    async def reassign(self, changes: dict[tuple[str, int], list[int] | None]) -> dict:
+        """AlterPartitionReassignments, carried out by the controller (NotController elsewhere)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.controller.reassign, changes)
+
+    async def reassignments(self) -> dict:
+        """ListPartitionReassignments, from ZooKeeper."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.controller.reassignments)
+
     def _ensure_chroot(self, timeout_s: float) -> None:
         """Kafka creates its chroot (`host:port/binlake`) on first start; kazoo needs it to exist."""
         hosts, slash, chroot = self.connect.partition("/")

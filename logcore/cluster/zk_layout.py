@@ -109,11 +109,25 @@ def topic_config_path(topic: str) -> str:
     return f"/config/topics/{topic}"
 
 
-def encode_topic_assignment(topic_id: str, assignment: dict[int, list[int]]) -> bytes:
-    """`/brokers/topics/T`: the replicas of each partition, preferred leader first (version 3)."""
+def encode_topic_assignment(topic_id: str, assignment: dict[int, list[int]],
+                            adding: dict[int, list[int]] | None = None,
+                            removing: dict[int, list[int]] | None = None) -> bytes:
+    """`/brokers/topics/T`: the replicas of each partition, preferred leader first (version 3), and
+    of the partitions being reassigned, the replicas being added and removed (KIP-455)."""
     return _json({"version": 3, "topic_id": topic_id,
                   "partitions": {str(p): replicas for p, replicas in sorted(assignment.items())},
-                  "adding_replicas": {}, "removing_replicas": {}})
+                  "adding_replicas": {str(p): r for p, r in sorted((adding or {}).items())},
+                  "removing_replicas": {str(p): r for p, r in sorted((removing or {}).items())}})
+
+
+def decode_reassignments(topic: str, data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(adding, removing) replicas of the topic's partitions being reassigned."""
+    value = _parse(topic_path(topic), data)
+    try:
+        return tuple({int(p): [int(b) for b in replicas] for p, replicas in (value.get(key) or {}).items()}
+                     for key in ("adding_replicas", "removing_replicas"))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise LayoutError(f"{topic_path(topic)} holds no readable reassignment ({exc!r}): {data[:200]!r}") from None
 
 
 def decode_topic_assignment(topic: str, data: bytes) -> dict[int, list[int]]:

@@ -2,7 +2,8 @@
 configs and replicas, and each partition's state (docs/cluster.md, "How brokers learn leadership"). kio has no
 LeaderAndIsr or UpdateMetadata, so the controller's decisions reach brokers this way, each
 partition's in the order of its state znode's versions. Listeners hear of every partition whose
-state arrived or changed (on kazoo's thread, as in membership.py).
+state arrived or changed, or whose replicas changed (a reassignment writes both at once, and the two
+watches may tell of them in either order), on kazoo's thread, as in membership.py.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class ClusterState:
         self._topic_listeners: list[Callable[[str], None]] = []
 
     def add_listener(self, listener: Listener) -> None:
-        """`listener(topic, partition)` after a partition's state arrived or changed."""
+        """`listener(topic, partition)` after a partition's state arrived or changed, or its replicas did."""
         self._listeners.append(listener)
 
     def add_topic_listener(self, listener: Callable[[str], None]) -> None:
@@ -114,6 +115,9 @@ class ClusterState:
         if assignment is None or topic_id is None:
             return None
         with self._lock:
+            before = self._replicas.get(topic, {})
+            moved = [p for p, replicas in assignment.items()
+                     if p in before and replicas != before[p] and (topic, p) in self._states]
             self._replicas[topic] = assignment
             self._ids[topic] = topic_id
             self._publish(topic)
@@ -122,6 +126,8 @@ class ClusterState:
         for key in new:
             DataWatch(self.zk, layout.partition_state_path(*key), partial(self._on_state, *key))
         self._tell(self._topic_listeners, topic)
+        for partition in moved:
+            self._tell(self._listeners, topic, partition)
         return None
 
     def _on_state(self, topic: str, partition: int, data: bytes | None, _stat, _event=None) -> bool | None:

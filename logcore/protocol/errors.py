@@ -69,6 +69,7 @@ CoordinatorNotAvailable = _error("CoordinatorNotAvailable", ErrorCode.coordinato
 CoordinatorLoadInProgress = _error("CoordinatorLoadInProgress", ErrorCode.coordinator_load_in_progress, True)
 NotCoordinator = _error("NotCoordinator", ErrorCode.not_coordinator, True)
 NotController = _error("NotController", ErrorCode.not_controller, True)
+NoReassignmentInProgress = _error("NoReassignmentInProgress", ErrorCode.no_reassignment_in_progress)
 ElectionNotNeeded = _error("ElectionNotNeeded", ErrorCode.election_not_needed)
 PreferredLeaderNotAvailable = _error("PreferredLeaderNotAvailable", ErrorCode.preferred_leader_not_available, True)
 EligibleLeadersNotAvailable = _error("EligibleLeadersNotAvailable", ErrorCode.eligible_leaders_not_available, True)

@@ -114,6 +114,20 @@ class Replication:
         else:
             self.replicas.reconfigure(topic, self.topic_config(info))
 
+    def _drop_reassigned(self, topic: str, index: int, state) -> None:
+        """A reassignment took this broker out of the partition's replicas: stop copying, delete it."""
+        partition = self.replicas.partitions.get((topic, index))
+        if partition is None:
+            return
+        self.fetchers.unfollow((topic, index))
+        was_leading = partition.is_leader
+        partition.become_follower(state.leader, state.leader_epoch, [], [])
+        if was_leading and self.on_role_change is not None:
+            self.on_role_change(partition)
+        self.replicas.unhost(topic, index)
+        log.info("%s-%d: no longer a replica here (reassigned); deleted its log", topic, index)
+        self._check_led_nothing()
+
     def apply(self, topic: str, index: int) -> None:
         """Take the partition's latest state: lead it, follow its leader, or wait for one."""
         if not self._ready:
@@ -121,7 +135,10 @@ class Replication:
         info = self.metadata.topics.get(topic)
         state = self.cluster.state.state(topic, index)
         replicas = self.cluster.state.replicas(topic, index)
-        if info is None or state is None or self.broker_id not in replicas:
+        if info is None or state is None:
+            return
+        if self.broker_id not in replicas:
+            self._drop_reassigned(topic, index, state)
             return
         partition = self.replicas.partitions.get((topic, index))
         if partition is None:

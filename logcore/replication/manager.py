@@ -110,7 +110,8 @@ class ReplicaManager:
             partition.log.delete()
 
     def unhost(self, topic: str, index: int) -> None:
-        """Stop serving one partition and delete its log (a partition creation rolled back)."""
+        """Stop serving one partition and delete its log (a partition creation rolled back, a replica
+        reassigned away)."""
         partition = self.partitions.pop((topic, index), None)
         if partition is not None:
             partition.wake_waiters()
