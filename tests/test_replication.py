@@ -653,3 +653,14 @@ def test_a_partition_moves_to_other_brokers_while_a_producer_writes(cluster, tmp
     verified = CliRunner().invoke(main, ["replica-verification", "--bootstrap-server", nodes.bootstrap,
                                          "--topics-include", "moving"])
     assert verified.exit_code == 0 and "replicas [1, 2] identical" in verified.output, verified.output
+
+    # The pre-2.4 way: a plan written to /admin/reassign_partitions, which the controller removes.
+    zk = KazooClient(hosts=nodes.zookeeper.connect_string)
+    zk.start(30)
+    try:
+        zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+            {"topic": "moving", "partition": 0, "replicas": [2, 0]}]}).encode(), makepath=True)
+        wait_for(lambda: partitions(admin, "moving")[0][1:] == ([2, 0], [0, 2]), "the move back to brokers 2 and 0")
+        wait_for(lambda: not zk.exists("/admin/reassign_partitions"), "the request znode to go")
+    finally:
+        stop_client(zk)

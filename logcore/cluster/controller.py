@@ -8,7 +8,8 @@ removes its znodes, and every broker its replicas. Leaders are also elected on r
 preferred replicas when a broker leads too few of the partitions it should (Kafka's imbalance check).
 A partition is reassigned (`reassign`, AlterPartitionReassignments, KIP-455) by adding its target
 replicas to its replica set, waiting until every target replica is in the ISR, then leaving only the
-target replicas (a new leader from them if the old one is not), as Kafka's controller does.
+target replicas (a new leader from them if the old one is not), as Kafka's controller does. A plan
+written to `/admin/reassign_partitions` (pre-2.4 tools) starts the same way, and the znode goes.
 
 Every broker runs a `Controller`; it acts only while its broker is the controller, and every write
 is a ZooKeeper transaction that checks `/controller_epoch` still holds this controller's epoch and
@@ -94,6 +95,7 @@ class Controller:
         self.membership.add_listener(self.reconcile)
         ChildrenWatch(self.zk, layout.TOPICS, self._on_topics)
         ChildrenWatch(self.zk, layout.DELETE_TOPICS, lambda _asked: self.reconcile())
+        DataWatch(self.zk, layout.REASSIGN_PARTITIONS, self._on_reassign_request)
         if self.rebalance_every_s is not None:
             threading.Thread(target=self._rebalance_forever, name="leader-rebalance", daemon=True).start()
 
@@ -200,6 +202,25 @@ class Controller:
             if error is None:
                 self._follow_reassignment(topic, partition)
         return results
+
+    def _on_reassign_request(self, data: bytes | None, _stat, _event=None) -> None:
+        if data is None or not self.membership.is_controller:
+            return  # (a controller elected later finds it on the znode's next change)
+        try:
+            plan = layout.decode_reassign_request(data)
+        except layout.LayoutError as exc:
+            log.error("%s; removing it", exc)
+            plan = {}
+        try:
+            for (topic, partition), error in self.reassign(plan).items() if plan else ():
+                if error is not None:
+                    log.warning("%s-%d: the reassignment asked in %s was refused: %s", topic, partition,
+                                layout.REASSIGN_PARTITIONS, error.message)
+            self.zk.delete(layout.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            pass
+        except Exception:  # (an exception would end the watch)
+            log.exception("cannot carry out %s", layout.REASSIGN_PARTITIONS)
 
     def _start_reassignment(self, topic: str, partition: int, target: list[int] | None, live: set[int]) -> None:
         assignment, adding, removing, topic_id, version = self._read_assignment(topic, partition)

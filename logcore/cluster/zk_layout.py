@@ -15,6 +15,7 @@ TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 
 
 class LayoutError(ValueError):
@@ -149,6 +150,16 @@ def decode_topic_id(topic: str, data: bytes) -> uuid.UUID:
         return uuid.UUID(bytes=base64.urlsafe_b64decode(value["topic_id"] + "=="))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise LayoutError(f"{topic_path(topic)} holds no topic id ({exc!r}): {data[:200]!r}") from None
+
+
+def decode_reassign_request(data: bytes) -> dict[tuple[str, int], list[int]]:
+    """`/admin/reassign_partitions` (written by pre-2.4 tools): {"version": 1, "partitions":
+    [{"topic": T, "partition": P, "replicas": [ids]}]}."""
+    value = _parse(REASSIGN_PARTITIONS, data)
+    try:
+        return {(p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]] for p in value["partitions"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LayoutError(f"{REASSIGN_PARTITIONS} holds no reassignment plan ({exc!r}): {data[:200]!r}") from None
 
 
 def encode_topic_config(configs: dict[str, str]) -> bytes:
