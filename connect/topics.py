@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -18,6 +19,8 @@ from aiokafka.errors import IncompatibleBrokerVersion, for_code
 
 log = logging.getLogger(__name__)
 TOPIC_ALREADY_EXISTS = 36
+# A topic just created in a cluster reaches the brokers one by one; until then they answer these.
+NOT_KNOWN_YET = {3, 5}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
 
 
 class TopicError(Exception):
@@ -53,14 +56,23 @@ class LogTopics:
         try:
             if topic not in await admin.list_topics():
                 await self._create(admin, topic, partitions, compact)
-            [described] = await admin.describe_topics([topic])
-            if described["error_code"]:
-                raise TopicError(f"cannot describe topic {topic}: {for_code(described['error_code']).__name__}")
+            described = await self._described(admin, topic)
             self._partitions[topic] = len(described["partitions"])
             if compact:
                 await self._check_compacted(admin, topic, label, loss)
         finally:
             await admin.close()
+
+    async def _described(self, admin: AIOKafkaAdminClient, topic: str) -> dict:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            [described] = await admin.describe_topics([topic])
+            code = described["error_code"]
+            if not code:
+                return described
+            if code not in NOT_KNOWN_YET or time.monotonic() > deadline:
+                raise TopicError(f"cannot describe topic {topic}: {for_code(code).__name__}")
+            await asyncio.sleep(0.1)
 
     async def _create(self, admin: AIOKafkaAdminClient, topic: str, partitions: int, compact: bool) -> None:
         replication = self.replication_factor or min(3, len((await admin.describe_cluster())["brokers"]))
@@ -79,13 +91,22 @@ class LogTopics:
                  topic, "compact, " if compact else "", partitions, "s" if partitions != 1 else "", replication)
 
     async def _check_compacted(self, admin: AIOKafkaAdminClient, topic: str, label: str, loss: str) -> None:
-        try:
-            [response] = await admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None})])
-        except IncompatibleBrokerVersion:
-            log.warning("the broker cannot describe configs: not checking that %s is compacted", topic)
-            return
-        for _code, _message, _type, _name, entries in response.resources:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                [response] = await admin.describe_configs(
+                    [ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None})])
+            except IncompatibleBrokerVersion:
+                log.warning("the broker cannot describe configs: not checking that %s is compacted", topic)
+                return
+            codes = {code for code, *_ in response.resources}
+            if not codes & NOT_KNOWN_YET or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        for code, message, _type, _name, entries in response.resources:
+            if code:
+                raise TopicError(f"cannot describe the configs of {label} {topic}: {for_code(code).__name__} "
+                                 f"{message or ''}")
             policy = {entry[0]: entry[1] for entry in entries}.get("cleanup.policy", "")
             if "compact" not in policy.split(","):
                 raise TopicError(

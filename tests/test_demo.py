@@ -1,6 +1,6 @@
-"""`binlake demo` end to end: a throwaway MariaDB, a broker and the mysql connector, run by the real
-command in a subprocess; its output must show events of every table and a summary where the change
-log matches MySQL, with the counts the workload implies. Nothing may be left behind."""
+"""`binlake demo` end to end: a throwaway MariaDB, ZooKeeper and three brokers (or one broker alone) and the
+mysql connector, run by the real command in a subprocess; its output must show events of every table and a
+summary where the change log matches MySQL, with the counts the workload implies. Nothing may be left behind."""
 
 from __future__ import annotations
 
@@ -53,12 +53,19 @@ def processes_using(directory: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("fmt", ["debezium", "canal"])
-def test_demo_shows_every_table_and_the_log_matches_mysql(fmt):
-    result, elapsed = run_demo("--format", fmt)
+@pytest.mark.parametrize("fmt, brokers", [("debezium", "cluster"), ("canal", "single")])
+def test_demo_shows_every_table_and_the_log_matches_mysql(fmt, brokers):
+    """By default on ZooKeeper and three brokers, one of them SIGKILLed halfway; or one broker alone."""
+    result, elapsed = run_demo("--format", fmt, *(["--single-broker"] if brokers == "single" else []))
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert elapsed < 60
+    if brokers == "cluster":
+        assert re.search(r"^ZooKeeper +127\.0\.0\.1:", out, re.M)
+        assert [int(n) for n in re.findall(r"^broker (\d) +127\.0\.0\.1:", out, re.M)] == [0, 1, 2]
+        assert "✖ killed broker-1 (SIGKILL)" in out
+    else:
+        assert re.search(r"^broker +127\.0\.0\.1:", out, re.M) and "killed" not in out
     for table in ("customers", "products", "orders"):
         assert re.search(rf"^  shop\.shop\.{table} +c ", out, re.M), f"no insert event of {table}"
         assert re.search(rf"^  shop\.shop\.{table} +u ", out, re.M), f"no update event of {table}"
@@ -97,7 +104,7 @@ def test_demo_keep_leaves_the_pipeline_running_and_says_how_to_stop_it():
         subprocess.run(["rm", "-rf", str(directory)])
 
 
-@pytest.mark.parametrize("when", [r"^broker +127\.0\.0\.1:", r"streaming: changes"])
+@pytest.mark.parametrize("when", [r"^broker( \d)? +127\.0\.0\.1:", r"streaming: changes"])
 def test_ctrl_c_stops_every_process_and_removes_the_files(when):
     """SIGINT while the pieces start (MariaDB and the broker are up) and while events stream."""
     proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV)

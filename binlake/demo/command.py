@@ -1,10 +1,12 @@
 """`binlake demo`: start the pipeline's pieces (services.STAGES), show the change events of a snapshot
-and of a workload as they arrive, compare MySQL with the log, and stop everything again."""
+and of a workload as they arrive (killing one broker of the cluster halfway), compare MySQL with the
+log, and stop everything again."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import signal
 import sys
@@ -14,7 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import click
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from rich.console import Console
 from rich.markup import escape
 
@@ -39,17 +42,33 @@ class Watcher:
                                          auto_offset_reset="earliest", enable_auto_commit=False)
 
     async def start(self, topics: set[str]) -> None:
-        """Read `topics` from their start, once the connector has created them all: without a group,
-        aiokafka assigns partitions anew whenever a subscribed topic appears, and re-reads the others."""
+        """Read every partition of `topics` from its start, once the connector has created them all (in a
+        cluster a new topic reaches the brokers one by one; assigned, not subscribed: without a group
+        aiokafka would assign anew, and read again, whenever a subscribed topic appears)."""
         await self.consumer.start()
-        deadline = time.monotonic() + WAIT_S
-        while not topics <= await self.consumer.topics():
-            self.pipeline.check_alive()
-            if time.monotonic() > deadline:
-                raise DemoError(f"the connector did not create {sorted(topics)} within {WAIT_S} s; its log ends:\n"
-                                f"{self.pipeline.connector.log_tail()}")
-            await asyncio.sleep(0.1)
-        self.consumer.subscribe(sorted(topics))
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.pipeline.bootstrap)
+        await admin.start()
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while (partitions := await self._partitions(admin, topics)) is None:
+                self.pipeline.check_alive()
+                if time.monotonic() > deadline:
+                    raise DemoError(f"the connector did not create {sorted(topics)} within {WAIT_S} s; its log "
+                                    f"ends:\n{self.pipeline.connector.log_tail()}")
+                await asyncio.sleep(0.1)
+        finally:
+            await admin.close()
+        self.consumer.assign(partitions)
+
+    @staticmethod
+    async def _partitions(admin: AIOKafkaAdminClient, topics: set[str]) -> list[TopicPartition] | None:
+        """Every partition of `topics`, or None while one is not known yet."""
+        if not topics <= set(await admin.list_topics()):
+            return None
+        described = await admin.describe_topics(sorted(topics))
+        if any(d["error_code"] or not d["partitions"] for d in described):
+            return None
+        return [TopicPartition(d["topic"], p["partition"]) for d in described for p in d["partitions"]]
 
     async def read(self, timeout_s: float) -> int:
         """Show what arrives within `timeout_s`; returns how many records."""
@@ -91,6 +110,16 @@ class Watcher:
                 raise DemoError("the consumer did not reach the end of the change topics")
             await self.read(0.2)
 
+    async def read_while(self, condition, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while condition() and time.monotonic() < deadline:
+            self.pipeline.check_alive()
+            await self.read(0.2)
+
+    def matches(self, rows: dict[str, set[tuple]]) -> bool:
+        """Whether the keys rebuilt from the log are MySQL's `rows`, table by table."""
+        return all(self.tables[table].keys == keys for table, keys in rows.items())
+
     def has_keys(self, expected: dict[str, set[tuple]]) -> bool:
         return all(keys <= self.tables[table].keys for table, keys in expected.items())
 
@@ -105,7 +134,9 @@ async def show(pipeline: Pipeline) -> bool:
         console.rule("snapshot: the rows that were there before the connector started")
         await watcher.read_until(lambda: watcher.has_keys(seeded), "the snapshot's events")
         console.rule("streaming: changes as they are committed")
-        for step in shop.WORKLOAD:
+        for number, step in enumerate(shop.WORKLOAD):
+            if number == len(shop.WORKLOAD) // 2 and len(pipeline.brokers) > 1:
+                kill_a_broker(pipeline)
             console.print(f"[bold]▶ {step.title}[/]")
             for statement in step.statements:
                 console.print(f"  [dim]{escape(' '.join(statement.split()))}[/]", soft_wrap=True, highlight=False)
@@ -115,30 +146,45 @@ async def show(pipeline: Pipeline) -> bool:
         last = f"{shop.DATABASE}.{table}"
         await watcher.read_until(lambda: normalized(key) in watcher.tables[last].keys, "the workload's last event")
         await watcher.drain()
+        now = await asyncio.to_thread(shop.primary_keys, server)
+        # (after a broker's death a transaction shows up on a partition once its marker reaches the new leader)
+        await watcher.read_while(lambda: not watcher.matches(now), WAIT_S)
     finally:
         await watcher.consumer.stop()
-    now = await asyncio.to_thread(shop.primary_keys, server)
     console.print(summary_table(watcher.tables, now))
-    ok = all(watcher.tables[table].keys == keys for table, keys in now.items())
+    ok = watcher.matches(now)
     console.print("[green]every change arrived: the log matches MySQL[/]" if ok
                   else "[red]the log does not match MySQL[/] (see the table above)")
     return ok
+
+
+def kill_a_broker(pipeline: Pipeline) -> None:
+    """SIGKILL one broker mid-run: its partitions get new leaders among the others once its ZooKeeper
+    session ends, and the connector and the reader carry on with nothing lost or repeated."""
+    victim = pipeline.brokers[1]
+    victim.kill()
+    pipeline.console.print(f"[bold yellow]✖ killed {victim.name} (SIGKILL)[/]: the controller moves its leaderships "
+                           f"to the other brokers, which hold every acknowledged change; the pipeline carries on",
+                           soft_wrap=True, highlight=False)
 
 
 @click.command("demo")
 @click.option("--format", "fmt", type=click.Choice(["debezium", "canal"]), default="debezium", show_default=True,
               help="the change events' format")
 @click.option("--keep", is_flag=True,
-              help="leave MariaDB, the broker and the connector running, and print how to reach them")
-def demo_command(fmt: str, keep: bool) -> None:
+              help="leave MariaDB, the brokers and the connector running, and print how to reach them")
+@click.option("--single-broker", is_flag=True,
+              help="one broker alone instead of ZooKeeper and a three-broker cluster (no broker is killed)")
+def demo_command(fmt: str, keep: bool, single_broker: bool) -> None:
     """Run the whole pipeline on this machine, no Docker needed."""
     console = Console()
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # (its retries while a broker is down: the demo says it)
     signal.signal(signal.SIGTERM, signal.default_int_handler)     # SIGTERM cleans up like Ctrl-C
     with contextlib.ExitStack() as stack:                          # stops what the stages started, in reverse
         with interrupts_held():
             work_dir = Path(tempfile.mkdtemp(prefix="binlake-demo-"))
             stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
-        pipeline = Pipeline(work_dir, fmt, console)
+        pipeline = Pipeline(work_dir, fmt, console, single_broker)
         ok = run(pipeline, stack)
         signal.signal(signal.SIGINT, signal.SIG_IGN)              # a second Ctrl-C must not cut the cleanup short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -146,14 +192,15 @@ def demo_command(fmt: str, keep: bool) -> None:
             stack.pop_all()
             console.print(keep_instructions(pipeline), highlight=False, soft_wrap=True)
         else:
-            console.print(f"stopping the connector, the broker and MariaDB; removing {work_dir}", soft_wrap=True)
+            console.print(f"stopping the connector, the brokers and MariaDB; removing {work_dir}", soft_wrap=True)
     sys.exit(0 if ok else 1)
 
 
 def run(pipeline: Pipeline, stack: contextlib.ExitStack) -> bool:
     """Start the stages and show the events; False (with the reason printed) on failure or Ctrl-C."""
     console = pipeline.console
-    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → broker → you (format {pipeline.format}); "
+    brokers = "a broker" if pipeline.single_broker else "a three-broker cluster"
+    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → {brokers} → you (format {pipeline.format}); "
                   f"files in {pipeline.work_dir}", soft_wrap=True)
     try:
         for stage in STAGES:

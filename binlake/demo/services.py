@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,12 +20,16 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from binlake import sandbox
+from binlake import sandbox, zksandbox
 
 from .shop import DATABASE, SCHEMA, SEED
 
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
 STOP_TIMEOUT_S = 20
+BROKER_START_S = 30
+CLUSTER_SIZE = 3
+# A killed broker's partitions get new leaders once its ZooKeeper session ends: keep that short here.
+CLUSTER_OVERRIDES = ["--override", "zookeeper.session.timeout.ms=4000"]
 
 
 class DemoError(RuntimeError):
@@ -42,6 +45,7 @@ class Process:
     args: list[str]
     log_path: Path
     proc: subprocess.Popen | None = None
+    killed: bool = False  # on purpose, by the demo: not a failure
 
     def start(self) -> "Process":
         with open(self.log_path, "ab") as log:
@@ -54,13 +58,20 @@ class Process:
         return self.proc.pid
 
     def check_alive(self) -> None:
-        if self.proc.poll() is not None:
+        if self.proc.poll() is not None and not self.killed:
             raise DemoError(f"{self.name} exited with {self.proc.returncode}; its log "
                             f"({self.log_path}) ends:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 25) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown at all."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.killed = True
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self) -> None:
         """SIGTERM (a clean shutdown), SIGKILL if that takes longer than STOP_TIMEOUT_S."""
@@ -97,8 +108,11 @@ class Pipeline:
     work_dir: Path
     format: str
     console: Console
+    single_broker: bool = False
     mariadb: sandbox.MariaDB | None = None
+    zookeeper: zksandbox.ZooKeeper | None = None
     bootstrap: str = ""
+    brokers: list[Process] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
     connector: Process | None = None
 
@@ -117,7 +131,9 @@ class Pipeline:
         self.console.print(text, soft_wrap=True, highlight=False)
 
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes] + ([self.mariadb.proc.pid] if self.mariadb else [])
+        """Of every process still running."""
+        return [p.pid for p in self.processes if p.proc.poll() is None] + [
+            s.proc.pid for s in (self.mariadb, self.zookeeper) if s is not None and s.proc.poll() is None]
 
     def check_alive(self) -> None:
         for p in self.processes:
@@ -142,24 +158,51 @@ def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
                  f"data in {server.data_dir})")
 
 
-def start_broker(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+def start_brokers(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    """ZooKeeper and three brokers (replication factor 3 for every topic), or one broker alone."""
+    if pipeline.single_broker:
+        address = _start_broker(pipeline, stack, "broker", [])
+        pipeline.bootstrap = address
+        pipeline.say(f"[bold]broker[/]    {address}  (binlake broker, data in {pipeline.work_dir / 'broker'})")
+        return
+    with interrupts_held():
+        server = zksandbox.start_zookeeper(pipeline.work_dir / "zookeeper")
+        stack.callback(server.stop)
+    pipeline.zookeeper = server
+    pipeline.say(f"[bold]ZooKeeper[/] {server.connect_string}  (the cluster's metadata and its controller election)")
+    addresses = [_launch_broker(pipeline, stack, f"broker-{broker_id}", [
+        "--broker-id", str(broker_id), "--zookeeper", server.connect_string, *CLUSTER_OVERRIDES])
+        for broker_id in range(CLUSTER_SIZE)]  # (all at once: they start side by side)
+    for broker_id, address in enumerate(addresses):
+        _wait_ready(pipeline.brokers[broker_id], address)
+        pipeline.say(f"[bold]broker {broker_id}[/]  {address}  (binlake broker in a cluster, data in "
+                     f"{pipeline.work_dir / f'broker-{broker_id}'})")
+    pipeline.bootstrap = ",".join(addresses)
+
+
+def _start_broker(pipeline: Pipeline, stack: contextlib.ExitStack, name: str, extra: list[str]) -> str:
+    address = _launch_broker(pipeline, stack, name, extra)
+    _wait_ready(pipeline.brokers[-1], address)
+    return address
+
+
+def _launch_broker(pipeline: Pipeline, stack: contextlib.ExitStack, name: str, extra: list[str]) -> str:
     address = f"127.0.0.1:{sandbox.free_port()}"
-    data_dir = pipeline.work_dir / "broker"
-    broker = pipeline.launch(Process("broker", [*BINLAKE, "broker", "--data-dir", str(data_dir), "--listen", address],
-                                     pipeline.work_dir / "broker.log"), stack)
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + 20
-    while True:
+    pipeline.brokers.append(pipeline.launch(Process(
+        name, [*BINLAKE, "broker", "--data-dir", str(pipeline.work_dir / name), "--listen", address, *extra],
+        pipeline.work_dir / f"{name}.log"), stack))
+    return address
+
+
+def _wait_ready(broker: Process, address: str) -> None:
+    """Until the broker says it is ready (in a cluster: it has joined)."""
+    deadline = time.monotonic() + BROKER_START_S
+    while "ready on" not in broker.log_tail(5):
         broker.check_alive()
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.2):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise DemoError(f"the broker did not listen on {address} within 20 s:\n{broker.log_tail()}") from None
-            time.sleep(0.05)
-    pipeline.bootstrap = address
-    pipeline.say(f"[bold]broker[/]    {address}  (binlake broker, data in {data_dir})")
+        if time.monotonic() > deadline:
+            raise DemoError(f"{broker.name} was not ready on {address} within {BROKER_START_S} s:\n"
+                            f"{broker.log_tail()}")
+        time.sleep(0.05)
 
 
 def connector_config(pipeline: Pipeline) -> dict:
@@ -194,7 +237,7 @@ def create_shop(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
 
 
 # In order; each stage's stop runs in reverse. Next: the stream processor (streams/), the Spark sink.
-STAGES = (start_mariadb, create_shop, start_broker, start_connector)
+STAGES = (start_mariadb, create_shop, start_brokers, start_connector)
 
 
 def keep_instructions(pipeline: Pipeline) -> str:
@@ -209,6 +252,8 @@ def keep_instructions(pipeline: Pipeline) -> str:
         f"           binlake consume --bootstrap-server {b} --topic {topic} --from-beginning "
         "--property print.key=true",
         f"  topics   binlake topics list --bootstrap-server {b}",
+        *([f"  cluster  binlake cluster --bootstrap-server {b}    (ZooKeeper: {pipeline.zookeeper.connect_string})"]
+          if pipeline.zookeeper else []),
         f"  logs     {pipeline.work_dir}/*.log",
         f"  stop     kill {pids}; sleep 3; rm -rf {pipeline.work_dir}",
     ])

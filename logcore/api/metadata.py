@@ -4,7 +4,7 @@
 from ..coordinator.offsets_codec import OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_TOPIC
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, UnknownTopicId
+from ..protocol.errors import BrokerError, TopicAlreadyExists, UnknownTopicId
 from . import handles
 
 
@@ -70,6 +70,11 @@ async def metadata(ctx, request) -> dict:
             if name not in broker.metadata.topics and auto_create:
                 _auto_create(broker, name)
             topics.append(topic_metadata(broker, name))
+        except TopicAlreadyExists:
+            # Another broker created it a moment ago and this one has not heard yet (a cluster): as Kafka,
+            # a retriable LEADER_NOT_AVAILABLE, not an error the client would give up on.
+            topics.append({"error_code": ErrorCode.leader_not_available, "name": name, "is_internal": False,
+                           "partitions": []})
         except BrokerError as exc:
             topics.append({"error_code": exc.code, "name": name, "is_internal": False, "partitions": []})
     return {
