@@ -16,7 +16,7 @@ import threading
 import pytest
 from aiokafka import AIOKafkaProducer
 from click.testing import CliRunner
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                   NewTopic)
 from kafka import KafkaConsumer, KafkaProducer
@@ -49,8 +49,12 @@ def cluster(tmp_path):
 
 
 def partitions(admin: AdminClient, topic: str) -> dict:
-    """partition -> (leader, replicas, isr) as Metadata says, or {} while the topic is unknown."""
-    found = admin.list_topics(topic, timeout=10).topics.get(topic)
+    """partition -> (leader, replicas, isr) as Metadata says, or {} while the topic is unknown (or
+    while the request went to a broker just killed, and timed out)."""
+    try:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+    except KafkaException:
+        return {}
     if found is None or found.error is not None:
         return {}
     return {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in found.partitions.values()}
@@ -664,3 +668,32 @@ def test_a_partition_moves_to_other_brokers_while_a_producer_writes(cluster, tmp
         wait_for(lambda: not zk.exists("/admin/reassign_partitions"), "the request znode to go")
     finally:
         stop_client(zk)
+
+
+def test_a_new_replica_starts_at_the_leaders_log_start(cluster, tmp_path):
+    """A partition whose first records are gone (DeleteRecords, or retention) gets a new replica: the
+    leader answers OFFSET_OUT_OF_RANGE for offset 0, and the replica starts over at the log start."""
+    nodes = cluster(2)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    admin.create_topics([NewTopic("trimmed", 1, replica_assignment=[[0]])])["trimmed"].result(30)
+    values = [f"t{i}".encode() for i in range(200)]
+    assert produce(nodes.bootstrap, "trimmed", 0, values, acks="all") == values
+    [deleted] = admin.delete_records([TopicPartition("trimmed", 0, 150)]).values()
+    assert deleted.result(30).low_watermark == 150
+    (tmp_path / "plan.json").write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": "trimmed", "partition": 0, "replicas": [0, 1]}]}))
+    started = CliRunner().invoke(main, ["reassign-partitions", "--bootstrap-server", nodes.bootstrap, "--execute",
+                                        "--reassignment-json-file", str(tmp_path / "plan.json")])
+    assert started.exit_code == 0, started.output
+    wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[1:] == ([0, 1], [0, 1]), "broker 1 to join the ISR")
+    nodes.brokers[0].kill()
+    wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[0] == 1, "broker 1 to lead")
+    consumer = Consumer({"bootstrap.servers": nodes.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("trimmed", 0, -2)])  # (-2: the log start)
+    got: list[bytes] = []
+    try:
+        wait_for(lambda: _poll_into(consumer, got) >= 50, "the 50 records kept")
+    finally:
+        consumer.close()
+    assert got == values[150:]

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # the last with the replica id in the request body and topics by name
 EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 4
+EARLIEST = -2  # ListOffsets' timestamp for the log start offset
 AddressOf = Callable[[int], "tuple[str, int] | None"]
 
 
@@ -152,6 +154,7 @@ class LeaderFetcher:
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]})
         response = await connection.call(request, self._request_timeout_s + wait_ms / 1000)
+        out_of_range = []
         for topic in response.responses:
             for answer in topic.partitions:
                 f = self.followed.get((topic.topic, answer.partition_index))
@@ -160,10 +163,39 @@ class LeaderFetcher:
                 if answer.error_code == ErrorCode.none:
                     self._append(f, answer.records or b"", answer.high_watermark)
                 elif answer.error_code == ErrorCode.offset_out_of_range:
-                    f.truncated = False  # find the divergence again (the leader's log moved under it)
-                    self._retry_later(f, answer.error_code, "fetch")
+                    out_of_range.append(f)
                 else:
                     self._retry_later(f, answer.error_code, "fetch")
+        if out_of_range:
+            await self._out_of_range(connection, out_of_range)
+
+    async def _out_of_range(self, connection: PeerConnection, followed: list[Followed]) -> None:
+        """The leader has no records at this replica's log end. Behind the leader's log start (retention
+        or DeleteRecords removed them: a new replica of an old partition), the replica starts over
+        there, as Kafka's followers do; otherwise its log went past the leader's, and it finds where
+        they diverge again."""
+        topics: dict[str, list[dict]] = {}
+        for f in followed:
+            topics.setdefault(f.partition.topic, []).append(
+                {"partition_index": f.partition.index, "current_leader_epoch": f.leader_epoch, "timestamp": EARLIEST})
+        request = build(request_class(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION), {
+            "replica_id": self.broker_id, "isolation_level": 0,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]})
+        response = await connection.call(request, self._request_timeout_s)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                f = self.followed.get((topic.name, answer.partition_index))
+                if f is None or f not in followed:
+                    continue
+                if answer.error_code != ErrorCode.none:
+                    self._retry_later(f, answer.error_code, "find the leader's log start")
+                elif f.partition.log.log_end_offset < answer.offset:
+                    log.info("%s-%d: the leader's log starts at %d, past this replica's end %d: starting over there",
+                             f.partition.topic, f.partition.index, answer.offset, f.partition.log.log_end_offset)
+                    f.partition.restart_at(answer.offset)
+                else:
+                    f.truncated = False  # find the divergence again (the leader's log moved under it)
+                    self._retry_later(f, ErrorCode.offset_out_of_range, "fetch")
 
     def _append(self, f: Followed, records: bytes, high_watermark: int) -> None:
         try:

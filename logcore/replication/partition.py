@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..protocol.errors import (NotEnoughReplicas, NotEnoughReplicasAfterAppend, NotLeaderOrFollower, OffsetOutOfRange,
                                RequestTimedOut, StorageError)
+from ..storage.batch import HEADER_SIZE, read_header
 from ..storage.log import AppendResult, PartitionLog
 
 NO_LEADER = -1
@@ -171,11 +172,25 @@ class Partition:
 
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> int:
         """Records fetched from the leader (possibly none), then the leader's high watermark."""
+        start = self.log.log_start_offset
+        first = read_header(records) if len(records) >= HEADER_SIZE else None
+        # An empty replica started at a leader's log start inside a batch (DeleteRecords) keeps the whole
+        # batch, and its own log start, as Kafka's followers do.
+        inside = first is not None and first.base_offset < self.log.log_end_offset == start <= first.last_offset
+        if inside:
+            self.log.restart_at(first.base_offset)
         appended = self.log.append_replicated(records) if records else 0
+        if inside:
+            self.log.delete_records_before(start)
         high_watermark = min(leader_high_watermark, self.log.log_end_offset)
         if high_watermark > self.high_watermark:
             self.high_watermark = high_watermark
         return appended
+
+    def restart_at(self, offset: int) -> None:
+        """Empty this follower's log and continue it at `offset`, the leader's log start."""
+        self.log.restart_at(offset)
+        self.high_watermark = offset
 
     def truncate_to(self, offset: int) -> None:
         """Drop what this follower has past `offset` (it diverged from the leader)."""

@@ -381,7 +381,7 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         if offset < self.segments[0].base_offset:
-            self._truncate_fully(offset)
+            self.restart_at(offset)
             return
         while len(self.segments) > 1 and self.active.base_offset >= offset:
             segment = self.segments.pop()
@@ -393,8 +393,8 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 
-    def _truncate_fully(self, offset: int) -> None:
-        """Empty the log and restart it at `offset`."""
+    def restart_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (also a follower behind its leader's log start)."""
         for segment in self.segments:
             segment.delete()
             _close_later(segment, self.config["file.delete.delay.ms"])
