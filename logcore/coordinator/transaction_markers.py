@@ -15,6 +15,7 @@ Event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Callable
@@ -80,29 +81,31 @@ class MarkerWriter:
 
     async def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                     partitions: list[TopicPartition]) -> set[TopicPartition]:
-        """Markers for a transaction's partitions, wherever their leaders are; returns those that
-        need no retry: written, gone with their topic, or fenced by a newer marker."""
+        """Markers for a transaction's partitions, wherever their leaders are, all at once; returns
+        those that need no retry: written, gone with their topic, or fenced by a newer marker."""
         marker = (producer_id, producer_epoch, coordinator_epoch, commit)
-        done: set[TopicPartition] = set()
+        here: list[TopicPartition] = []
         elsewhere: dict[int, list[TopicPartition]] = {}
         for tp in partitions:
             view = self.cluster.partition(*tp)
             leader = self.replicas.broker_id if view is None else view.leader  # (unknown: `append` says so)
             if leader == self.replicas.broker_id:
-                try:
-                    await self.write_here(*marker, *tp)
-                    code = ErrorCode.none
-                except BrokerError as exc:
-                    code = exc.code
-                if self._settled(marker, tp, code):
-                    done.add(tp)
+                here.append(tp)
             elif leader < 0:
                 log.info("marker for producer %d on %s-%d waits for the partition to get a leader", producer_id, *tp)
             else:
                 elsewhere.setdefault(leader, []).append(tp)
-        for leader, tps in elsewhere.items():
-            done |= await self._send(leader, marker, tps)
-        return done
+        settled = await asyncio.gather(*(self._write_here_settled(marker, tp) for tp in here),
+                                       *(self._send(leader, marker, tps) for leader, tps in elsewhere.items()))
+        return set().union(*settled)
+
+    async def _write_here_settled(self, marker: tuple[int, int, int, bool], tp: TopicPartition) -> set:
+        try:
+            await self.write_here(*marker, *tp)
+            code = ErrorCode.none
+        except BrokerError as exc:
+            code = exc.code
+        return {tp} if self._settled(marker, tp, code) else set()
 
     async def _send(self, leader: int, marker: tuple[int, int, int, bool], tps: list[TopicPartition]) -> set:
         """One WriteTxnMarkers request to `leader` for `tps`; returns those settled."""
