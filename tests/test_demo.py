@@ -101,7 +101,11 @@ def test_demo_keep_leaves_the_pipeline_running_and_says_how_to_stop_it():
             deadline = time.monotonic() + 30
             while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
+        left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        for pid in left:
+            subprocess.run(["kill", "-9", str(pid)])
         subprocess.run(["rm", "-rf", str(directory)])
+    assert left == [], "the stop line left processes running (ZooKeeper stops first: brokers must still exit)"
 
 
 @pytest.mark.parametrize("when", [r"^broker( \d)? +127\.0\.0\.1:", r"streaming: changes"])

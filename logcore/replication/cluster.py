@@ -12,6 +12,8 @@ import logging
 import os
 from typing import Callable
 
+from kazoo.exceptions import KazooException
+
 from ..cluster.election import NO_LEADER
 from ..cluster.topics import TopicInfo
 from ..cluster.view import Node
@@ -47,6 +49,7 @@ class Replication:
         loop = asyncio.get_running_loop()
         self.cluster.state.add_listener(lambda topic, index: loop.call_soon_threadsafe(self.apply, topic, index))
         self.cluster.state.add_topic_listener(lambda topic: loop.call_soon_threadsafe(self.topic_changed, topic))
+        self.cluster.membership.add_listener(lambda: loop.call_soon_threadsafe(self._check_led_nothing))
         await loop.run_in_executor(None, self.cluster.start, node)
         self.metadata.started()
         self._open_existing()
@@ -66,7 +69,11 @@ class Replication:
         self._led_nothing = asyncio.Event()
         for tp in list(self.replicas.partitions):
             self.fetchers.unfollow(tp)
-        await asyncio.get_running_loop().run_in_executor(None, self.cluster.membership.leave)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.cluster.membership.leave)
+        except KazooException as exc:  # (ZooKeeper itself stopped first: nothing can move, stop at once)
+            log.warning("controlled shutdown skipped: ZooKeeper cannot be reached (%s)", type(exc).__name__)
+            return
         self._check_led_nothing()
         try:
             async with asyncio.timeout(timeout_s):
@@ -77,7 +84,12 @@ class Replication:
                         timeout_s)
 
     def _check_led_nothing(self) -> None:
-        if self._led_nothing is not None and not any(p.is_leader for p in self.replicas.partitions.values()):
+        """A controlled shutdown can stop waiting once this broker leads nothing, or once no other broker
+        is live to take over (the whole cluster stopping at once)."""
+        if self._led_nothing is None:
+            return
+        others = [n for n in self.cluster.live_nodes() if n.node_id != self.broker_id]
+        if not others or not any(p.is_leader for p in self.replicas.partitions.values()):
             self._led_nothing.set()
 
     async def stop(self) -> None:
