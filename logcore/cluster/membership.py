@@ -112,7 +112,10 @@ class ZooKeeperMembership:
         try:
             self.zk.create(path, layout.encode_broker(self.node, _now_ms()), ephemeral=True, makepath=True)
         except NodeExistsError:
-            data, stat = self.zk.get(path)
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                return self._register()  # (the old registration expired in between: create it again)
             if stat.ephemeralOwner == self.zk.client_id[0]:
                 return  # (registered in this session already)
             holder = layout.decode_broker(self.node.node_id, data)
