@@ -129,8 +129,8 @@ def _generate(admin: WireAdmin, topics: list[str], broker_ids: list[int]) -> Non
     click.echo(f"Proposed partition reassignment configuration\n{_as_json(proposed)}")
 
 
-def _alter(admin: WireAdmin, changes: dict[TopicPartition, list[int] | None], doing: str) -> None:
-    _, _, controller = _current(admin, sorted({t for t, _ in changes}))
+def _alter(admin: WireAdmin, controller: tuple[str, int], changes: dict[TopicPartition, list[int] | None],
+           doing: str) -> None:
     topics: dict[str, list[dict]] = {}
     for (topic, partition), replicas in sorted(changes.items()):
         topics.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas})
@@ -144,25 +144,25 @@ def _alter(admin: WireAdmin, changes: dict[TopicPartition, list[int] | None], do
 
 
 def _execute(admin: WireAdmin, plan: dict[TopicPartition, list[int]]) -> None:
-    current, _, _ = _current(admin, sorted({t for t, _ in plan}))
+    current, _, controller = _current(admin, sorted({t for t, _ in plan}))
     if unknown := sorted(set(plan) - set(current)):
         raise click.ClickException(f"no such partition(s): {', '.join(f'{t}-{p}' for t, p in unknown)}")
     click.echo(f"Current partition replica assignment\n\n{_as_json({tp: current[tp] for tp in plan})}\n\n"
                f"Save this to use as the --reassignment-json-file option during rollback")
-    _alter(admin, dict(plan), "starting the reassignment")
+    _alter(admin, controller, dict(plan), "starting the reassignment")
     click.echo(f"Successfully started partition reassignments for {', '.join(f'{t}-{p}' for t, p in sorted(plan))}")
 
 
-def _ongoing(admin: WireAdmin, plan) -> set[TopicPartition]:
-    _, _, controller = _current(admin, sorted({t for t, _ in plan}))
+def _ongoing(admin: WireAdmin, controller: tuple[str, int]) -> set[TopicPartition]:
     listed = admin.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 30000, "topics": None}, controller)
     check(listed.error_code, "listing the reassignments", listed.error_message)
     return {(t.name, p.partition_index) for t in listed.topics for p in t.partitions}
 
 
 def _verify(admin: WireAdmin, plan: dict[TopicPartition, list[int]]) -> None:
-    ongoing = _ongoing(admin, plan)
-    current, _, _ = _current(admin, sorted({t for t, _ in plan}))
+    _, _, controller = _current(admin, sorted({t for t, _ in plan}))
+    ongoing = _ongoing(admin, controller)
+    current, _, _ = _current(admin, sorted({t for t, _ in plan}))  # (read after: a move ending between is complete)
     click.echo("Status of partition reassignment:")
     differ = False
     for (topic, partition), replicas in sorted(plan.items()):
@@ -178,9 +178,9 @@ def _verify(admin: WireAdmin, plan: dict[TopicPartition, list[int]]) -> None:
 
 
 def _cancel(admin: WireAdmin, plan: dict[TopicPartition, list[int]]) -> None:
-    ongoing = _ongoing(admin, plan)
-    cancelled = sorted(tp for tp in plan if tp in ongoing)
+    _, _, controller = _current(admin, sorted({t for t, _ in plan}))
+    cancelled = sorted(tp for tp in plan if tp in _ongoing(admin, controller))
     if cancelled:
-        _alter(admin, {tp: None for tp in cancelled}, "cancelling the reassignment")
+        _alter(admin, controller, {tp: None for tp in cancelled}, "cancelling the reassignment")
     click.echo(f"Successfully cancelled partition reassignments for: {', '.join(f'{t}-{p}' for t, p in cancelled)}"
                if cancelled else "None of the partitions in the file is being reassigned.")
