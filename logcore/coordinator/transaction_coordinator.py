@@ -408,25 +408,26 @@ class TransactionCoordinator:
         markers need no other replica; in a cluster in the background (`_finish`). Returns the id's
         metadata, completed or still completing."""
         pending = self._pending.get(transactional_id)
-        if pending is None or pending.finishing is not None:
-            pass
-        elif self.led is None:
-            meta = pending.metadata
-            commit = meta.state == S.PREPARE_COMMIT
-            pending.remaining -= self.markers.write_here_now(meta.producer_id, meta.producer_epoch,
-                                                             self._coordinator_epoch(transactional_id), commit,
-                                                             sorted(pending.remaining))
-            if pending.remaining:
-                log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
-                            sorted(pending.remaining))
+        if pending is not None and pending.finishing is None:
+            if self.led is None:
+                self._complete_here(transactional_id, pending)
             else:
-                try:
-                    self._log_completion(meta)
-                except BrokerError as exc:
-                    log.error("transaction %s: cannot log its completion (%s); will retry", transactional_id, exc)
-        else:
-            pending.finishing = asyncio.create_task(self._finish(transactional_id, pending))
+                pending.finishing = asyncio.create_task(self._finish(transactional_id, pending))
         return self.txns[transactional_id]
+
+    def _complete_here(self, transactional_id: str, pending: _Pending) -> None:
+        meta = pending.metadata
+        pending.remaining -= self.markers.write_here_now(meta.producer_id, meta.producer_epoch,
+                                                         self._coordinator_epoch(transactional_id),
+                                                         meta.state == S.PREPARE_COMMIT, sorted(pending.remaining))
+        if pending.remaining:
+            log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
+                        sorted(pending.remaining))
+            return
+        try:
+            self._log_completion(meta)
+        except BrokerError as exc:
+            log.error("transaction %s: cannot log its completion (%s); will retry", transactional_id, exc)
 
     def _log_completion(self, meta: TxnMetadata) -> None:
         commit = meta.state == S.PREPARE_COMMIT
