@@ -87,7 +87,8 @@ def test_one_controller_and_a_new_one_with_a_higher_epoch_when_it_dies(zookeeper
         winner, loser = (second, third) if second.is_controller else (third, second)
         assert winner.controller_epoch == 2 and observer.get("/controller_epoch")[0] == b"2"
         wait_for(lambda: loser.controller_id == winner.node.node_id, "the other broker to follow the new controller")
-        assert [n.node_id for n in winner.live_nodes()] == [2, 3]
+        # (the controller's znode and the broker list are separate watches: either may tell first)
+        wait_for(lambda: [n.node_id for n in winner.live_nodes()] == [2, 3], "the new controller to see broker 1 gone")
 
         stop_client(winner.zk)  # and once more: the last broker takes over with the next epoch
         wait_for(lambda: loser.is_controller, "the last broker to become controller")
