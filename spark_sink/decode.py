@@ -1,9 +1,9 @@
 """Kafka records → change rows, as Spark column expressions (no Python UDF, no collect of rows).
 
 `records` parses each record's value with the format's envelope: row changes get their table,
-op, before/after images (maps of column → the JSON value's text, or Canal's string) and sequence;
-DDL, tombstones, heartbeats and schema changes are told apart; anything else is `bad` with a
-reason. `typed` turns one table's images into typed columns by the table's MySQL types
+op, image (the row after the change, before it for a delete: a map of column → the JSON value's
+text, or Canal's string) and sequence; DDL, tombstones, heartbeats and schema changes are told
+apart; anything else is `bad` with a reason. `typed` turns one table's images into typed columns by the table's MySQL types
 (spark_sink/changes.py holds the type table and the sequence formula this mirrors).
 """
 
@@ -34,7 +34,7 @@ def _trailing_number(text: Column) -> Column:
 
 def records(kafka: DataFrame, fmt: str) -> DataFrame:
     """One row per Kafka record: topic, partition, offset, kind (row | truncate | ddl | skip | bad),
-    table (db.table), op, before, after, seq, ts_ms, pk (Canal's pkNames), types (Canal's mysqlType
+    table (db.table), op, image, seq, ts_ms, pk (Canal's pkNames), types (Canal's mysqlType
     as JSON, in column order), reason and raw (why a record is bad, and its value), position."""
     text = F.col("value").cast("string")
     base = kafka.select("topic", "partition", "offset", "value", text.alias("text"))
@@ -60,7 +60,7 @@ def _debezium(base: DataFrame) -> DataFrame:
         F.concat_ws(".", src.db, src.table))
     return df.select(
         "topic", "partition", "offset", kind.alias("kind"), table.alias("table"), F.col("e.op").alias("op"),
-        F.col("e.before").alias("before"), F.col("e.after").alias("after"), seq.alias("seq"),
+        F.when(F.col("e.op") == "d", F.col("e.before")).otherwise(F.col("e.after")).alias("image"), seq.alias("seq"),
         F.coalesce(src.ts_ms, F.col("e.ts_ms")).alias("ts_ms"), F.lit(None).cast("array<string>").alias("pk"),
         F.lit(None).cast("string").alias("types"),
         F.when(kind == "bad", F.lit("not a Debezium change event (no op and source)")).alias("reason"),
@@ -82,16 +82,12 @@ def _canal(base: DataFrame) -> DataFrame:
             .when(F.col("e.isDdl"), "ddl")
             .when(op.isNotNull() & row.isNotNull(), "row")
             .otherwise("bad"))
-    old = F.coalesce(F.col("e.old")[0], F.create_map().cast("map<string,string>"))
-    unchanged = F.map_filter(row, lambda k, _: ~F.array_contains(F.map_keys(old), k))
-    before = F.when(op == "u", F.map_concat(unchanged, old)).when(op == "d", row)
-    after = F.when(op != "d", row)
     # mysqlType keeps the table's column order; a parsed map does not, so keep the JSON text too
     types = F.get_json_object("text", "$.mysqlType")
     return df.select(
         "topic", "partition", "offset", kind.alias("kind"),
         F.concat_ws(".", F.col("e.database"), F.col("e.table")).alias("table"), op.alias("op"),
-        before.alias("before"), after.alias("after"), seq.alias("seq"), F.col("e.es").alias("ts_ms"),
+        row.alias("image"), seq.alias("seq"), F.col("e.es").alias("ts_ms"),
         F.col("e.pkNames").alias("pk"), types.alias("types"),
         F.when(kind == "bad", F.lit("not a Canal flat message (no INSERT/UPDATE/DELETE type and data)")).alias("reason"),
         F.when(kind == "bad", F.col("text")).alias("raw"),
@@ -113,7 +109,7 @@ def typed(rows: DataFrame, schema: TableSchema) -> DataFrame:
     delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts; plus, for each
     column, whether its text failed to convert (`__bad_<i>`), for `check_conversions`."""
     key = set(schema.primary_key)
-    image = F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after"))
+    image = F.col("image")
     columns, bad = [], []
     for i, c in enumerate(schema.columns):
         raw = image[c.name]
