@@ -3,12 +3,13 @@ VENV        := .venv
 PYTHON      ?= python3
 APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven
 SPARK_JARS  := .cache/spark-jars
+REFERENCE_JARS := .cache/reference-jars
 PYTEST_ARGS ?=
 DEMO_ARGS   ?=
 
-.PHONY: setup system-deps spark-jars test test-all demo bench clean
+.PHONY: setup system-deps spark-jars reference test test-all demo bench clean
 
-setup: system-deps $(VENV)/.installed spark-jars
+setup: system-deps $(VENV)/.installed spark-jars reference
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -29,6 +30,14 @@ spark-jars: $(SPARK_JARS)/.fetched
 
 $(SPARK_JARS)/.fetched: spark_sink/jars/pom.xml
 	mvn -q -B -f spark_sink/jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
+	touch $@
+
+# Apache Kafka (broker, Java client and tools), Kafka Connect and Debezium's MySQL connector, the
+# reference implementations tests/reference and bench/versus.py hold binlake against (binlake/reference.py).
+reference: $(REFERENCE_JARS)/.fetched
+
+$(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
+	mvn -q -B -f bench/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(REFERENCE_JARS)
 	touch $@
 
 test: setup

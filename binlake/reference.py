@@ -1,0 +1,229 @@
+"""The reference implementations on this machine: Apache Kafka's broker (KRaft), its Java tools and
+Kafka Connect, run from the jars `make reference` copies out of Maven Central (bench/reference/pom.xml).
+
+binlake is held against them: Kafka's own tools and Java client run against logcore (tests/reference),
+and the platform runs against Apache Kafka. Like `binlake.sandbox` for MariaDB, each Apache Kafka here
+has its own directory and free loopback ports and lives as long as its owner.
+
+    result = run_tool("kafka-topics", "--bootstrap-server", addr, "--list")
+    kafka = start_kafka(Path("/tmp/k"))               # single node, broker and controller in one JVM
+    kafka.address                                     # "127.0.0.1:PORT"
+    kafka.stop()
+
+By hand: `python -m binlake.reference DIR [--port N]` runs one Apache Kafka until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from .sandbox import SandboxError, free_port, run_in_foreground
+
+ROOT = Path(__file__).resolve().parent.parent
+JAVA = "/usr/bin/java"
+START_TIMEOUT_S = 120
+# Short-lived tools start faster with the first JIT tier only and a small serial heap.
+TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+QUIET_LOG4J = """status = error
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.err.ref = err
+"""
+FILE_LOG4J = """status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+# Kafka's bin/*.sh scripts and the main class each runs (kafka-run-class.sh CLASS).
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-storage": "kafka.tools.StorageTool",
+}
+
+
+class MissingReference(SandboxError):
+    """The reference jars are not in the cache: the message names the make target that fetches them."""
+
+
+def jar_dir() -> Path:
+    return Path(os.environ.get("BINLAKE_REFERENCE_JARS", ROOT / ".cache" / "reference-jars"))
+
+
+def available() -> bool:
+    return (jar_dir() / ".fetched").exists() and Path(JAVA).exists()
+
+
+def classpath() -> str:
+    if not available():
+        raise MissingReference(f"Apache Kafka's jars are not in {jar_dir()}; run `make reference` "
+                               f"(Maven fetches them from Maven Central, bench/reference/pom.xml)")
+    return f"{jar_dir()}/*"
+
+
+def _quiet_log4j() -> Path:
+    """Tools log warnings to stderr only (their output is what callers read)."""
+    path = jar_dir() / "log4j2-tools.properties"
+    if not path.exists():
+        path.write_text(QUIET_LOG4J)
+    return path
+
+
+def tool_command(tool: str, *args: str, jvm: list[str] | None = None) -> list[str]:
+    """The command line that runs one of Kafka's Java tools: a script's name from TOOLS, or a main class."""
+    return [JAVA, *(TOOL_JVM if jvm is None else jvm), f"-Dlog4j2.configurationFile={_quiet_log4j()}",
+            "-cp", classpath(), TOOLS.get(tool, tool), *args]
+
+
+def run_tool(tool: str, *args: str, timeout: float = 120, input: str | None = None,
+             jvm: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run a tool to its end; its exit code, stdout and stderr are the caller's to check."""
+    return subprocess.run(tool_command(tool, *args, jvm=jvm), capture_output=True, text=True,
+                          timeout=timeout, input=input, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+@dataclass
+class ApacheKafka:
+    """A running single-node Apache Kafka in KRaft mode (broker and controller in one process)."""
+
+    base: Path
+    port: int
+    controller_port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, remove: bool = True) -> None:
+        """SIGTERM (Kafka's controlled shutdown), or SIGKILL after 60 s; then remove its files."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if remove:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def server_properties(base: Path, port: int, controller_port: int, extra: dict[str, str]) -> str:
+    """Kafka's defaults, but for one node: internal topics with one replica, no initial rebalance delay."""
+    settings = {
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(base / "logs"),
+        "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1", "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
+        **extra,
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def start_kafka(base: Path, port: int | None = None, config: dict[str, str] | None = None,
+                heap: str = "1g") -> ApacheKafka:
+    """Format a new log directory under `base` and start Apache Kafka on it; returns once the broker
+    accepts connections. `config` adds or overrides server.properties settings."""
+    base.mkdir(parents=True, exist_ok=True)
+    port, controller_port = port or free_port(), free_port()
+    properties = base / "server.properties"
+    properties.write_text(server_properties(base, port, controller_port, config or {}))
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    formatted = run_tool("kafka-storage", "format", "-t", cluster_id, "-c", str(properties))
+    if formatted.returncode != 0:
+        raise SandboxError(f"formatting Apache Kafka's log directory failed:\n{formatted.stdout}{formatted.stderr}")
+    log_path = base / "server.log"
+    log4j = base / "log4j2.properties"
+    log4j.write_text(FILE_LOG4J.format(path=log_path))
+    with open(base / "stdout.log", "ab") as out:
+        proc = subprocess.Popen([JAVA, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC",
+                                 f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), "kafka.Kafka",
+                                 str(properties)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    kafka = ApacheKafka(base, port, controller_port, proc, log_path)
+    try:
+        _wait_ready(kafka)
+    except BaseException:
+        kafka.stop(remove=False)
+        raise
+    return kafka
+
+
+def _wait_ready(kafka: ApacheKafka) -> None:
+    """The broker is ready once it has registered with the controller and listens; the log says
+    'Kafka Server started' then."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if kafka.proc.poll() is not None:
+            raise SandboxError(f"Apache Kafka exited with {kafka.proc.returncode}:\n{_tail(kafka)}")
+        if kafka.log_path.exists() and "Kafka Server started" in kafka.log_path.read_text(errors="replace"):
+            try:
+                socket.create_connection(("127.0.0.1", kafka.port), timeout=1).close()
+                return
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            raise SandboxError(f"Apache Kafka did not start within {START_TIMEOUT_S} s:\n{_tail(kafka)}")
+        time.sleep(0.2)
+
+
+def _tail(kafka: ApacheKafka) -> str:
+    text = "".join(p.read_text(errors="replace") for p in (kafka.base / "stdout.log", kafka.log_path) if p.exists())
+    return text[-4000:]
+
+
+@click.command()
+@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--port", type=int, help="broker port on 127.0.0.1  [default: a free one]")
+def main(base: Path, port: int | None) -> None:
+    """Run a throwaway single-node Apache Kafka (its files in BASE) until Ctrl-C, then remove them."""
+    run_in_foreground(lambda: start_kafka(base, port=port), lambda kafka: (
+        f"Apache Kafka on {kafka.address} (KRaft, one node); log {kafka.log_path}"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""Fixtures of the reference tests: Apache Kafka's own Java tools (binlake.reference), run against a
+logcore broker. `make test` fetches their jars (`make reference`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from binlake.reference import MissingReference, classpath
+from java_tools import KafkaTools
+
+
+@pytest.fixture
+def reference_jars() -> None:
+    try:
+        classpath()
+    except MissingReference as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture
+def kafka_tools(reference_jars, broker) -> KafkaTools:
+    return KafkaTools(broker.address)
