@@ -9,6 +9,7 @@ has its own directory and free loopback ports and lives as long as its owner.
     kafka = start_kafka(Path("/tmp/k"))               # single node, broker and controller in one JVM
     kafka.address                                     # "127.0.0.1:PORT"
     kafka.stop()
+    connect = start_connect(Path("/tmp/c"), kafka.address, connectors=[{...}])   # standalone
 
 By hand: `python -m binlake.reference DIR [--port N]` runs one Apache Kafka until Ctrl-C.
 """
@@ -16,11 +17,14 @@ By hand: `python -m binlake.reference DIR [--port N]` runs one Apache Kafka unti
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,9 +215,110 @@ def _wait_ready(kafka: ApacheKafka) -> None:
         time.sleep(0.2)
 
 
-def _tail(kafka: ApacheKafka) -> str:
-    text = "".join(p.read_text(errors="replace") for p in (kafka.base / "stdout.log", kafka.log_path) if p.exists())
+def _tail(process: "ApacheKafka | ConnectWorker") -> str:
+    text = "".join(p.read_text(errors="replace") for p in (process.base / "stdout.log", process.log_path) if p.exists())
     return text[-4000:]
+
+
+# -- Kafka Connect -------------------------------------------------------------------------------------
+
+@dataclass
+class ConnectWorker:
+    """A running Kafka Connect worker (standalone or distributed) with its REST API on `rest_port`."""
+
+    base: Path
+    rest_port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def rest(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+        """One call to the REST API: (HTTP status, its JSON body decoded, else its text or None)."""
+        request = urllib.request.Request(self.url + path, method=method, data=None if body is None else
+                                         json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, _body(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, _body(exc.read())
+
+    def task_states(self, connector: str) -> list[str]:
+        """The state of each task of `connector` (RUNNING, FAILED, ...); empty while it has none."""
+        status, body = self.rest("GET", f"/connectors/{connector}/status")
+        return [task["state"] for task in body.get("tasks", [])] if status == 200 else []
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, remove: bool = True) -> None:
+        """SIGTERM (the worker stops its tasks and commits their offsets), or SIGKILL after 60 s."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if remove:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _body(text: bytes) -> object:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text.decode(errors="replace")  # the server's own error page, before REST is up
+
+
+def start_connect(base: Path, bootstrap: str, worker: dict[str, str] | None = None,
+                  connectors: list[dict[str, str]] | None = None) -> ConnectWorker:
+    """Start a Kafka Connect worker against `bootstrap` (logcore or Apache Kafka). With `connectors`
+    it runs standalone, those connectors' properties as its arguments and its offsets in a file;
+    without, it runs distributed (`worker` names group.id and the three storage topics) and takes
+    connectors through its REST API. JSON converters without schemas, as binlake's connector writes."""
+    base.mkdir(parents=True, exist_ok=True)
+    rest_port = free_port()
+    settings = {
+        "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{rest_port}",
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
+        "offset.flush.interval.ms": "1000", "plugin.discovery": "service_load",
+        **({"offset.storage.file.filename": str(base / "offsets")} if connectors is not None else {}),
+        **(worker or {}),
+    }
+    (base / "worker.properties").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    files = []
+    for i, connector in enumerate(connectors or []):
+        files.append(base / f"connector-{i}.properties")
+        files[-1].write_text("".join(f"{k}={v}\n" for k, v in connector.items()))
+    main = "org.apache.kafka.connect.cli.ConnectStandalone" if connectors is not None \
+        else "org.apache.kafka.connect.cli.ConnectDistributed"
+    log_path = base / "connect.log"
+    log4j = base / "log4j2.properties"
+    log4j.write_text(FILE_LOG4J.format(path=log_path))
+    with open(base / "stdout.log", "ab") as out:
+        proc = subprocess.Popen([JAVA, "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), main,
+                                 str(base / "worker.properties"), *map(str, files)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    connect = ConnectWorker(base, rest_port, proc, log_path)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:  # ready once its REST API answers
+        if proc.poll() is not None:
+            raise SandboxError(f"Kafka Connect exited with {proc.returncode}:\n{_tail(connect)}")
+        try:
+            if connect.rest("GET", "/connectors")[0] == 200:
+                return connect
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            connect.stop(remove=False)
+            raise SandboxError(f"Kafka Connect did not answer within {START_TIMEOUT_S} s:\n{_tail(connect)}")
+        time.sleep(0.2)
 
 
 @click.command()
