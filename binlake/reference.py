@@ -121,26 +121,66 @@ def run_tool(tool: str, *args: str, timeout: float = 120, input: str | None = No
 
 @dataclass
 class ApacheKafka:
-    """A running single-node Apache Kafka in KRaft mode (broker and controller in one process)."""
+    """A single-node Apache Kafka in KRaft mode (broker and controller in one process) on a formatted
+    log directory; `kill` and `start` SIGKILL it and bring it back on the same data and port."""
 
     base: Path
     port: int
     controller_port: int
-    proc: subprocess.Popen
-    log_path: Path
+    heap: str = "1g"
+    proc: subprocess.Popen | None = None
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def log_path(self) -> Path:
+        return self.base / "server.log"
+
+    def start(self) -> "ApacheKafka":
+        """Start the server; returns once it has registered with its controller and listens."""
+        log4j = self.base / "log4j2.properties"
+        log4j.write_text(FILE_LOG4J.format(path=self.log_path))
+        seen = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.base / "stdout.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                [JAVA, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log4j}",
+                 "-cp", classpath(), "kafka.Kafka", str(self.base / "server.properties")],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._started_since(seen):
+            if self.proc.poll() is not None:
+                raise SandboxError(f"Apache Kafka exited with {self.proc.returncode}:\n{_tail(self)}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise SandboxError(f"Apache Kafka did not start within {START_TIMEOUT_S} s:\n{_tail(self)}")
+            time.sleep(0.2)
+        return self
+
+    def _started_since(self, offset: int) -> bool:
+        if not self.log_path.exists():
+            return False
+        with open(self.log_path, "rb") as log:
+            log.seek(offset)
+            if b"Kafka Server started" not in log.read():
+                return False
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
     def kill(self) -> None:
-        if self.proc.poll() is None:
+        """SIGKILL: no controlled shutdown, no flush."""
+        if self.proc and self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait()
+        if self.proc:
+            self.proc.wait()
 
     def stop(self, remove: bool = True) -> None:
         """SIGTERM (Kafka's controlled shutdown), or SIGKILL after 60 s; then remove its files."""
-        if self.proc.poll() is None:
+        if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(60)
@@ -170,49 +210,17 @@ def server_properties(base: Path, port: int, controller_port: int, extra: dict[s
 
 def start_kafka(base: Path, port: int | None = None, config: dict[str, str] | None = None,
                 heap: str = "1g") -> ApacheKafka:
-    """Format a new log directory under `base` and start Apache Kafka on it; returns once the broker
-    accepts connections. `config` adds or overrides server.properties settings."""
+    """Format a new log directory under `base` and start Apache Kafka on it. `config` adds or
+    overrides server.properties settings."""
     base.mkdir(parents=True, exist_ok=True)
-    port, controller_port = port or free_port(), free_port()
+    kafka = ApacheKafka(base, port or free_port(), free_port(), heap)
     properties = base / "server.properties"
-    properties.write_text(server_properties(base, port, controller_port, config or {}))
+    properties.write_text(server_properties(base, kafka.port, kafka.controller_port, config or {}))
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     formatted = run_tool("kafka-storage", "format", "-t", cluster_id, "-c", str(properties))
     if formatted.returncode != 0:
         raise SandboxError(f"formatting Apache Kafka's log directory failed:\n{formatted.stdout}{formatted.stderr}")
-    log_path = base / "server.log"
-    log4j = base / "log4j2.properties"
-    log4j.write_text(FILE_LOG4J.format(path=log_path))
-    with open(base / "stdout.log", "ab") as out:
-        proc = subprocess.Popen([JAVA, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC",
-                                 f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), "kafka.Kafka",
-                                 str(properties)],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    kafka = ApacheKafka(base, port, controller_port, proc, log_path)
-    try:
-        _wait_ready(kafka)
-    except BaseException:
-        kafka.stop(remove=False)
-        raise
-    return kafka
-
-
-def _wait_ready(kafka: ApacheKafka) -> None:
-    """The broker is ready once it has registered with the controller and listens; the log says
-    'Kafka Server started' then."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if kafka.proc.poll() is not None:
-            raise SandboxError(f"Apache Kafka exited with {kafka.proc.returncode}:\n{_tail(kafka)}")
-        if kafka.log_path.exists() and "Kafka Server started" in kafka.log_path.read_text(errors="replace"):
-            try:
-                socket.create_connection(("127.0.0.1", kafka.port), timeout=1).close()
-                return
-            except OSError:
-                pass
-        if time.monotonic() > deadline:
-            raise SandboxError(f"Apache Kafka did not start within {START_TIMEOUT_S} s:\n{_tail(kafka)}")
-        time.sleep(0.2)
+    return kafka.start()
 
 
 def _tail(process: "ApacheKafka | ConnectWorker") -> str:

@@ -284,8 +284,8 @@ def _diff(mine: dict, theirs: dict) -> str:
     return f"missing {missing}, extra {extra}, different {[(mine[k], theirs[k]) for k in changed]}"
 
 
-async def test_connector_and_broker_crashes_lose_and_repeat_nothing(mariadb, broker, connector, tmp_path):
-    await run_crash_test(mariadb, broker, connector, tmp_path, seconds=20, kills=5, commit_interval_ms=100)
+async def test_connector_and_broker_crashes_lose_and_repeat_nothing(mariadb, any_broker, connector, tmp_path):
+    await run_crash_test(mariadb, any_broker, connector, tmp_path, seconds=20, kills=5, commit_interval_ms=100)
 
 
 async def test_against_a_cluster_with_a_broker_killed(mariadb, cluster_broker, connector, tmp_path):
