@@ -1,0 +1,233 @@
+"""logcore beside Apache Kafka: the same workloads against both brokers, on this machine, in one run.
+
+    .venv/bin/python bench/versus.py [--messages 1000000] [--rounds 2] [--only NAME ...]
+
+Both brokers run at once, each on its own free port and directory: a `binlake broker` subprocess
+and a single-node Apache Kafka 4.1 in KRaft mode with its default settings (1 GiB heap; neither
+fsyncs a write, both leave durability to the page cache and, in a cluster, to replication). Every
+row runs --rounds times, alternating the two brokers, and keeps each broker's best run, so drift on
+a shared machine hits both alike; the table prints logcore / Kafka ratios. Apache Kafka's jars come
+from `make reference`.
+
+Rows: confluent-kafka (librdkafka) produce acks=all and consume, 100-byte values; Kafka's own
+ProducerPerformance and ConsumerPerformance (the Java client); produce latency p50/p99 at 10,000
+messages/s with both clients; transactions of 1,000 messages; the time a group of three consumers
+takes to join. With each: the broker's CPU seconds per million messages; at the end, its RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree, not the installed one
+
+from confluent_kafka import Consumer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from produce_consume import Meter, Result, confluent_consume, confluent_latency, confluent_produce  # noqa: E402
+from txn_produce import produce as produce_in_transactions  # noqa: E402
+
+from binlake.brokerproc import BrokerProcess  # noqa: E402
+from binlake.reference import run_tool, start_kafka  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PERF_JVM = ["-Xmx512m"]  # the perf tools run with a full JIT, unlike the short admin tools
+
+
+@dataclass
+class Broker:
+    """One broker under test, by its process: what Meter and the table read from it."""
+
+    name: str
+    address: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            stat = f.read().rsplit(")", 1)[1].split()
+        return (int(stat[11]) + int(stat[12])) / TICKS
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+class Topics:
+    """A fresh single-partition topic name per run, auto-created by the first client that asks."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def new(self, row: str) -> str:
+        self.n += 1
+        return f"{re.sub(r'[^a-z0-9]+', '-', row.lower()).strip('-')}-{self.n}"
+
+
+def java_produce(broker: Broker, topic: str, count: int, size: int, rate: int = -1) -> Result:
+    """Kafka's ProducerPerformance (acks=all): its records/sec, and its own latency percentiles."""
+    with Meter(broker) as meter:
+        done = run_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(count), "--record-size",
+                        str(size), "--throughput", str(rate), "--producer-props", f"bootstrap.servers={broker.address}",
+                        "acks=all", timeout=600, jvm=PERF_JVM)
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    found = re.search(r"([\d.]+) records/sec .* ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th", summary)
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"ProducerPerformance against {broker.name} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    seconds = count / float(found.group(1))  # the tool's own clock, without the JVM's start
+    result = meter.result("", count, size, p50_ms=float(found.group(2)), p99_ms=float(found.group(3)))
+    result.seconds = seconds
+    return result
+
+
+def java_consume(broker: Broker, topic: str, count: int, size: int) -> Result:
+    """Kafka's ConsumerPerformance: its fetch rate (fetch.nMsg.sec, without the group's join)."""
+    with Meter(broker) as meter:
+        done = run_tool("kafka-consumer-perf-test", "--bootstrap-server", broker.address, "--topic", topic,
+                        "--messages", str(count), timeout=600, jvm=PERF_JVM)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or len(lines) < 2:
+        raise SystemExit(f"ConsumerPerformance against {broker.name} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    fields = dict(zip((h.strip() for h in lines[-2].split(",")), (v.strip() for v in lines[-1].split(","))))
+    result = meter.result("", int(fields["data.consumed.in.nMsg"]), size)
+    result.seconds = result.messages / float(fields["fetch.nMsg.sec"])
+    return result
+
+
+def group_join(broker: Broker, topic: str, members: int = 3) -> float:
+    """Seconds from `members` consumers subscribing to a topic of as many partitions until each holds
+    one: Kafka's classic protocol, eager range assignment, the broker's initial rebalance delay included."""
+    AdminClient({"bootstrap.servers": broker.address}).create_topics([NewTopic(topic, members, 1)])[topic].result(30)
+    consumers = [Consumer({"bootstrap.servers": broker.address, "group.id": topic}) for _ in range(members)]
+    held: list[list] = [[] for _ in consumers]
+    stop = threading.Event()
+
+    def member(i: int) -> None:
+        def on_assign(_consumer, partitions):
+            held[i] = list(partitions)
+
+        def on_revoke(_consumer, _partitions):
+            held[i] = []
+
+        consumers[i].subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        while not stop.is_set():
+            consumers[i].poll(0.01)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
+    for t in threads:
+        t.start()
+    deadline = started + 120
+    while not all(len(h) == 1 for h in held):
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"the group did not settle on {broker.name} within 120 s")
+        time.sleep(0.005)
+    seconds = time.perf_counter() - started
+    stop.set()
+    for t in threads:
+        t.join()
+    for c in consumers:
+        c.close()
+    return seconds
+
+
+# -- the rows ------------------------------------------------------------------------------------------
+
+def rows(messages: int, value: bytes) -> dict:
+    """Each row: a function of (broker, its topic for this run) → a Result (or seconds, for the group)."""
+    size = len(value)
+
+    def produce_then(read):
+        """A consume row reads what a produce of its own wrote first (not timed)."""
+        def row(broker, topic):
+            confluent_produce(broker.address, topic, messages, value, "all", None, "fill")
+            return read(broker, topic)
+        return row
+
+    return {
+        "confluent produce acks=all": lambda b, t: confluent_produce(b.address, t, messages, value, "all", b, ""),
+        "confluent consume": produce_then(lambda b, t: confluent_consume(b.address, t, messages, size, b, "")),
+        "java ProducerPerformance acks=all": lambda b, t: java_produce(b, t, messages, size),
+        "java ConsumerPerformance": produce_then(lambda b, t: java_consume(b, t, messages, size)),
+        "confluent latency @10,000/s": lambda b, t: confluent_latency(b.address, t, 10_000, 10, value, b),
+        "java latency @10,000/s": lambda b, t: java_produce(b, t, 100_000, size, rate=10_000),
+        "transactions of 1,000": lambda b, t: produce_in_transactions(b.address, b, t, messages // 5, value, "", {},
+                                                                      per_txn=1000),
+        "group join, 3 members": lambda b, t: group_join(b, t),
+    }
+
+
+def better(a, b):
+    """The better of two runs of a row: faster, or lower p99 for a latency row."""
+    if a is None:
+        return b
+    if isinstance(a, float):
+        return min(a, b)
+    if a.p99_ms is not None and "latency" in a.name:
+        return a if a.p99_ms <= b.p99_ms else b
+    return a if a.seconds <= b.seconds else b
+
+
+def report(best: dict, brokers: list[Broker], rss: dict) -> None:
+    logcore, kafka = brokers
+    print(f"\n{'':36} {'logcore':>22} {'Apache Kafka':>22} {'ratio':>7} {'CPU-s/M msgs':>16}")
+    for row, runs in best.items():
+        mine, theirs = runs[logcore.name], runs[kafka.name]
+        if isinstance(mine, float):
+            print(f"{row:36} {mine:>20.2f} s {theirs:>20.2f} s {mine / theirs:>7.2f}  (lower is better)")
+            continue
+        if "latency" in row:
+            print(f"{row:36} {f'p50 {mine.p50_ms:.1f} p99 {mine.p99_ms:.1f} ms':>22} "
+                  f"{f'p50 {theirs.p50_ms:.1f} p99 {theirs.p99_ms:.1f} ms':>22} "
+                  f"{mine.p99_ms / theirs.p99_ms:>7.2f}  (p99; lower is better)")
+            continue
+        rate = [r.messages / r.seconds for r in (mine, theirs)]
+        cpu = [1e6 * r.broker_cpu / r.messages for r in (mine, theirs)]
+        print(f"{row:36} {rate[0]:>16,.0f} msg/s {rate[1]:>16,.0f} msg/s {rate[0] / rate[1]:>7.2f} "
+              f"{cpu[0]:>7.2f} vs {cpu[1]:>5.2f}")
+    print(f"{'broker RSS at the end':36} {rss[logcore.name]:>19,.0f} MB {rss[kafka.name]:>19,.0f} MB "
+          f"{rss[logcore.name] / rss[kafka.name]:>7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", nargs="*", help="rows whose name contains one of these words")
+    args = parser.parse_args()
+    value, topics = b"x" * args.size, Topics()
+    with tempfile.TemporaryDirectory() as work:
+        process = BrokerProcess(Path(work) / "logcore").start()
+        kafka = start_kafka(Path(work) / "kafka")
+        brokers = [Broker("logcore", process.address, process.proc.pid), Broker("kafka", kafka.address, kafka.proc.pid)]
+        try:
+            print(f"machine: {os.cpu_count()} cores, both brokers and the clients on it; {args.messages:,} messages "
+                  f"of {args.size} bytes; best of {args.rounds} alternating runs")
+            best: dict = {}
+            for row, run in rows(args.messages, value).items():
+                if args.only and not any(word in row for word in args.only):
+                    continue
+                best[row] = {b.name: None for b in brokers}
+                for _ in range(args.rounds):
+                    for broker in brokers:
+                        result = run(broker, topics.new(row))
+                        if isinstance(result, Result):
+                            result.name = row
+                        best[row][broker.name] = better(best[row][broker.name], result)
+                        print(f"  {row} on {broker.name}: "
+                              f"{result if isinstance(result, float) else result.row()}", flush=True)
+            report(best, brokers, {b.name: b.rss_mb() for b in brokers})
+        finally:
+            process.kill()
+            kafka.stop()
+
+
+if __name__ == "__main__":
+    main()
