@@ -54,6 +54,16 @@ TOPIC = "bench.bench.t"
 OVERRIDES = ["transaction.state.log.num.partitions=5", "offsets.topic.num.partitions=5"]
 
 
+def write_config(path: Path, address: str, mysql_port: int, commit_interval_ms: int) -> Path:
+    """The bench's connector: table bench.t, streamed from where it first starts (snapshot no_data)."""
+    path.write_text(yaml.safe_dump({
+        "name": "bench", "connector": "mysql", "bootstrap_servers": address, "commit_interval_ms": commit_interval_ms,
+        "database": {"host": "127.0.0.1", "port": mysql_port, "user": "root", "password": "", "server_id": 77},
+        "tables": {"include": [r"bench\.t"]}, "snapshot": "no_data", "topic_partitions": PARTITIONS,
+        "heartbeat_interval_ms": 1000}))
+    return path
+
+
 class Connector:
     """`binlake connect run` on a config file; started and stopped per measurement."""
 
@@ -248,13 +258,7 @@ def main() -> None:
     broker = BrokerUnderTest(str(base / "broker" / "data"), OVERRIDES)
     try:
         server.sql("CREATE DATABASE bench", TABLE)
-        config = base / "bench.yaml"
-        config.write_text(yaml.safe_dump({
-            "name": "bench", "connector": "mysql", "bootstrap_servers": broker.address,
-            "commit_interval_ms": args.commit_interval_ms,
-            "database": {"host": "127.0.0.1", "port": server.port, "user": "root", "password": "", "server_id": 77},
-            "tables": {"include": [r"bench\.t"]}, "snapshot": "no_data", "topic_partitions": PARTITIONS,
-            "heartbeat_interval_ms": 1000}))
+        config = write_config(base / "bench.yaml", broker.address, server.port, args.commit_interval_ms)
         asyncio.run(LogTopics(broker.address).ensure_topic(TOPIC, PARTITIONS))
         connector = Connector(config, base / "connect.log")
         connector.start()                       # records the table's structure; streams from here on
