@@ -293,13 +293,15 @@ def damaged_copies(path: str, seed: int, copies: int) -> list[bytes]:
     return versions
 
 
+@pytest.mark.parametrize("copies", [1, pytest.param(4, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("kind", ["snapshot", "txnindex", "recovery-point-offset-checkpoint",
                                   "log-start-offset-checkpoint", "leader-epoch-checkpoint", "index", "timeindex"])
-def test_damaged_side_files_are_named_and_everything_is_served(broker, kind):
+def test_damaged_side_files_are_named_and_everything_is_served(broker, kind, copies):
     """The files beside the segments are caches or checkpoints that the segments can rebuild. With
     a random run of bytes in any of them, the broker starts, serves every committed record (and
     hides the aborted ones from read_committed) and keeps idempotent producers exact; damage it
-    notices is logged with the file (always for the producer snapshot, which has a CRC)."""
+    notices is logged with the file (always for the producer snapshot, which has a CRC). Two files
+    of each kind, `copies` random damages each."""
     create_topic(broker.address, "side", **{"segment.bytes": "2048"})
     committed = produce_one_by_one(broker.address, "side", [f"c{i}".encode() * 20 for i in range(30)],
                                    **{"enable.idempotence": True})
@@ -321,7 +323,7 @@ def test_damaged_side_files_are_named_and_everything_is_served(broker, kind):
         assert files, f"no {kind} file to damage"
         path = files[-1 - round_ % len(files)]  # the newest first: the ones a restart reads
         original = path.read_bytes()
-        for version in damaged_copies(str(path), seed=round_, copies=2):
+        for version in damaged_copies(str(path), seed=round_, copies=copies):
             path.write_bytes(version)
             broker.start()
             got = read_to_end(broker.address, {"side": 1}, "read_committed")

@@ -288,6 +288,7 @@ async def test_connector_and_broker_crashes_lose_and_repeat_nothing(mariadb, any
     await run_crash_test(mariadb, any_broker, connector, tmp_path, seconds=20, kills=5, commit_interval_ms=100)
 
 
+@pytest.mark.slow  # the cluster variant of the test above (the cluster's own failover tests run by default)
 async def test_against_a_cluster_with_a_broker_killed(mariadb, cluster_broker, connector, tmp_path):
     """The same on three brokers (replication factor 3), one of them SIGKILLed mid-workload: the
     transaction coordinators and partition leaders it held move, and nothing is lost or repeated."""
