@@ -3,7 +3,7 @@
     .venv/bin/python bench/versus.py [--messages 1000000] [--rounds 2] [--only NAME ...]
 
 Both brokers run at once, each on its own free port and directory: a `binlake broker` subprocess
-and a single-node Apache Kafka 4.1 in KRaft mode with its default settings (1 GiB heap; neither
+and a single-node Apache Kafka 4.1 in KRaft mode with its built-in defaults (1 GiB heap; neither
 fsyncs a write, both leave durability to the page cache and, in a cluster, to replication). Every
 row runs --rounds times, alternating the two brokers, and keeps each broker's best run, so drift on
 a shared machine hits both alike; the table prints logcore / Kafka ratios. Apache Kafka's jars come
@@ -70,8 +70,15 @@ class Topics:
         return f"{re.sub(r'[^a-z0-9]+', '-', row.lower()).strip('-')}-{self.n}"
 
 
+def create_topic(broker: Broker, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
 def java_produce(broker: Broker, topic: str, count: int, size: int, rate: int = -1) -> Result:
-    """Kafka's ProducerPerformance (acks=all): its records/sec, and its own latency percentiles."""
+    """Kafka's ProducerPerformance (acks=all): its records/sec, and its own latency percentiles. The
+    topic is created first, so its creation is not among the latencies."""
+    create_topic(broker, topic, 1)
     with Meter(broker) as meter:
         done = run_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(count), "--record-size",
                         str(size), "--throughput", str(rate), "--producer-props", f"bootstrap.servers={broker.address}",
@@ -103,8 +110,7 @@ def java_consume(broker: Broker, topic: str, count: int, size: int) -> Result:
 def group_join(broker: Broker, topic: str, members: int = 3) -> float:
     """Seconds from `members` consumers subscribing to a topic of as many partitions until each holds
     one: Kafka's classic protocol, eager range assignment, the broker's initial rebalance delay included."""
-    admin = AdminClient({"bootstrap.servers": broker.address})
-    admin.create_topics([NewTopic(topic, members, 1)])[topic].result(30)
+    create_topic(broker, topic, members)
     consumers = [Consumer({"bootstrap.servers": broker.address, "group.id": topic}) for _ in range(members)]
     held: list[list] = [[] for _ in consumers]
     stop = threading.Event()
@@ -205,10 +211,10 @@ def main() -> None:
     args = parser.parse_args()
     value, topics = b"x" * args.size, Topics()
     with tempfile.TemporaryDirectory() as work:
-        # Both as Kafka's shipped server.properties has it (the built-in default is 3 s): the group row
-        # measures the protocol's work, not a configured wait.
-        process = BrokerProcess(Path(work) / "logcore", config={"group.initial.rebalance.delay.ms": "0"}).start()
-        kafka = start_kafka(Path(work) / "kafka")
+        process = BrokerProcess(Path(work) / "logcore").start()
+        # Kafka's built-in default, as logcore's (binlake.reference sets 0 for tests, as Kafka's sample
+        # server.properties does): a new group waits 3 s for more members before its first generation.
+        kafka = start_kafka(Path(work) / "kafka", config={"group.initial.rebalance.delay.ms": "3000"})
         brokers = [Broker("logcore", process.address, process.proc.pid), Broker("kafka", kafka.address, kafka.proc.pid)]
         try:
             print(f"machine: {os.cpu_count()} cores, both brokers and the clients on it; {args.messages:,} messages "
