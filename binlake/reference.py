@@ -31,7 +31,7 @@ from pathlib import Path
 
 import click
 
-from .sandbox import SandboxError, free_port, run_in_foreground
+from .sandbox import SandboxError, end_process, free_port, run_in_foreground
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA = "/usr/bin/java"
@@ -173,19 +173,11 @@ class ApacheKafka:
 
     def kill(self) -> None:
         """SIGKILL: no controlled shutdown, no flush."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-        if self.proc:
-            self.proc.wait()
+        end_process(self.proc)
 
     def stop(self, remove: bool = True) -> None:
         """SIGTERM (Kafka's controlled shutdown), or SIGKILL after 60 s; then remove its files."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        end_process(self.proc, 60)
         if remove:
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -258,19 +250,9 @@ class ConnectWorker:
         status, body = self.rest("GET", f"/connectors/{connector}/status")
         return [task["state"] for task in body.get("tasks", [])] if status == 200 else []
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
     def stop(self, remove: bool = True) -> None:
         """SIGTERM (the worker stops its tasks and commits their offsets), or SIGKILL after 60 s."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        end_process(self.proc, 60)
         if remove:
             shutil.rmtree(self.base, ignore_errors=True)
 

@@ -62,6 +62,22 @@ def run_in_foreground(start, describe) -> None:
         server.stop()
 
 
+def end_process(proc: subprocess.Popen | None, grace_s: float | None = None) -> None:
+    """SIGTERM and up to `grace_s` for the process to finish its shutdown, then SIGKILL; SIGKILL at
+    once without `grace_s`. Returns once it has exited."""
+    if proc is None:
+        return
+    if proc.poll() is None and grace_s is not None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from .sandbox import SandboxError, free_port, run_in_foreground
+from .sandbox import SandboxError, end_process, free_port, run_in_foreground
 
 JAVA = "/usr/bin/java"
 CLASSPATH = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
@@ -66,18 +66,11 @@ class ZooKeeper:
 
     def kill(self) -> None:
         """SIGKILL, keeping the data: `start_zookeeper` on the same base and port brings it back."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        end_process(self.proc)
 
     def stop(self, remove: bool = True) -> None:
         """SIGTERM, or SIGKILL after 30 s; then remove the data directory unless told not to."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        end_process(self.proc, 30)
         if remove:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
