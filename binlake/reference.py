@@ -31,7 +31,7 @@ from pathlib import Path
 
 import click
 
-from .sandbox import SandboxError, end_process, free_port, run_in_foreground
+from .sandbox import SandboxError, die_with_parent, end_process, free_port, run_in_foreground
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA = "/usr/bin/java"
@@ -147,7 +147,8 @@ class ApacheKafka:
             self.proc = subprocess.Popen(
                 [JAVA, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log4j}",
                  "-cp", classpath(), "kafka.Kafka", str(self.base / "server.properties")],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=die_with_parent)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._started_since(seen):
             if self.proc.poll() is not None:
@@ -294,7 +295,8 @@ def start_connect(base: Path, bootstrap: str, worker: dict[str, str] | None = No
     with open(base / "stdout.log", "ab") as out:
         proc = subprocess.Popen([JAVA, "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), main,
                                  str(base / "worker.properties"), *map(str, files)],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
     connect = ConnectWorker(base, rest_port, proc, log_path)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:  # ready once its REST API answers

@@ -62,6 +62,13 @@ def run_in_foreground(start, describe) -> None:
         server.stop()
 
 
+def die_with_parent() -> None:
+    """A `preexec_fn`: the child gets SIGKILL when the process that started it dies, however it dies
+    (Linux's PR_SET_PDEATHSIG), so a killed test or benchmark leaves no server behind."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
 def end_process(proc: subprocess.Popen | None, grace_s: float | None = None) -> None:
     """SIGTERM and up to `grace_s` for the process to finish its shutdown, then SIGKILL; SIGKILL at
     once without `grace_s`. Returns once it has exited."""

@@ -29,6 +29,36 @@ def broker(broker_factory) -> BrokerProcess:
 
 
 @pytest.fixture
+def apache_kafka_factory(tmp_path):
+    """broker_factory's twin for Apache Kafka (KRaft, one node, its jars from `make reference`)."""
+    from binlake.reference import MissingReference, start_kafka
+    started = []
+
+    def make(config: dict[str, str] | None = None, name: str = "apache-kafka"):
+        try:
+            started.append(start_kafka(tmp_path / name, config=config))
+        except MissingReference as exc:
+            pytest.fail(str(exc))
+        return started[-1]
+
+    yield make
+    for kafka in started:
+        kafka.stop()
+
+
+@pytest.fixture(params=["logcore", pytest.param("kafka", marks=pytest.mark.kafka)])
+def any_broker_factory(request):
+    """For a platform test that runs against logcore and against Apache Kafka: binlake must rely on
+    nothing Apache Kafka does not do. Each broker has `address`, `kill()` and `start()`."""
+    return request.getfixturevalue("broker_factory" if request.param == "logcore" else "apache_kafka_factory")
+
+
+@pytest.fixture
+def any_broker(any_broker_factory):
+    return any_broker_factory()
+
+
+@pytest.fixture
 def kcat() -> str:
     path = "/usr/bin/kcat"
     if not os.path.exists(path):

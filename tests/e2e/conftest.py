@@ -46,22 +46,6 @@ class ClusterAsBroker:
         self.victim.start(timeout=60)  # (it waits out its killed session's registration first)
 
 
-@pytest.fixture(params=["logcore", pytest.param("kafka", marks=pytest.mark.kafka)])
-def any_broker(request, tmp_path):
-    """The broker a platform test runs against: logcore, or Apache Kafka (KRaft, one node, its jars
-    from `make reference`): binlake must rely on nothing Apache Kafka does not do."""
-    if request.param == "logcore":
-        yield request.getfixturevalue("broker")
-        return
-    from binlake.reference import MissingReference, start_kafka
-    try:
-        kafka = start_kafka(tmp_path / "apache-kafka")
-    except MissingReference as exc:
-        pytest.fail(str(exc))
-    yield kafka
-    kafka.stop()
-
-
 @pytest.fixture
 def cluster_broker(tmp_path):
     cluster = LocalCluster(tmp_path / "cluster", 3, {"zookeeper.session.timeout.ms": "6000"}).start()

@@ -102,6 +102,12 @@ def test_exactly_once_across_worker_kills_and_a_broker_kill(broker_factory, tmp_
     run(broker_factory, tmp_path, kills=5, events=3000)
 
 
+@pytest.mark.slow  # the Apache Kafka variant of the test above: a minute, too long for the default suite
+@pytest.mark.kafka
+def test_exactly_once_on_apache_kafka_across_worker_kills_and_a_broker_kill(apache_kafka_factory, tmp_path):
+    run(apache_kafka_factory, tmp_path, kills=5, events=3000)
+
+
 @pytest.mark.slow
 def test_exactly_once_across_twenty_worker_kills(broker_factory, tmp_path):
     run(broker_factory, tmp_path, kills=20, events=12000)
