@@ -21,6 +21,19 @@ def assert_targets_equal_mysql(spark, postgres, server, db: str, delta_root, sch
 @pytest.mark.parametrize("fmt", ["debezium", "canal"])
 def test_delta_and_postgres_equal_mysql_through_snapshot_changes_and_ddl(
         fmt, spark, postgres, mariadb, broker, connector, tmp_path):
+    sink_tables_equal_mysql(fmt, spark, postgres, mariadb, broker, connector, tmp_path)
+
+
+@pytest.mark.slow  # the Apache Kafka variant of the test above (a minute)
+@pytest.mark.kafka
+def test_on_apache_kafka_delta_and_postgres_equal_mysql(spark, postgres, mariadb, apache_kafka_factory, connector,
+                                                         tmp_path):
+    sink_tables_equal_mysql("debezium", spark, postgres, mariadb, apache_kafka_factory(), connector, tmp_path)
+
+
+def sink_tables_equal_mysql(fmt, spark, postgres, mariadb, broker, connector, tmp_path) -> None:
+    """Snapshot and changes, then DDL (a new column, a widened type) and more changes: after each
+    `available_now` run of the sink, its Delta and PostgreSQL tables equal MySQL's."""
     db, name = mariadb.new_database(), f"sink{fmt[0]}"
     workload = Workload(mariadb, db, seed=7)
     workload.create()
