@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdc_decode import TABLE, batch_inserts, mixed, position, raw_pymysqlreplication  # noqa: E402
-from produce_consume import BrokerUnderTest  # noqa: E402
+from produce_consume import BrokerUnderTest, process_cpu_seconds  # noqa: E402
 
 import yaml  # noqa: E402
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
@@ -48,7 +48,6 @@ from binlake.sandbox import start_mariadb  # noqa: E402
 from connect.topics import LogTopics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 6
 TOPIC = "bench.bench.t"
 OVERRIDES = ["transaction.state.log.num.partitions=5", "offsets.topic.num.partitions=5"]
@@ -89,9 +88,7 @@ class Connector:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            stat = f.read().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / TICKS
+        return process_cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         if self.profiler is not None:

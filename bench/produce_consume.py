@@ -125,9 +125,7 @@ class BrokerUnderTest:
         time.sleep(1)  # attached before the first benchmark
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            stat = f.read().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / TICKS  # utime + stime
+        return process_cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         if self.profiler:
@@ -139,6 +137,13 @@ class BrokerUnderTest:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (/proc/PID/stat: utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / TICKS
 
 
 def client_cpu() -> float:

@@ -31,13 +31,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from produce_consume import Meter, Result, confluent_consume, confluent_latency, confluent_produce  # noqa: E402
+from produce_consume import (Meter, Result, confluent_consume, confluent_latency, confluent_produce,  # noqa: E402
+                             process_cpu_seconds)
 from txn_produce import produce as produce_in_transactions  # noqa: E402
 
 from binlake.brokerproc import BrokerProcess  # noqa: E402
 from binlake.reference import run_tool, start_kafka  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 PERF_JVM = ["-Xmx512m"]  # the perf tools run with a full JIT, unlike the short admin tools
 
 
@@ -50,9 +50,7 @@ class Broker:
     pid: int
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.pid}/stat") as f:
-            stat = f.read().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / TICKS
+        return process_cpu_seconds(self.pid)
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.pid}/status") as f:

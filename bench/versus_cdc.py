@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdc_decode import TABLE, batch_inserts, mixed, position  # noqa: E402
 from cdc_pipeline import (OVERRIDES, PARTITIONS, TOPIC, Connector, catch_up, committed_position,  # noqa: E402
                           latency, write_config)
-from produce_consume import BrokerUnderTest  # noqa: E402
+from produce_consume import BrokerUnderTest, process_cpu_seconds  # noqa: E402
 
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -37,7 +37,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from binlake.reference import ConnectWorker, start_connect, start_kafka  # noqa: E402
 from binlake.sandbox import start_mariadb  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Debezium:
@@ -75,9 +74,7 @@ class Debezium:
         self.stop()
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.worker.proc.pid}/stat") as f:
-            stat = f.read().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / TICKS
+        return process_cpu_seconds(self.worker.proc.pid)
 
     def stop(self) -> None:
         self.worker.stop(remove=False)  # SIGTERM: the worker commits its offsets to the file
