@@ -31,7 +31,9 @@ from pathlib import Path
 
 import click
 
-from .sandbox import SandboxError, die_with_parent, end_process, free_port, run_in_foreground
+from logcore.children import die_with_parent
+
+from .sandbox import SandboxError, end_process, free_port, run_in_foreground
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA = "/usr/bin/java"

@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 import pymysql
 
+
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
 # REPLICATION SLAVE + REPLICATION CLIENT (BINLOG MONITOR on MariaDB) to follow the binlog, SELECT to
@@ -60,13 +61,6 @@ def run_in_foreground(start, describe) -> None:
         pass
     finally:
         server.stop()
-
-
-def die_with_parent() -> None:
-    """A `preexec_fn`: the child gets SIGKILL when the process that started it dies, however it dies
-    (Linux's PR_SET_PDEATHSIG), so a killed test or benchmark leaves no server behind."""
-    import ctypes
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 def end_process(proc: subprocess.Popen | None, grace_s: float | None = None) -> None:

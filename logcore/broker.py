@@ -134,6 +134,7 @@ class Broker:
             await self.transactions.start()
             await self.server.serve()
         self.started_ms = int(time.time() * 1000)
+        self.replicas.cleaner.start()
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.apply_retention)),
@@ -151,6 +152,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.replicas.cleaner.stop()
         await self.groups.stop()
         await self.transactions.stop()
         await self.server.stop()

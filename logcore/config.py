@@ -206,6 +206,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               check=_at_least(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "largest metadata string of a committed offset",
               check=_at_least(0)),
+    # the log cleaner (logcore/storage/log_cleaner.py, compaction.py)
+    ConfigDef("log.cleaner.enable", "boolean", True, "compact topics with cleanup.policy=compact"),
+    ConfigDef("log.cleaner.threads", "int", 1, "cleaner worker processes", check=_at_least(1)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728,
+              "memory for the cleaners' key maps, shared by the workers", check=_at_least(1)),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308,
+              "bytes per second the cleaners read and write together", check=_between(1, float("inf"))),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "pause when no log needs cleaning", check=_at_least(0)),
     # idempotent and transactional producers (logcore/coordinator/transaction*.py, storage/producer_state.py)
     ConfigDef("transaction.state.log.num.partitions", "int", 50, "partitions of __transaction_state",
               check=_at_least(1)),

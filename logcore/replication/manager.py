@@ -18,6 +18,8 @@ from ..protocol.codec import FileRegion
 from ..protocol.errors import BrokerError, UnknownTopicOrPartition
 from ..storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from ..storage.log import PartitionLog
+from ..storage.log_cleaner import CHECKPOINT as CLEANER_CHECKPOINT
+from ..storage.log_cleaner import LogCleaner
 from ..storage.segment import CorruptSegment
 from .partition import Partition, wait_for_news
 
@@ -58,6 +60,8 @@ class ReplicaManager:
         # Checkpointed positions of the partitions hosted at startup; consumed by host().
         self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
         self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
+        self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
+        self.cleaner = LogCleaner(data_dir, config, self._online_logs)
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -81,6 +85,7 @@ class ReplicaManager:
         partition = Partition(topic, index, pl, self.broker_id)
         try:
             pl.open(self._log_starts.pop(tp, 0), self._clean, self._recovery_points.pop(tp, 0))
+            pl.first_dirty_offset = self._first_dirty.pop(tp, 0)
             if alone:
                 partition.become_leader(pl.leader_epoch, [self.broker_id], [self.broker_id])
         except CorruptSegment as exc:
@@ -98,6 +103,7 @@ class ReplicaManager:
         created from now on start empty whatever stale checkpoint entries say."""
         self._log_starts.clear()
         self._recovery_points.clear()
+        self._first_dirty.clear()
         self._clean = True
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN)
         if os.path.exists(marker):
@@ -121,6 +127,11 @@ class ReplicaManager:
         for (name, _), partition in self.partitions.items():
             if name == topic:
                 partition.log.config = topic_config
+        self.cleaner.wake()  # compaction may be due under the new settings
+
+    def _online_logs(self):
+        """(topic-partition, log, last stable offset) of each partition the cleaner may work on."""
+        return [(tp, p.log, p.last_stable_offset) for tp, p in self.partitions.items() if not p.offline_reason]
 
     def get(self, topic: str, index: int) -> Partition:
         try:

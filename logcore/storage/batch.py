@@ -8,7 +8,9 @@ Layout (big-endian), Kafka's DefaultRecordBatch:
     12      4     partition leader epoch    patched by the broker on append
     16      1     magic (2)
     17      4     CRC32C of bytes 21..end    (attributes onward; so the two patches above keep it valid)
-    21      2     attributes: bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control
+    21      2     attributes: bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control,
+                    6 delete horizon (KIP-534: the base timestamp is then the time the log cleaner
+                    may remove the batch's tombstones or transaction marker)
     23      4     last offset delta
     27      8     base timestamp
     35      8     max timestamp
@@ -17,6 +19,10 @@ Layout (big-endian), Kafka's DefaultRecordBatch:
     53      4     base sequence
     57      4     record count
     61            records (possibly compressed), never decoded here
+
+A batch the log cleaner rewrote keeps its base offset and last offset delta (so offsets never
+change) and holds fewer records: record count ≤ last offset delta + 1, and 0 for the empty batch
+kept so a producer's last sequence number survives.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
+DELETE_HORIZON = 0x40
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 _LEADER_EPOCH = struct.Struct(">i")
@@ -107,9 +114,10 @@ def whole_batches_length(records) -> int:
     return position
 
 
-def validate_produce(records: bytes, max_batch_bytes: int) -> list[BatchHeader]:
+def validate_produce(records: bytes, max_batch_bytes: int, cleaned: bool = False) -> list[BatchHeader]:
     """Headers of the batches in a produce request's record set, each checked for framing, magic,
-    size, compression codec and CRC32C. Raises the error the partition should answer with."""
+    size, compression codec and CRC32C. Raises the error the partition should answer with.
+    `cleaned`: batches copied from a leader's log may be ones the log cleaner rewrote."""
     headers = []
     position, end = 0, len(records)
     if end == 0:
@@ -126,7 +134,8 @@ def validate_produce(records: bytes, max_batch_bytes: int) -> list[BatchHeader]:
             raise RecordTooLarge(f"batch of {header.size} bytes exceeds max.message.bytes={max_batch_bytes}")
         if header.attributes & COMPRESSION_MASK not in CODECS:
             raise UnsupportedCompression(f"unknown compression codec {header.attributes & COMPRESSION_MASK}")
-        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        if (header.record_count < 0 or header.last_offset_delta < header.record_count - 1 if cleaned
+                else header.record_count <= 0 or header.last_offset_delta != header.record_count - 1):
             raise InvalidRecord(
                 f"batch at byte {position} has {header.record_count} records but last offset delta "
                 f"{header.last_offset_delta}"

@@ -21,6 +21,8 @@ from .batch import BatchHeader, assign_offsets, validate_produce, whole_batches_
 from .epochs import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .records import CorruptRecords, decode_batch
+from . import swap
+from .compaction import CleanedGroup
 from .retention import deletable_segments
 from .segment import Segment, fsync_dir
 from .txn_index import AbortedTxn, collect_aborted
@@ -55,6 +57,7 @@ class PartitionLog:
         self.epochs = LeaderEpochCache(directory)
         self.leader_epoch = 0
         self.producers = ProducerStateManager(directory, f"{topic}-{partition}")
+        self.first_dirty_offset = 0  # where the log cleaner's next clean starts (cleaner-offset-checkpoint)
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.partition}"
@@ -70,6 +73,7 @@ class PartitionLog:
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory)
             fsync_dir(os.path.dirname(self.directory))
+        swap.finish_swaps(self.directory)
         self._remove_orphan_indexes()
         interval = self.config["index.interval.bytes"]
         bases = sorted(int(name[:-4]) for name in os.listdir(self.directory)
@@ -209,7 +213,7 @@ class PartitionLog:
         records = records[:whole_batches_length(records)]
         if not records:
             return 0
-        headers = validate_produce(records, len(records))
+        headers = validate_produce(records, len(records), cleaned=True)
         if headers[0].base_offset != self.log_end_offset:
             raise StorageError(f"{self}: the leader sent batches from offset {headers[0].base_offset}, "
                                f"not this replica's log end {self.log_end_offset}")
@@ -376,6 +380,32 @@ class PartitionLog:
         self.producers.truncate_head(self.log_start_offset)
         log.info("%s: deleted %d segment(s) (%s); log start offset now %d", self, count, why, self.log_start_offset)
 
+    # -- compaction ----------------------------------------------------------------------------
+
+    def install_cleaned(self, group: CleanedGroup, cleaned_from: dict[int, Segment]) -> bool:
+        """Swap a cleaned segment (storage/compaction.py) in for the segments it was cleaned from
+        (`cleaned_from`, by base offset), crash-safe (storage/swap.py). False, and the cleaned files
+        dropped, when those segments changed meanwhile (retention, truncation, deletion)."""
+        old = [s for s in self.segments if group.base_offset <= s.base_offset < group.end]
+        if (tuple(s.base_offset for s in old) != group.replaced or not old or old[-1] is self.active
+                or any(cleaned_from.get(s.base_offset) is not s for s in old)):
+            swap.remove_cleaned(self.directory, group.base_offset)
+            return False
+        swap.begin(self.directory, group.base_offset, group.end)
+        for segment in old:
+            segment.delete()
+            _close_later(segment, self.config["file.delete.delay.ms"])
+        swap.finish(self.directory, group.base_offset, group.end)
+        cleaned = Segment(self.directory, group.base_offset, self.config["index.interval.bytes"])
+        cleaned.load()
+        first = self.segments.index(old[0])
+        self.segments[first:first + len(old)] = [cleaned]
+        if group.markers_removed:
+            # A snapshot inside the range may name a transaction whose marker is gone: loading from
+            # it would leave that transaction open forever.
+            self.producers.delete_snapshots_below(group.end)
+        return True
+
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (a replica diverging from its leader)."""
         if offset >= self.log_end_offset:
@@ -389,6 +419,7 @@ class PartitionLog:
             _close_later(segment, self.config["file.delete.delay.ms"])
         self.active.truncate_to(offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
@@ -400,7 +431,7 @@ class PartitionLog:
             _close_later(segment, self.config["file.delete.delay.ms"])
         self.segments = [Segment.create(self.directory, offset, self.config["index.interval.bytes"])]
         fsync_dir(self.directory)
-        self.log_start_offset = self.recovery_point = offset
+        self.log_start_offset = self.recovery_point = self.first_dirty_offset = offset
         self.epochs.reset([])
         self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 

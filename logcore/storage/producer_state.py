@@ -270,9 +270,12 @@ class ProducerStateManager:
                 if e.last_data_offset < log_start_offset and e.txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
-        for offset in self._snapshot_offsets():
-            if offset < log_start_offset:
-                _unlink(self._snapshot_path(offset))
+        self.delete_snapshots_below(log_start_offset)
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        for snapshot in self._snapshot_offsets():
+            if snapshot < offset:
+                _unlink(self._snapshot_path(snapshot))
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Drop idle producers (producer.id.expiration.ms) without an open transaction."""

@@ -1,7 +1,8 @@
 """Record batches (magic v2) as records: the one module that builds and decodes individual records.
 
 The produce and fetch paths never come here (they only read batch headers, see batch.py); the
-coordinators, the log cleaner and dump-log do.
+coordinators, the log cleaner and dump-log do. The cleaner's hot loop reads records with aiokafka's
+compiled reader instead (storage/compaction.py) and writes the batches it changes with `build_batch`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import gzip
 import struct
 from dataclasses import dataclass
 
+import aiokafka.codec
 import cramjam
 from crc32c import crc32c
 
@@ -21,16 +23,51 @@ def encode_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms:
                  producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0) -> bytes:
     """One uncompressed batch of (key, value) records with base offset 0 (the log assigns the real
     one) and one CreateTime timestamp for all of them; non-transactional unless told otherwise.
-    Written directly (layout below, with the decoder): coordinators write one per request."""
+    Coordinators write one per request."""
+    return build_batch([(delta, timestamp_ms, key, value, ()) for delta, (key, value) in enumerate(records)],
+                       base_timestamp=timestamp_ms, max_timestamp=timestamp_ms, last_offset_delta=len(records) - 1,
+                       attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=base_sequence)
+
+
+def build_batch(records, *, base_timestamp: int, max_timestamp: int, last_offset_delta: int, attributes: int,
+                base_offset: int = 0, leader_epoch: int = 0, producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1) -> bytes:
+    """A batch of `records`, each (offset delta, timestamp, key, value, headers), compressed with the
+    codec in `attributes`; the layout is described below, with the decoder. Written here rather than
+    with aiokafka's builder because the log cleaner needs the header's every field: a base timestamp
+    that is a delete horizon, a last offset delta past the last record, a record count of 0."""
     body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        record = b"\x00\x00" + _zigzag(delta) + _field(key) + _field(value) + b"\x00"  # attributes, ts delta 0
+    for offset_delta, timestamp, key, value, headers in records:
+        record = bytearray(b"\x00")  # attributes
+        record += _zigzag(timestamp - base_timestamp) + _zigzag(offset_delta) + _field(key) + _field(value)
+        record += _zigzag(len(headers))
+        for name, header_value in headers:
+            record += _field(name.encode()) + _field(header_value)
         body += _zigzag(len(record)) + record
-    header = bytearray(HEADER.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(body), 0, MAGIC, 0, attributes,
-                                   len(records) - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
-                                   base_sequence, len(records)))
-    struct.pack_into(">I", header, 17, crc32c(body, crc32c(memoryview(header)[CRC_START:])))
-    return bytes(header + body)
+    payload = compress(attributes & COMPRESSION_MASK, bytes(body)) if body else b""
+    header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch, MAGIC, 0,
+                                   attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                                   producer_epoch, base_sequence, len(records)))
+    struct.pack_into(">I", header, 17, crc32c(payload, crc32c(memoryview(header)[CRC_START:])))
+    return bytes(header + payload)
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """A records section compressed as Kafka's clients do it (snappy in xerial's framing, LZ4 frames
+    with independent blocks), at Kafka's default levels."""
+    name = CODECS.get(codec)
+    if name == "none":
+        return data
+    if name == "gzip":
+        return gzip.compress(data, compresslevel=6, mtime=0)
+    if name == "snappy":
+        return aiokafka.codec.snappy_encode(data)
+    if name == "lz4":
+        return aiokafka.codec.lz4_encode(data)
+    if name == "zstd":
+        return aiokafka.codec.zstd_encode(data)
+    raise CorruptRecords(f"unknown compression codec {codec}")
 
 
 def _zigzag(n: int) -> bytes:

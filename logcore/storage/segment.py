@@ -27,6 +27,9 @@ PAGE = 4096
 EVERYTHING_FLUSHED = 2**63 - 1  # a recovery point that treats every byte of a segment as durable
 
 
+SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")  # the files of one segment
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -61,12 +64,15 @@ class RecoveryResult:
 
 
 class Segment:
-    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
+    """`suffix` names a segment being written beside the log (the cleaner's `.cleaned` output)."""
+
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, suffix: str = "") -> None:
         self.base_offset = base_offset
-        self.path = os.path.join(directory, segment_name(base_offset, ".log"))
-        self.index = OffsetIndex(os.path.join(directory, segment_name(base_offset, ".index")), base_offset)
-        self.time_index = TimeIndex(os.path.join(directory, segment_name(base_offset, ".timeindex")), base_offset)
-        self.txn_index = TxnIndex(os.path.join(directory, segment_name(base_offset, ".txnindex")))
+        self.path = os.path.join(directory, segment_name(base_offset, ".log" + suffix))
+        self.index = OffsetIndex(os.path.join(directory, segment_name(base_offset, ".index" + suffix)), base_offset)
+        self.time_index = TimeIndex(os.path.join(directory, segment_name(base_offset, ".timeindex" + suffix)),
+                                    base_offset)
+        self.txn_index = TxnIndex(os.path.join(directory, segment_name(base_offset, ".txnindex" + suffix)))
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -78,9 +84,9 @@ class Segment:
         self._bytes_since_index = 0
 
     @classmethod
-    def create(cls, directory: str, base_offset: int, index_interval_bytes: int) -> "Segment":
+    def create(cls, directory: str, base_offset: int, index_interval_bytes: int, suffix: str = "") -> "Segment":
         """A new, empty segment. Its index files exist from the start, so a missing one means damage."""
-        segment = cls(directory, base_offset, index_interval_bytes)
+        segment = cls(directory, base_offset, index_interval_bytes, suffix)
         if segment.size:
             segment.close()
             raise FileExistsError(f"{segment.path} already holds {segment.size} bytes; cannot start a segment there")
@@ -180,7 +186,7 @@ class Segment:
             return f"batch length {header.batch_length} runs past the end of the file"
         if header.base_offset < self.next_offset:
             return f"base offset {header.base_offset} goes backwards (expected {self.next_offset})"
-        if header.record_count <= 0 or header.last_offset_delta < 0:
+        if header.record_count < 0 or header.last_offset_delta < header.record_count - 1:
             return f"record count {header.record_count}, last offset delta {header.last_offset_delta}"
         if not crc_matches(data, position, header):
             return "CRC32C mismatch"
@@ -332,12 +338,17 @@ class Segment:
             os.close(self.fd)
             self.fd = -1
 
+    @property
+    def paths(self) -> tuple[str, str, str, str]:
+        """Its files, in SUFFIXES order."""
+        return self.path, self.index.path, self.time_index.path, self.txn_index.path
+
     def delete(self) -> None:
         """Unlink the files now; the caller closes the descriptor later so in-flight sendfiles finish."""
         self.index.close()
         self.time_index.close()
         self.txn_index.close()
-        for path in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
+        for path in self.paths:
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -63,6 +63,10 @@ class TxnIndex:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         return self._fd
 
+    def create(self) -> None:
+        """Make the file exist, even empty (a cleaned segment's replaces the old one's)."""
+        self._file()
+
     def append(self, entry: AbortedTxn) -> None:
         os.write(self._file(), _ENTRY.pack(VERSION, *entry))
         self.entries.append(entry)

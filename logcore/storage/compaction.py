@@ -1,0 +1,351 @@
+"""Compacting one partition: keep the latest record of every key, as Kafka's log cleaner does.
+
+This is the work a cleaner process does (storage/log_cleaner.py schedules it, PartitionLog swaps
+the result in); it reads sealed segments and writes new files beside them, and changes nothing the
+broker serves. Two passes:
+
+1. The offset map: every key of the *dirty* section (from the first dirty offset, where the last
+   clean ended, to the first uncleanable offset) with the offset of its latest record. It holds at
+   most `map_bytes`; when full, the clean stops at the last segment that fitted and the next clean
+   goes on from there.
+2. The filter: every segment from the log start up to where the map ends, in groups that fit one
+   segment, is copied to `<base>.log.cleaned` (indexes too), keeping a record unless
+   - a later record of its key is in the map, or it has no key;
+   - it belongs to an aborted transaction;
+   - it is a tombstone (null value) whose batch's delete horizon has passed. A tombstone kept for
+     the first time stamps its batch with a horizon of now + delete.retention.ms (KIP-534), so it
+     survives that long after the cleaner reached it.
+   A transaction marker stays while any batch of its transaction stays, then until its own delete
+   horizon. The last batch of a producer the partition still tracks stays as an empty batch, so its
+   sequence numbers survive a rebuild of the producer state. Offsets never change: a rewritten
+   batch keeps its base offset and last offset delta. A batch whose records all stay is copied
+   byte for byte; one that changes is written again with its own codec.
+
+Records are read with aiokafka's compiled reader: this is the one loop in logcore that looks at
+every record, and the pure-Python decoder is ten times slower.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from dataclasses import dataclass, field
+
+from aiokafka.record.default_records import DefaultRecordBatch  # compiled when aiokafka was built with it
+
+from .batch import (COMPRESSION_MASK, CONTROL, DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_LOG_APPEND,
+                    TRANSACTIONAL, BatchHeader, read_header)
+from .records import build_batch
+from .segment import Segment, segment_name
+from .swap import CLEANED, remove_cleaned
+from .txn_index import AbortedTxn
+
+INT32_MAX = 2**31 - 1
+MAP_ENTRY_OVERHEAD = 104  # bytes a dict entry costs beyond its key: bytes object, int, slot
+WRITE_BUFFER = 1 << 20
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    base_offset: int
+    next_offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class CleanJob:
+    """Everything a clean needs, taken on the event loop: the segments below the first uncleanable
+    offset (all sealed), the partition's aborted transactions and its producers' last batches."""
+
+    directory: str
+    name: str  # topic-partition, for messages
+    segments: tuple[SegmentFile, ...]
+    first_dirty: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    max_index_bytes: int
+    index_interval_bytes: int
+    end: int  # the first uncleanable offset: the base of the segment after the last in `segments`
+    map_bytes: int
+    io_bytes_per_second: float
+    aborted: tuple[AbortedTxn, ...] = ()
+    producer_last_offsets: frozenset[int] = frozenset()  # last offset of each tracked producer's last batch
+
+
+@dataclass(frozen=True)
+class CleanedGroup:
+    """One `.cleaned` segment, to replace the segments whose bases are `replaced` (all below `end`)."""
+
+    base_offset: int
+    end: int
+    replaced: tuple[int, ...]
+    size: int
+    markers_removed: int
+
+
+@dataclass
+class CleanStats:
+    records_read: int = 0
+    records_kept: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    map_records: int = 0
+    seconds: float = 0.0
+    throttled_seconds: float = 0.0
+
+
+@dataclass
+class CleanResult:
+    groups: list[CleanedGroup]
+    cleaned_to: int  # the next clean's first dirty offset
+    stats: CleanStats = field(default_factory=CleanStats)
+
+
+def clean(job: CleanJob) -> CleanResult:
+    started = time.monotonic()
+    throttle = Throttle(job.io_bytes_per_second)
+    stats = CleanStats()
+    aborted = AbortedIndex(job.aborted)
+    offsets, mapped_to = build_offset_map(job, aborted, stats, throttle)
+    cleaner = Filter(job, offsets, aborted, stats)
+    groups = []
+    for group in group_segments([s for s in job.segments if s.base_offset < mapped_to], job):
+        end = next((s.base_offset for s in job.segments if s.base_offset > group[-1].base_offset), job.end)
+        cleaned = cleaner.write_group(group, end, throttle)
+        if cleaned is not None:
+            groups.append(cleaned)
+    stats.seconds = time.monotonic() - started
+    stats.throttled_seconds = throttle.slept
+    return CleanResult(groups, mapped_to, stats)
+
+
+# -- pass 1: the offset map --------------------------------------------------------------------------
+
+def build_offset_map(job: CleanJob, aborted: "AbortedIndex", stats: CleanStats,
+                     throttle: "Throttle") -> tuple[dict[bytes, int], int]:
+    """Key → offset of its latest record in the dirty section, and where the mapped part of that
+    section ends: the whole of it, or the batch at which the map outgrew `map_bytes` (at least one
+    batch is mapped, so every clean makes progress)."""
+    offsets: dict[bytes, int] = {}
+    used = 0
+    mapped_to = job.first_dirty
+    for segment in job.segments:
+        if segment.next_offset <= job.first_dirty:
+            continue
+        for header, raw in read_batches(job.directory, segment):
+            if header.next_offset <= job.first_dirty:
+                continue
+            if used > job.map_bytes:
+                return offsets, mapped_to
+            stats.bytes_read += header.size
+            if not (header.is_control or header.record_count == 0 or aborted.holds(header)):
+                for record in DefaultRecordBatch(raw):
+                    key = record.key
+                    if key is not None:
+                        if key not in offsets:
+                            used += len(key) + MAP_ENTRY_OVERHEAD
+                        offsets[key] = record.offset
+                stats.map_records += header.record_count
+            mapped_to = header.next_offset
+        throttle.account(segment.size)
+        mapped_to = max(mapped_to, segment.next_offset)
+    return offsets, mapped_to
+
+
+class AbortedIndex:
+    """Which transactional batches belong to an aborted transaction: per producer, the offset ranges
+    from each aborted transaction's first batch to its abort marker."""
+
+    def __init__(self, aborted: tuple[AbortedTxn, ...]) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self.ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        self.by_marker = {txn.last_offset: txn for txn in aborted}
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last for first, last in self.ranges.get(header.producer_id, ()))
+
+
+# -- pass 2: the filter ------------------------------------------------------------------------------
+
+def group_segments(segments: list[SegmentFile], job: CleanJob) -> list[list[SegmentFile]]:
+    """Consecutive segments that together fit one segment (segment.bytes, an index of at most
+    segment.index.bytes, int32 relative offsets): cleaned segments shrink, and grouping merges them."""
+    groups: list[list[SegmentFile]] = []
+    size = 0
+    for segment in segments:
+        if groups:
+            group = groups[-1]
+            merged = size + segment.size
+            entries = merged // max(job.index_interval_bytes, 1) + len(group) + 1
+            if (merged <= job.segment_bytes and entries * 12 <= job.max_index_bytes
+                    and segment.next_offset - 1 - group[0].base_offset <= INT32_MAX):
+                group.append(segment)
+                size = merged
+                continue
+        groups.append([segment])
+        size = segment.size
+    return groups
+
+
+class Filter:
+    def __init__(self, job: CleanJob, offsets: dict[bytes, int], aborted: AbortedIndex, stats: CleanStats) -> None:
+        self.job = job
+        self.offsets = offsets
+        self.aborted = aborted
+        self.stats = stats
+        self.horizon = job.now_ms + job.delete_retention_ms  # for tombstones and markers reached now
+        self.open_txns: dict[int, int] = {}  # producer id -> batches of its current transaction kept so far
+
+    def write_group(self, group: list[SegmentFile], end: int, throttle: "Throttle") -> CleanedGroup | None:
+        """Write the group's kept batches to a `.cleaned` segment. None when a lone segment comes
+        out unchanged: there is nothing to swap."""
+        job = self.job
+        remove_cleaned(job.directory, group[0].base_offset)
+        out = Segment.create(job.directory, group[0].base_offset, job.index_interval_bytes, CLEANED)
+        changed = len(group) > 1
+        markers_removed = 0
+        try:
+            pending, headers = bytearray(), []
+            for segment in group:
+                for header, raw in read_batches(job.directory, segment):
+                    kept = self.filter_batch(header, raw)
+                    if kept is None and header.is_control:
+                        markers_removed += 1
+                    if kept is not raw:
+                        changed = True
+                    if kept is None:
+                        continue
+                    if header.is_control and header.base_offset in self.aborted.by_marker:
+                        out.txn_index.append(self.aborted.by_marker[header.base_offset])
+                    pending += kept
+                    headers.append(read_header(kept))
+                    if len(pending) >= WRITE_BUFFER:
+                        out.append(pending, headers)
+                        pending, headers = bytearray(), []
+                throttle.account(segment.size)
+            if pending:
+                out.append(pending, headers)
+            out.txn_index.create()  # even when empty: it replaces the old segment's
+            out.seal()
+            out.flush()
+            self.stats.bytes_written += out.size
+            throttle.account(out.size)
+        finally:
+            out.close()
+        if not changed:
+            remove_cleaned(job.directory, group[0].base_offset)
+            return None
+        return CleanedGroup(group[0].base_offset, end, tuple(s.base_offset for s in group), out.size, markers_removed)
+
+    def filter_batch(self, header: BatchHeader, raw: bytes):
+        """`raw` when the batch stays as it is, new bytes when it changes, None when it goes."""
+        self.stats.records_read += header.record_count
+        if header.is_control:
+            return self._filter_marker(header, raw)
+        pid = header.producer_id
+        if self.aborted.holds(header):
+            kept_records, tombstones = [], False
+        else:
+            kept_records, tombstones = self._kept_records(header, raw)
+        self.stats.records_kept += len(kept_records)
+        last_of_producer = pid >= 0 and header.last_offset in self.job.producer_last_offsets
+        if kept_records or last_of_producer:
+            if header.is_transactional:
+                self.open_txns[pid] = self.open_txns.get(pid, 0) + 1
+        if not kept_records:
+            return self._rebuild(header, [], None) if last_of_producer else None
+        stamp = tombstones and not header.attributes & DELETE_HORIZON
+        if len(kept_records) == header.record_count and not stamp:
+            return raw
+        horizon = self.horizon if stamp else (header.base_timestamp if header.attributes & DELETE_HORIZON else None)
+        return self._rebuild(header, kept_records, horizon)
+
+    def _kept_records(self, header: BatchHeader, raw: bytes) -> tuple[list, bool]:
+        """The records that stay, and whether a tombstone is among them."""
+        offsets = self.offsets
+        expired = header.attributes & DELETE_HORIZON and header.base_timestamp <= self.job.now_ms
+        kept, tombstones = [], False
+        for record in DefaultRecordBatch(raw):
+            key = record.key
+            if key is None or offsets.get(key, -1) > record.offset:
+                continue
+            if record.value is None:
+                if expired:
+                    continue
+                tombstones = True
+            kept.append(record)
+        return kept, tombstones
+
+    def _filter_marker(self, header: BatchHeader, raw: bytes):
+        if self.open_txns.pop(header.producer_id, 0):
+            return raw  # data of its transaction is still in the log
+        if not header.attributes & DELETE_HORIZON:
+            self.stats.records_kept += 1
+            return self._rebuild(header, list(DefaultRecordBatch(raw)), self.horizon)
+        if header.base_timestamp > self.job.now_ms:
+            self.stats.records_kept += 1
+            return raw
+        return None
+
+    @staticmethod
+    def _rebuild(header: BatchHeader, records: list, horizon: int | None) -> bytes:
+        """The batch again with only `records`, its offsets, producer fields and codec unchanged."""
+        kept_bits = TIMESTAMP_TYPE_LOG_APPEND | TRANSACTIONAL | CONTROL | (COMPRESSION_MASK if records else 0)
+        attributes = header.attributes & kept_bits  # an empty batch is uncompressed, as Kafka writes it
+        timestamps = [r.timestamp for r in records]
+        if header.attributes & TIMESTAMP_TYPE_LOG_APPEND or not records:
+            max_timestamp = header.max_timestamp
+        else:
+            max_timestamp = max(timestamps)
+        base_timestamp = timestamps[0] if records else header.base_timestamp
+        if horizon is not None:
+            attributes |= DELETE_HORIZON
+            base_timestamp = horizon
+        return build_batch([(r.offset - header.base_offset, r.timestamp, r.key, r.value, r.headers) for r in records],
+                           base_offset=header.base_offset, leader_epoch=header.leader_epoch,
+                           base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                           last_offset_delta=header.last_offset_delta, attributes=attributes,
+                           producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                           base_sequence=header.base_sequence)
+
+
+# -- files -------------------------------------------------------------------------------------------
+
+def read_batches(directory: str, segment: SegmentFile):
+    """(header, bytes) of each batch of a sealed segment, read through one mapping of its file."""
+    path = os.path.join(directory, segment_name(segment.base_offset, ".log"))
+    with open(path, "rb") as f:
+        size = min(os.fstat(f.fileno()).st_size, segment.size)
+        if size == 0:
+            return
+        with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as data:
+            position = 0
+            while position + HEADER_SIZE <= size:
+                header = read_header(data, position)
+                end = position + header.batch_length + LOG_OVERHEAD
+                yield header, data[position:end]
+                position = end
+
+
+class Throttle:
+    """log.cleaner.io.max.bytes.per.second: sleep whenever the bytes read and written run ahead of it."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self.started = time.monotonic()
+        self.bytes = 0
+        self.slept = 0.0
+
+    def account(self, size: int) -> None:
+        self.bytes += size
+        if self.rate <= 0 or self.rate >= 1e300:
+            return
+        ahead = self.bytes / self.rate - (time.monotonic() - self.started)
+        if ahead > 0.01:
+            time.sleep(ahead)
+            self.slept += ahead

@@ -1,0 +1,215 @@
+"""The log cleaner: Kafka's LogCleaner and LogCleanerManager. It picks the dirtiest compacted
+partition, cleans it in a worker process (storage/compaction.py) and swaps the result in
+(PartitionLog.install_cleaned). Workers are processes, not threads: a thread would share the GIL
+with the event loop that serves clients.
+
+A partition's log is cleanable from its log start to its first uncleanable offset: the base of the
+segment holding the earliest of the active segment, the last stable offset (which also stays below
+the high watermark) and the first segment younger than min.compaction.lag.ms. The part from the
+first dirty offset (where the last clean ended, kept in `cleaner-offset-checkpoint`) on is dirty.
+A partition is cleaned when its dirty bytes are at least min.cleanable.dirty.ratio of its
+cleanable bytes, or when a dirty record is older than max.compaction.lag.ms.
+
+Broker settings, as Kafka's: log.cleaner.enable, log.cleaner.threads (worker processes),
+log.cleaner.dedupe.buffer.size and log.cleaner.io.max.bytes.per.second (shared by the workers),
+log.cleaner.backoff.ms (the pause when nothing needs cleaning).
+
+Event loop only, apart from `clean`, which runs in the workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import multiprocessing
+import multiprocessing.pool
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..children import die_with_parent
+from ..config import BrokerConfig
+from .checkpoint import write_checkpoint
+from .compaction import CleanJob, CleanResult, CleanStats, SegmentFile, clean
+from .log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "cleaner-offset-checkpoint"
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Cleanable:
+    """Where a compacted log could be cleaned now, and how dirty it is."""
+
+    first_dirty: int
+    end: int  # first uncleanable offset, a segment base
+    clean_bytes: int
+    dirty_bytes: int
+    overdue: bool  # a dirty record is older than max.compaction.lag.ms
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def cleanable(log_: PartitionLog, last_stable_offset: int, first_dirty: int, now_ms: int) -> Cleanable:
+    segments = log_.segments
+    config = log_.config
+    bases = [s.base_offset for s in segments]
+    limit = min(log_.active.base_offset, last_stable_offset)
+    young = now_ms - config["min.compaction.lag.ms"]
+    if config["min.compaction.lag.ms"] > 0:
+        limit = min([limit] + [s.base_offset for s in segments if s.largest_timestamp() > young])
+    end_index = max(bisect.bisect_right(bases, limit) - 1, 0)  # the segment holding `limit` is not cleanable
+    end = bases[end_index]
+    if not log_.log_start_offset <= first_dirty <= end:
+        first_dirty = log_.log_start_offset  # the log was truncated or deleted from under the checkpoint
+    first_dirty = min(first_dirty, end)
+    dirty_index = max(bisect.bisect_right(bases, first_dirty) - 1, 0)
+    clean_bytes = sum(s.size for s in segments[:dirty_index])
+    dirty = segments[dirty_index:end_index]
+    overdue = bool(dirty) and now_ms - (dirty[0].rolling_base_ms or now_ms) > config["max.compaction.lag.ms"]
+    return Cleanable(first_dirty, end, clean_bytes, sum(s.size for s in dirty), overdue)
+
+
+class LogCleaner:
+    def __init__(self, data_dir: str, config: BrokerConfig,
+                 logs: Callable[[], Iterable[tuple[TopicPartition, PartitionLog, int]]]) -> None:
+        """`logs`: (topic-partition, log, last stable offset) of each online partition."""
+        self.data_dir = data_dir
+        self.config = config
+        self.logs = logs
+        self.threads = config.get("log.cleaner.threads")
+        self.enabled = config.get("log.cleaner.enable")
+        self.last_clean: dict[TopicPartition, CleanStats] = {}
+        self.in_progress: set[TopicPartition] = set()
+        self._pool: multiprocessing.pool.Pool | None = None
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.enabled:
+            self._tasks = [asyncio.create_task(self._work()) for _ in range(self.threads)]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._pool is not None:
+            self._pool.terminate()  # a clean in progress is dropped: the next open removes its files
+            self._pool.join()
+            self._pool = None
+
+    def dirt(self, log_: PartitionLog, last_stable_offset: int) -> Cleanable:
+        """How dirty a log is now (`binlake log-dirs`)."""
+        return cleanable(log_, last_stable_offset, log_.first_dirty_offset, int(time.time() * 1000))
+
+    def wake(self) -> None:
+        """Look for work now (a topic's compaction settings changed, a test wants a clean)."""
+        self._wake.set()
+
+    # -- choosing ---------------------------------------------------------------------------------
+
+    def _dirtiest(self, now_ms: int) -> tuple[TopicPartition, PartitionLog, Cleanable] | None:
+        """The partition most in need: overdue ones (max.compaction.lag.ms) first, then by dirty ratio."""
+        best, best_rank = None, (False, 0.0)
+        for tp, log_, lso in self.logs():
+            if tp in self.in_progress or not log_.config.compacted or not log_.segments:
+                continue
+            found = cleanable(log_, lso, log_.first_dirty_offset, now_ms)
+            if not found.dirty_bytes:
+                continue
+            rank = (found.overdue, found.dirty_ratio)
+            if (found.overdue or found.dirty_ratio >= log_.config["min.cleanable.dirty.ratio"]) and rank > best_rank:
+                best, best_rank = (tp, log_, found), rank
+        return best
+
+    def _job(self, tp: TopicPartition, log_: PartitionLog, found: Cleanable, now_ms: int) -> CleanJob:
+        config = log_.config
+        segments = [s for s in log_.segments if s.base_offset < found.end]
+        aborted = tuple(entry for s in log_.segments for entry in s.txn_index.entries)
+        last_offsets = frozenset(e.last_data_offset for e in log_.producers.active_producers() if e.batches)
+        return CleanJob(
+            directory=log_.directory, name=str(log_),
+            segments=tuple(SegmentFile(s.base_offset, s.next_offset, s.size) for s in segments),
+            first_dirty=found.first_dirty, end=found.end, now_ms=now_ms,
+            delete_retention_ms=config["delete.retention.ms"], segment_bytes=config["segment.bytes"],
+            max_index_bytes=config["segment.index.bytes"], index_interval_bytes=config["index.interval.bytes"],
+            map_bytes=self.config.get("log.cleaner.dedupe.buffer.size") // self.threads,
+            io_bytes_per_second=self.config.get("log.cleaner.io.max.bytes.per.second") / self.threads,
+            aborted=aborted, producer_last_offsets=last_offsets)
+
+    # -- cleaning ---------------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        backoff_s = self.config.get("log.cleaner.backoff.ms") / 1000
+        while True:
+            try:
+                cleaned = await self.clean_dirtiest()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the log cleaner failed; it tries again in %.1f s", backoff_s)
+                cleaned = False
+            if not cleaned:
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(backoff_s):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
+
+    async def clean_dirtiest(self) -> bool:
+        """Clean the dirtiest partition that needs it; False when none does."""
+        now_ms = int(time.time() * 1000)
+        chosen = self._dirtiest(now_ms)
+        if chosen is None:
+            return False
+        tp, log_, found = chosen
+        job = self._job(tp, log_, found, now_ms)
+        cleaned_from = {s.base_offset: s for s in log_.segments if s.base_offset < found.end}
+        self.in_progress.add(tp)
+        try:
+            result = await self._run(job)
+        finally:
+            self.in_progress.discard(tp)
+        installed = [log_.install_cleaned(group, cleaned_from) for group in result.groups]
+        if not all(installed):
+            log.info("%s changed while it was cleaned; the clean is dropped and done again", log_)
+            return True
+        log_.first_dirty_offset = result.cleaned_to
+        self.last_clean[tp] = result.stats
+        self._write_checkpoint()
+        stats = result.stats
+        log.info("%s: cleaned up to offset %d in %.2f s: %d of %d records kept, %d → %d bytes in %d segment(s)",
+                 log_, result.cleaned_to, stats.seconds, stats.records_kept, stats.records_read,
+                 sum(s.size for s in job.segments), stats.bytes_written, len(result.groups))
+        return True
+
+    async def _run(self, job: CleanJob) -> CleanResult:
+        """`clean(job)` in a worker process. The pool starts at the first clean (most brokers of a
+        test run never need one); its processes die with the broker (PR_SET_PDEATHSIG), so none
+        writes on into a directory that a restarted broker owns."""
+        if self._pool is None:
+            self._pool = multiprocessing.get_context("spawn").Pool(self.threads, initializer=die_with_parent)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+
+        def settle(outcome, failed: bool = False) -> None:
+            if not done.done():
+                (done.set_exception if failed else done.set_result)(outcome)
+
+        self._pool.apply_async(clean, (job,), callback=lambda r: loop.call_soon_threadsafe(settle, r),
+                               error_callback=lambda e: loop.call_soon_threadsafe(settle, e, True))
+        return await done
+
+    def _write_checkpoint(self) -> None:
+        write_checkpoint(os.path.join(self.data_dir, CHECKPOINT),
+                         {tp: log_.first_dirty_offset for tp, log_, _ in self.logs()})
