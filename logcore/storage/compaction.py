@@ -31,6 +31,7 @@ import mmap
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from aiokafka.record.default_records import DefaultRecordBatch  # compiled when aiokafka was built with it
 
@@ -101,9 +102,13 @@ class CleanResult:
     groups: list[CleanedGroup]
     cleaned_to: int  # the next clean's first dirty offset
     stats: CleanStats = field(default_factory=CleanStats)
+    next_delete_horizon: int | None = None  # when a kept tombstone or marker may go: clean again then
 
 
-def clean(job: CleanJob) -> CleanResult:
+def clean(job: CleanJob, emit: Callable[[CleanedGroup], None] = lambda group: None) -> CleanResult:
+    """Clean the job's segments; `emit` gets each cleaned group as soon as its files are written, so
+    the broker swaps it in while the next one is cleaned (a clean never needs more spare disk than
+    one segment's worth)."""
     started = time.monotonic()
     throttle = Throttle(job.io_bytes_per_second)
     stats = CleanStats()
@@ -116,9 +121,10 @@ def clean(job: CleanJob) -> CleanResult:
         cleaned = cleaner.write_group(group, end, throttle)
         if cleaned is not None:
             groups.append(cleaned)
+            emit(cleaned)
     stats.seconds = time.monotonic() - started
     stats.throttled_seconds = throttle.slept
-    return CleanResult(groups, mapped_to, stats)
+    return CleanResult(groups, mapped_to, stats, cleaner.next_horizon)
 
 
 # -- pass 1: the offset map --------------------------------------------------------------------------
@@ -200,6 +206,7 @@ class Filter:
         self.stats = stats
         self.horizon = job.now_ms + job.delete_retention_ms  # for tombstones and markers reached now
         self.open_txns: dict[int, int] = {}  # producer id -> batches of its current transaction kept so far
+        self.next_horizon: int | None = None  # the earliest delete horizon still ahead among kept batches
 
     def write_group(self, group: list[SegmentFile], end: int, throttle: "Throttle") -> CleanedGroup | None:
         """Write the group's kept batches to a `.cleaned` segment. None when a lone segment comes
@@ -220,6 +227,7 @@ class Filter:
                         changed = True
                     if kept is None:
                         continue
+                    self._note_horizon(kept)
                     if header.is_control and header.base_offset in self.aborted.by_marker:
                         out.txn_index.append(self.aborted.by_marker[header.base_offset])
                     pending += kept
@@ -241,6 +249,12 @@ class Filter:
             remove_cleaned(job.directory, group[0].base_offset)
             return None
         return CleanedGroup(group[0].base_offset, end, tuple(s.base_offset for s in group), out.size, markers_removed)
+
+    def _note_horizon(self, batch: bytes) -> None:
+        header = read_header(batch)
+        if header.attributes & DELETE_HORIZON and header.base_timestamp > self.job.now_ms:
+            if self.next_horizon is None or header.base_timestamp < self.next_horizon:
+                self.next_horizon = header.base_timestamp
 
     def filter_batch(self, header: BatchHeader, raw: bytes):
         """`raw` when the batch stays as it is, new bytes when it changes, None when it goes."""

@@ -23,8 +23,9 @@ import asyncio
 import bisect
 import logging
 import multiprocessing
-import multiprocessing.pool
+import multiprocessing.connection
 import os
+import traceback
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -32,7 +33,8 @@ from typing import Callable, Iterable
 from ..children import die_with_parent
 from ..config import BrokerConfig
 from .checkpoint import write_checkpoint
-from .compaction import CleanJob, CleanResult, CleanStats, SegmentFile, clean
+from . import swap
+from .compaction import CleanedGroup, CleanJob, CleanResult, CleanStats, SegmentFile, clean
 from .log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,22 @@ def cleanable(log_: PartitionLog, last_stable_offset: int, first_dirty: int, now
     return Cleanable(first_dirty, end, clean_bytes, sum(s.size for s in dirty), overdue)
 
 
+def job_for(log_: PartitionLog, found: Cleanable, now_ms: int, map_bytes: int,
+            io_bytes_per_second: float = float("inf")) -> CleanJob:
+    """What a worker needs to clean `log_` below `found.end`, taken from the log now."""
+    config = log_.config
+    segments = [s for s in log_.segments if s.base_offset < found.end]
+    return CleanJob(
+        directory=log_.directory, name=str(log_),
+        segments=tuple(SegmentFile(s.base_offset, s.next_offset, s.size) for s in segments),
+        first_dirty=found.first_dirty, end=found.end, now_ms=now_ms,
+        delete_retention_ms=config["delete.retention.ms"], segment_bytes=config["segment.bytes"],
+        max_index_bytes=config["segment.index.bytes"], index_interval_bytes=config["index.interval.bytes"],
+        map_bytes=map_bytes, io_bytes_per_second=io_bytes_per_second,
+        aborted=tuple(entry for s in log_.segments for entry in s.txn_index.entries),
+        producer_last_offsets=frozenset(e.last_data_offset for e in log_.producers.active_producers() if e.batches))
+
+
 class LogCleaner:
     def __init__(self, data_dir: str, config: BrokerConfig,
                  logs: Callable[[], Iterable[tuple[TopicPartition, PartitionLog, int]]]) -> None:
@@ -87,8 +105,10 @@ class LogCleaner:
         self.threads = config.get("log.cleaner.threads")
         self.enabled = config.get("log.cleaner.enable")
         self.last_clean: dict[TopicPartition, CleanStats] = {}
+        self.delete_horizons: dict[TopicPartition, int] = {}  # when kept tombstones may go (KIP-534)
         self.in_progress: set[TopicPartition] = set()
-        self._pool: multiprocessing.pool.Pool | None = None
+        self._idle: list[CleanerProcess] = []
+        self._busy: set[CleanerProcess] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
 
@@ -102,10 +122,9 @@ class LogCleaner:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._pool is not None:
-            self._pool.terminate()  # a clean in progress is dropped: the next open removes its files
-            self._pool.join()
-            self._pool = None
+        for worker in [*self._idle, *self._busy]:
+            worker.kill()  # a clean in progress is dropped: the next open removes its files
+        self._idle, self._busy = [], set()
 
     def dirt(self, log_: PartitionLog, last_stable_offset: int) -> Cleanable:
         """How dirty a log is now (`binlake log-dirs`)."""
@@ -118,33 +137,22 @@ class LogCleaner:
     # -- choosing ---------------------------------------------------------------------------------
 
     def _dirtiest(self, now_ms: int) -> tuple[TopicPartition, PartitionLog, Cleanable] | None:
-        """The partition most in need: overdue ones (max.compaction.lag.ms) first, then by dirty ratio."""
-        best, best_rank = None, (False, 0.0)
+        """The partition most in need: overdue ones (max.compaction.lag.ms) first, then by dirty ratio;
+        failing those, one whose kept tombstones have reached their delete horizon."""
+        best, best_rank, expired = None, (False, 0.0), None
         for tp, log_, lso in self.logs():
             if tp in self.in_progress or not log_.config.compacted or not log_.segments:
                 continue
             found = cleanable(log_, lso, log_.first_dirty_offset, now_ms)
-            if not found.dirty_bytes:
+            if found.end <= log_.log_start_offset:
                 continue
             rank = (found.overdue, found.dirty_ratio)
-            if (found.overdue or found.dirty_ratio >= log_.config["min.cleanable.dirty.ratio"]) and rank > best_rank:
+            if found.dirty_bytes and rank > best_rank and (
+                    found.overdue or found.dirty_ratio >= log_.config["min.cleanable.dirty.ratio"]):
                 best, best_rank = (tp, log_, found), rank
-        return best
-
-    def _job(self, tp: TopicPartition, log_: PartitionLog, found: Cleanable, now_ms: int) -> CleanJob:
-        config = log_.config
-        segments = [s for s in log_.segments if s.base_offset < found.end]
-        aborted = tuple(entry for s in log_.segments for entry in s.txn_index.entries)
-        last_offsets = frozenset(e.last_data_offset for e in log_.producers.active_producers() if e.batches)
-        return CleanJob(
-            directory=log_.directory, name=str(log_),
-            segments=tuple(SegmentFile(s.base_offset, s.next_offset, s.size) for s in segments),
-            first_dirty=found.first_dirty, end=found.end, now_ms=now_ms,
-            delete_retention_ms=config["delete.retention.ms"], segment_bytes=config["segment.bytes"],
-            max_index_bytes=config["segment.index.bytes"], index_interval_bytes=config["index.interval.bytes"],
-            map_bytes=self.config.get("log.cleaner.dedupe.buffer.size") // self.threads,
-            io_bytes_per_second=self.config.get("log.cleaner.io.max.bytes.per.second") / self.threads,
-            aborted=aborted, producer_last_offsets=last_offsets)
+            elif expired is None and self.delete_horizons.get(tp, now_ms + 1) <= now_ms:
+                expired = (tp, log_, found)
+        return best or expired
 
     # -- cleaning ---------------------------------------------------------------------------------
 
@@ -173,19 +181,31 @@ class LogCleaner:
         if chosen is None:
             return False
         tp, log_, found = chosen
-        job = self._job(tp, log_, found, now_ms)
+        job = job_for(log_, found, now_ms, self.config.get("log.cleaner.dedupe.buffer.size") // self.threads,
+                      self.config.get("log.cleaner.io.max.bytes.per.second") / self.threads)
         cleaned_from = {s.base_offset: s for s in log_.segments if s.base_offset < found.end}
+        swapped: list[bool] = []
+
+        def swap_in(group) -> None:
+            if all(swapped):
+                swapped.append(log_.install_cleaned(group, cleaned_from))
+            else:
+                swap.remove_cleaned(log_.directory, group.base_offset)
+
         self.in_progress.add(tp)
         try:
-            result = await self._run(job)
+            result = await self._run(job, swap_in)
         finally:
             self.in_progress.discard(tp)
-        installed = [log_.install_cleaned(group, cleaned_from) for group in result.groups]
-        if not all(installed):
-            log.info("%s changed while it was cleaned; the clean is dropped and done again", log_)
+        if not all(swapped):
+            log.info("%s changed while it was cleaned; the rest of the clean is dropped and done again", log_)
             return True
         log_.first_dirty_offset = result.cleaned_to
         self.last_clean[tp] = result.stats
+        if result.next_delete_horizon is None:
+            self.delete_horizons.pop(tp, None)
+        else:
+            self.delete_horizons[tp] = result.next_delete_horizon
         self._write_checkpoint()
         stats = result.stats
         log.info("%s: cleaned up to offset %d in %.2f s: %d of %d records kept, %d → %d bytes in %d segment(s)",
@@ -193,23 +213,76 @@ class LogCleaner:
                  sum(s.size for s in job.segments), stats.bytes_written, len(result.groups))
         return True
 
-    async def _run(self, job: CleanJob) -> CleanResult:
-        """`clean(job)` in a worker process. The pool starts at the first clean (most brokers of a
-        test run never need one); its processes die with the broker (PR_SET_PDEATHSIG), so none
-        writes on into a directory that a restarted broker owns."""
-        if self._pool is None:
-            self._pool = multiprocessing.get_context("spawn").Pool(self.threads, initializer=die_with_parent)
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future = loop.create_future()
-
-        def settle(outcome, failed: bool = False) -> None:
-            if not done.done():
-                (done.set_exception if failed else done.set_result)(outcome)
-
-        self._pool.apply_async(clean, (job,), callback=lambda r: loop.call_soon_threadsafe(settle, r),
-                               error_callback=lambda e: loop.call_soon_threadsafe(settle, e, True))
-        return await done
+    async def _run(self, job: CleanJob, swap_in: Callable[[CleanedGroup], None]) -> CleanResult:
+        """`clean(job)` in a worker process, swapping each cleaned group in as it comes. Workers
+        start at the first clean: most brokers of a test run never need one."""
+        worker = self._idle.pop() if self._idle else CleanerProcess()
+        self._busy.add(worker)
+        try:
+            result = await worker.clean(job, swap_in)
+        except BaseException:
+            self._busy.discard(worker)
+            worker.kill()
+            raise
+        self._busy.discard(worker)
+        self._idle.append(worker)
+        return result
 
     def _write_checkpoint(self) -> None:
         write_checkpoint(os.path.join(self.data_dir, CHECKPOINT),
                          {tp: log_.first_dirty_offset for tp, log_, _ in self.logs()})
+
+
+class CleanerProcess:
+    """One worker process and the pipe to it: a job goes in; each cleaned group comes back as soon
+    as it is written, then the result. It dies with the broker (PR_SET_PDEATHSIG), so none writes
+    on into a directory that a restarted broker owns."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child,), name="log-cleaner", daemon=True)
+        self.process.start()
+        child.close()
+
+    async def clean(self, job: CleanJob, on_group: Callable[[CleanedGroup], None]) -> CleanResult:
+        self.conn.send(job)
+        while True:
+            kind, payload = await self._receive()
+            if kind == "group":
+                on_group(payload)
+            elif kind == "done":
+                return payload
+            else:
+                raise RuntimeError(f"the cleaner process failed on {job.name}:\n{payload}")
+
+    async def _receive(self):
+        loop = asyncio.get_running_loop()
+        while not self.conn.poll():
+            readable = loop.create_future()
+            loop.add_reader(self.conn.fileno(), lambda: readable.done() or readable.set_result(None))
+            try:
+                await readable
+            finally:
+                loop.remove_reader(self.conn.fileno())
+        try:
+            return self.conn.recv()
+        except EOFError:
+            raise RuntimeError(f"the cleaner process exited (code {self.process.exitcode})") from None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+def _serve(conn: multiprocessing.connection.Connection) -> None:
+    die_with_parent()
+    while True:
+        job = conn.recv()
+        try:
+            result = clean(job, lambda group: conn.send(("group", group)))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+        else:
+            conn.send(("done", result))

@@ -70,10 +70,12 @@ def finish_swaps(directory: str) -> None:
                 continue
             log.info("%s: finishing the swap of a cleaned segment for offsets [%d, %s)", directory, base, text)
             finish(directory, base, int(text))
-    for name in os.listdir(directory):
-        if name.endswith(CLEANED):
-            log.info("%s: removing %s, left by a clean that did not finish", directory, name)
-            _unlink(os.path.join(directory, name))
+    uncommitted = [name for name in os.listdir(directory) if name.endswith((CLEANED, SWAP + ".tmp"))]
+    for name in uncommitted:
+        _unlink(os.path.join(directory, name))
+    if uncommitted:
+        log.info("%s: removed %d file(s) of cleaned segments that no swap committed (a clean interrupted)",
+                 directory, len(uncommitted))
 
 
 def _unlink(path: str) -> None:
