@@ -34,9 +34,8 @@ def build_batch(records, *, base_timestamp: int, max_timestamp: int, last_offset
                 base_offset: int = 0, leader_epoch: int = 0, producer_id: int = -1, producer_epoch: int = -1,
                 base_sequence: int = -1) -> bytes:
     """A batch of `records`, each (offset delta, timestamp, key, value, headers), compressed with the
-    codec in `attributes`; the layout is described below, with the decoder. Written here rather than
-    with aiokafka's builder because the log cleaner needs the header's every field: a base timestamp
-    that is a delete horizon, a last offset delta past the last record, a record count of 0."""
+    codec in `attributes`; the layout is described below, with the decoder. The log cleaner uses it
+    for what aiokafka's builder cannot write: a base timestamp that is a delete horizon."""
     body = bytearray()
     for offset_delta, timestamp, key, value, headers in records:
         record = bytearray(b"\x00")  # attributes
@@ -45,10 +44,21 @@ def build_batch(records, *, base_timestamp: int, max_timestamp: int, last_offset
         for name, header_value in headers:
             record += _field(name.encode()) + _field(header_value)
         body += _zigzag(len(record)) + record
-    payload = compress(attributes & COMPRESSION_MASK, bytes(body)) if body else b""
+    return assemble_batch(bytes(body), len(records), base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                          last_offset_delta=last_offset_delta, attributes=attributes, base_offset=base_offset,
+                          leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=producer_epoch,
+                          base_sequence=base_sequence)
+
+
+def assemble_batch(body: bytes, record_count: int, *, base_timestamp: int, max_timestamp: int,
+                   last_offset_delta: int, attributes: int, base_offset: int, leader_epoch: int, producer_id: int,
+                   producer_epoch: int, base_sequence: int) -> bytes:
+    """A batch from its records section, uncompressed (`body`): compressed with the codec in
+    `attributes`, under a header of the given fields, its CRC computed."""
+    payload = compress(attributes & COMPRESSION_MASK, body) if body else b""
     header = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch, MAGIC, 0,
                                    attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                                   producer_epoch, base_sequence, len(records)))
+                                   producer_epoch, base_sequence, record_count))
     struct.pack_into(">I", header, 17, crc32c(payload, crc32c(memoryview(header)[CRC_START:])))
     return bytes(header + payload)
 
