@@ -40,6 +40,7 @@ from .log import PartitionLog
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "cleaner-offset-checkpoint"
+CLEANER_NICENESS = 10  # background work: the event loop serving clients comes first for the CPU
 TopicPartition = tuple[str, int]
 
 
@@ -278,6 +279,7 @@ class CleanerProcess:
 
 def _serve(conn: multiprocessing.connection.Connection) -> None:
     die_with_parent()
+    os.nice(CLEANER_NICENESS)
     while True:
         job = conn.recv()
         try:
