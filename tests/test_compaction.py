@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import random
+import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -67,6 +70,21 @@ def segment_bases(broker, topic: str) -> list[int]:
     return sorted(int(n[:-4]) for n in os.listdir(broker.data_dir / f"{topic}-0") if n.endswith(".log"))
 
 
+def segment_paths(broker, topic: str, suffix: str) -> list[str]:
+    directory = broker.data_dir / f"{topic}-0"
+    return sorted(str(directory / n) for n in os.listdir(directory) if n.endswith(suffix))
+
+
+def dump_log(path: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "dump-log", "--records", path], capture_output=True,
+                          text=True, check=True, timeout=60)
+    return done.stdout.splitlines()
+
+
+def batch_fields(line: str) -> dict[str, str]:
+    return dict(re.findall(r"(\w+): (\S+)", line))
+
+
 def expected_after_clean(produced: list[tuple[bytes, bytes | None]], upto: int) -> list[tuple[int, bytes, bytes | None]]:
     """What a log of `produced` (offset = position) holds once cleaned below `upto`: below it, the
     last record of each key there; from it on, everything."""
@@ -115,6 +133,11 @@ def test_tombstones_stay_for_delete_retention_ms_after_the_cleaner_reaches_them_
     tombstones = [(offset, key) for offset, key, value in kept if value is None]
     assert sorted(key for _, key in tombstones) == sorted(b"key-%d" % i for i in range(10))
     assert kept == expected_after_clean(produced, upto)
+    stamped = [line for path in segment_paths(broker, "kv", ".log") for line in dump_log(path)
+               if "deleteHorizonMs" in line]
+    assert stamped, "dump-log shows no batch with a delete horizon"
+    assert all(int(batch["count"]) <= int(batch["lastOffset"]) - int(batch["baseOffset"]) + 1
+               for batch in map(batch_fields, stamped))
     wait_for(lambda: not any(value is None for _, _, value in consume_all(broker.address, "kv")),
              "the tombstones to go")
     assert time.monotonic() - reached >= 3.0 - 0.5, "tombstones went before delete.retention.ms"
@@ -150,6 +173,11 @@ def test_aborted_transactions_are_removed_and_read_committed_sees_the_same(broke
     after = [r for r in consume_all(broker.address, "txn", "read_committed") if r[1] != b"filler"]
     assert {key: value for _, key, value in after} == committed_latest
     assert len({key for _, key, _ in after}) == len(after), "a key kept more than one value"
+    # The producer's last sequence survives in the snapshot, and dump-log reads both side files.
+    snapshot = [line for path in segment_paths(broker, "txn", ".snapshot") for line in dump_log(path)]
+    assert any("producerId:" in line and "lastSequence:" in line for line in snapshot)
+    for path in segment_paths(broker, "txn", ".txnindex"):
+        assert all(line.startswith(("Dumping", "version: 0 producerId:")) for line in dump_log(path))
 
 
 def test_a_consumer_positioned_in_a_removed_range_goes_on_at_the_next_offset(broker_factory):

@@ -143,10 +143,11 @@ def test_torn_tail_and_bad_crc_are_shown(broker, tmp_path):
                                               "shorter than a batch header")
 
 
-def test_refuses_files_that_are_not_segments(broker):
+def test_refuses_files_that_are_not_partition_files(broker):
     result = dump_log(str(broker.data_dir / "meta.properties"), check=False)
     assert result.returncode != 0
-    assert "not a segment file; expected <20-digit base offset>.log, .index or .timeindex" in result.stderr
+    assert "not a partition file; expected <20-digit offset>.log, .index, .timeindex, .txnindex or .snapshot" \
+        in result.stderr
 
 
 @pytest.mark.parametrize("suffix", [".log", ".index", ".timeindex"])

@@ -314,25 +314,12 @@ class ProducerStateManager:
 
     def _read_snapshot(self, offset: int) -> list[ProducerEntry] | None:
         path = self._snapshot_path(offset)
-        with open(path, "rb") as f:
-            data = f.read()
         try:
-            version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
-            if version != SNAPSHOT_VERSION or crc32c(data[6:]) != crc or len(data) != 10 + count * _SNAPSHOT_ENTRY.size:
-                raise ValueError("bad version, CRC or length")
-        except (struct.error, ValueError) as exc:
+            return read_snapshot(path)
+        except ValueError as exc:
             log.warning("%s: ignoring corrupt producer snapshot (%s); rebuilding from the log", path, exc)
             _unlink(path)
             return None
-        entries = []
-        for i in range(count):
-            pid, epoch, seq, last_offset, delta, ts, coord_epoch, txn_first = _SNAPSHOT_ENTRY.unpack_from(
-                data, 10 + i * _SNAPSHOT_ENTRY.size)
-            batches = ()
-            if last_offset >= 0:
-                batches = (BatchMetadata(next_sequence(seq, -delta), seq, last_offset - delta, last_offset, ts),)
-            entries.append(ProducerEntry(pid, epoch, batches, coord_epoch, ts, txn_first))
-        return entries
 
     def load(self, segments: list["Segment"], log_start_offset: int, log_end_offset: int) -> None:
         """Rebuild from the newest usable snapshot plus the log after it (also after truncation)."""
@@ -438,6 +425,27 @@ class ProducerStateManager:
         self._install(entry)
         if done and done.aborted:
             segment.txn_index.append(self._aborted_entry(done))
+
+
+def read_snapshot(path: str) -> list[ProducerEntry]:
+    """The producers a `<offset>.snapshot` file holds; ValueError when it is damaged."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    except struct.error:
+        raise ValueError(f"{len(data)} bytes is shorter than a snapshot header") from None
+    if version != SNAPSHOT_VERSION or crc32c(data[6:]) != crc or len(data) != 10 + count * _SNAPSHOT_ENTRY.size:
+        raise ValueError("bad version, CRC or length")
+    entries = []
+    for i in range(count):
+        pid, epoch, seq, last_offset, delta, ts, coord_epoch, txn_first = _SNAPSHOT_ENTRY.unpack_from(
+            data, 10 + i * _SNAPSHOT_ENTRY.size)
+        batches = ()
+        if last_offset >= 0:
+            batches = (BatchMetadata(next_sequence(seq, -delta), seq, last_offset - delta, last_offset, ts),)
+        entries.append(ProducerEntry(pid, epoch, batches, coord_epoch, ts, txn_first))
+    return entries
 
 
 def _unlink(path: str) -> None:

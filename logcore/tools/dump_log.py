@@ -1,8 +1,12 @@
-"""`binlake dump-log`: print segment files (`.log`, `.index`, `.timeindex`) like kafka-dump-log.sh.
+"""`binlake dump-log`: print a partition's files (`.log`, `.index`, `.timeindex`, `.txnindex`,
+`.snapshot`) like kafka-dump-log.sh.
 
 Reads the files directly (the broker may be running or not); never writes. A `.log` prints one line
-per batch, its CRC checked; `--records` decodes and decompresses the records too. Index files print
-their entries, and when the segment's `.log` sits next to them, flag entries that do not match it.
+per batch, its CRC checked; `--records` decodes and decompresses the records too. Batches the log
+cleaner rewrote show fewer records than their offset range (and a count of 0 for the empty batch
+kept for a producer's sequence numbers), and `deleteHorizonMs` once their tombstones or marker may
+go. Index files print their entries, and when the segment's `.log` sits next to them, flag entries
+that do not match it. A `.txnindex` prints its aborted transactions, a `.snapshot` its producers.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ from typing import Iterator
 
 import click
 
-from ..storage.batch import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader, crc_matches,
-                             read_header)
+from ..storage.batch import (DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_LOG_APPEND, BatchHeader,
+                             crc_matches, read_header)
 from ..storage.index import IndexFile, OffsetIndex, TimeIndex
+from ..storage.producer_state import read_snapshot
 from ..storage.records import CorruptRecords, control_marker, decode_batch
+from ..storage.txn_index import VERSION as TXN_INDEX_VERSION
+from ..storage.txn_index import TxnIndex
 
 _PRINTABLE = set(string.printable) - set("\r\x0b\x0c")
 
@@ -26,13 +33,17 @@ def dump(path: str, records: bool = False) -> Iterator[str]:
     """The lines `dump-log` prints for one file."""
     name = os.path.basename(path)
     stem, _, suffix = name.partition(".")
-    if not stem.isdigit() or suffix not in ("log", "index", "timeindex"):
-        raise click.ClickException(f"{path}: not a segment file; expected <20-digit base offset>.log, .index "
-                                   f"or .timeindex")
+    if not stem.isdigit() or suffix not in ("log", "index", "timeindex", "txnindex", "snapshot"):
+        raise click.ClickException(f"{path}: not a partition file; expected <20-digit offset>.log, .index, "
+                                   f".timeindex, .txnindex or .snapshot")
     yield f"Dumping {path}"
     base_offset = int(stem)
     if suffix == "log":
         yield from dump_log(path, base_offset, records)
+    elif suffix == "txnindex":
+        yield from dump_txn_index(path)
+    elif suffix == "snapshot":
+        yield from dump_snapshot(path)
     else:
         yield from dump_index(path, base_offset, OffsetIndex if suffix == "index" else TimeIndex)
 
@@ -75,7 +86,8 @@ def _batch_line(h: BatchHeader, position: int, valid: bool) -> str:
             f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.leader_epoch} "
             f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} "
             f"position: {position} {time_type}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
-            f"compresscodec: {h.compression} crc: {h.crc} isvalid: {_bool(valid)}")
+            f"compresscodec: {h.compression} crc: {h.crc} isvalid: {_bool(valid)}"
+            + (f" deleteHorizonMs: {h.base_timestamp}" if h.attributes & DELETE_HORIZON else ""))
 
 
 def _record_lines(h: BatchHeader, batch: bytes) -> Iterator[str]:
@@ -114,6 +126,31 @@ def _show(data: bytes | None) -> str:
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+# -- .txnindex / .snapshot --------------------------------------------------------------------
+
+def dump_txn_index(path: str) -> Iterator[str]:
+    index = TxnIndex(path)
+    for entry in index.entries:
+        yield (f"version: {TXN_INDEX_VERSION} producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+               f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}")
+    if index.damage:
+        yield f"(!) {index.damage}; the broker rebuilds this index from the log"
+
+
+def dump_snapshot(path: str) -> Iterator[str]:
+    try:
+        producers = read_snapshot(path)
+    except ValueError as exc:
+        yield f"(!) not a usable producer snapshot: {exc}; the broker rebuilds producer state from the log"
+        return
+    for p in producers:
+        last = p.batches[-1] if p.batches else None
+        yield (f"producerId: {p.producer_id} producerEpoch: {p.epoch} coordinatorEpoch: {p.coordinator_epoch} "
+               f"currentTxnFirstOffset: {p.txn_first_offset} lastTimestamp: {p.last_timestamp} "
+               f"firstSequence: {last.first_seq if last else -1} lastSequence: {last.last_seq if last else -1} "
+               f"lastOffset: {last.last_offset if last else -1}")
 
 
 # -- .index / .timeindex -----------------------------------------------------------------------
@@ -189,7 +226,8 @@ class _LogBatches:
 @click.option("--records", "--print-data-log", "records", is_flag=True,
               help="decode each batch's records (decompressing them): offset, timestamp, key, value, headers")
 def dump_log_command(files: tuple[str, ...], records: bool) -> None:
-    """Print the batches of segment .log files, or the entries of .index / .timeindex files."""
+    """Print the batches of segment .log files, or the entries of .index, .timeindex, .txnindex and
+    .snapshot files."""
     for path in files:
         for line in dump(path, records):
             click.echo(line)
