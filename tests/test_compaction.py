@@ -4,6 +4,7 @@ transactions' records, keeps every codec readable, and survives SIGKILL at any m
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -116,6 +117,12 @@ def test_small_cleaned_segments_are_merged(broker_factory):
         wait_for(lambda: cleaned_to(broker, "kv") >= active, f"clean {round_ + 1}")
     first_round = [base for base in segment_bases(broker, "kv") if base < 3000]
     assert len(first_round) <= 2, f"the first round's cleaned segments were not merged: {first_round}"
+    described = subprocess.run([sys.executable, "-m", "binlake.cli", "log-dirs", "--describe", "--data-dir",
+                                str(broker.data_dir), "--topic-list", "kv"], capture_output=True, text=True,
+                               check=True, timeout=60)
+    [partition] = json.loads(described.stdout)["logDirs"][0]["partitions"]
+    assert partition["cleaner"] == {"firstDirtyOffset": cleaned_to(broker, "kv"), "dirtyRatio": 0.0}
+    assert partition["segments"] == len(segment_bases(broker, "kv"))
     assert consume_all(broker.address, "kv") == expected_after_clean(produced, cleaned_to(broker, "kv"))
 
 
