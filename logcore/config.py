@@ -68,18 +68,25 @@ def parse_connection_overrides(value: str) -> dict[str, int]:
     return overrides
 
 
-def _one_of(*allowed: str) -> Callable[[Any], str | None]:
+def _one_of(*allowed: str, empty_ok: bool = False) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         values = v if isinstance(v, list) else [v]
         bad = [x for x in values if x not in allowed]
-        return f"must be one of {', '.join(allowed)}" if bad or not values else None
+        return f"must be one of {', '.join(allowed)}" if bad or not (values or empty_ok) else None
     return check
 
 
+def _not_preallocated(value: bool) -> str | None:
+    return ("is not supported: segment files grow as they are written (an accepted setting that did nothing "
+            "would be a lie); leave it false") if value else None
+
+
 TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
-    ConfigDef("cleanup.policy", "list", ["delete"], "delete old segments, or compact by key",
-              ("log.cleanup.policy",), _one_of("delete", "compact")),
-    ConfigDef("compression.type", "string", "producer", "batches are stored as the producer compressed them",
+    ConfigDef("cleanup.policy", "list", ["delete"],
+              "delete old segments, compact by key, both, or neither (empty: keep everything, KAFKA-19112)",
+              ("log.cleanup.policy",), _one_of("delete", "compact", empty_ok=True)),
+    ConfigDef("compression.type", "string", "producer",
+              "codec batches are stored in: as the producer sent them, or recompressed to this one",
               ("compression.type",), _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     ConfigDef("delete.retention.ms", "long", 86400000, "how long delete tombstones are kept when compacting",
               ("log.cleaner.delete.retention.ms",), _at_least(0)),
@@ -107,7 +114,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               ("log.cleaner.min.compaction.lag.ms",), _at_least(0)),
     ConfigDef("min.insync.replicas", "int", 1, "replicas that must acknowledge acks=all writes",
               ("min.insync.replicas",), _at_least(1)),
-    ConfigDef("preallocate", "boolean", False, "preallocate segment files", ("log.preallocate",)),
+    ConfigDef("preallocate", "boolean", False, "preallocate segment files (not supported: only false)",
+              ("log.preallocate",), _not_preallocated),
     ConfigDef("retention.bytes", "long", -1, "size a partition may keep before old segments go (-1: no limit)",
               ("log.retention.bytes",)),
     ConfigDef("retention.ms", "long", 604800000, "age after which segments go (-1: keep forever)",

@@ -10,17 +10,18 @@ import asyncio
 import bisect
 import logging
 import os
+import random
 import shutil
 import time
 from dataclasses import dataclass
 
 from ..config import TopicConfig
 from ..protocol.codec import FileRegion
-from ..protocol.errors import OffsetOutOfRange, StorageError
+from ..protocol.errors import CorruptRecord, InvalidTimestamp, OffsetOutOfRange, RecordTooLarge, StorageError
 from .batch import BatchHeader, assign_offsets, validate_produce, whole_batches_length
 from .epochs import LeaderEpochCache
 from .producer_state import ProducerStateManager
-from .records import CorruptRecords, decode_batch
+from .records import CorruptRecords, decode_batch, recompress
 from . import swap
 from .compaction import CleanedGroup
 from .retention import deletable_segments
@@ -30,6 +31,7 @@ from .txn_index import AbortedTxn, collect_aborted
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1  # relative offsets in the index are int32
+STORED_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # compression.type; "producer": as sent
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class PartitionLog:
         self.leader_epoch = 0
         self.producers = ProducerStateManager(directory, f"{topic}-{partition}")
         self.first_dirty_offset = 0  # where the log cleaner's next clean starts (cleaner-offset-checkpoint)
+        self.roll_jitter_ms = self._random_jitter()  # segment.jitter.ms: drawn again for each segment
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.partition}"
@@ -180,7 +183,22 @@ class PartitionLog:
         return self.active.next_offset
 
     def validate(self, records: bytes) -> list[BatchHeader]:
-        return validate_produce(records, self.config["max.message.bytes"])
+        headers = validate_produce(records, self.config["max.message.bytes"])
+        if self.config["message.timestamp.type"] == "CreateTime":
+            self._check_timestamps(headers, int(time.time() * 1000))
+        return headers
+
+    def _check_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
+        """message.timestamp.before.max.ms / after.max.ms, checked on each batch's first record's
+        timestamp and its largest (the header's; records are not decoded on the produce path)."""
+        before, after = self.config["message.timestamp.before.max.ms"], self.config["message.timestamp.after.max.ms"]
+        for header in headers:
+            if now_ms - header.base_timestamp > before:
+                raise InvalidTimestamp(f"timestamp {header.base_timestamp} of a record to {self} is more than "
+                                       f"message.timestamp.before.max.ms={before} in the past")
+            if header.max_timestamp - now_ms > after:
+                raise InvalidTimestamp(f"timestamp {header.max_timestamp} of a record to {self} is more than "
+                                       f"message.timestamp.after.max.ms={after} in the future")
 
     def append(self, records: bytes, headers: list[BatchHeader], from_client: bool = True) -> AppendResult:
         """Assign offsets to already validated batches and write them. No await inside. A batch an
@@ -188,6 +206,15 @@ class PartitionLog:
         control batches (transaction markers) come only from the coordinator (`from_client=False`)."""
         now_ms = int(time.time() * 1000)
         append_time = now_ms if self.config["message.timestamp.type"] == "LogAppendTime" else None
+        codec = STORED_CODECS.get(self.config["compression.type"])
+        if from_client and codec is not None:
+            try:
+                records, headers = recompress(records, headers, codec)
+            except CorruptRecords as exc:
+                raise CorruptRecord(f"a batch to {self} does not decompress: {exc}") from None
+            if (largest := max(h.size for h in headers)) > self.config["max.message.bytes"]:
+                raise RecordTooLarge(f"a batch stored as {self.config['compression.type']} for {self} takes "
+                                     f"{largest} bytes, over max.message.bytes={self.config['max.message.bytes']}")
         base = self.log_end_offset
         pending = self.producers.prepare(records, headers, base, from_client)  # raises; mutates nothing
         if pending is not None and pending.duplicate is not None:
@@ -238,11 +265,17 @@ class PartitionLog:
             return
         max_index_bytes = self.config["segment.index.bytes"]
         if (active.size + incoming > self.config["segment.bytes"]
-                or now_ms - active.rolling_base_ms > self.config["segment.ms"]
+                or now_ms - active.rolling_base_ms > self.config["segment.ms"] - self.roll_jitter_ms
                 or active.index.size_bytes + active.index.ENTRY.size > max_index_bytes
                 or active.time_index.size_bytes + active.time_index.ENTRY.size > max_index_bytes
                 or last_offset - active.base_offset > INT32_MAX):
             self.roll()
+
+    def _random_jitter(self) -> int:
+        """Kafka's: uniform below segment.jitter.ms (and segment.ms), so that partitions created
+        together do not all roll at the same moment."""
+        jitter = min(self.config["segment.jitter.ms"], self.config["segment.ms"])
+        return random.randrange(jitter) if jitter > 0 else 0
 
     def roll(self) -> Segment:
         """Seal and fsync the active segment, then start a new one at the log end offset."""
@@ -251,6 +284,7 @@ class PartitionLog:
         segment = Segment.create(self.directory, self.log_end_offset, self.config["index.interval.bytes"])
         fsync_dir(self.directory)
         self.segments.append(segment)
+        self.roll_jitter_ms = self._random_jitter()
         self.producers.take_snapshot(segment.base_offset)
         log.info("%s: rolled new segment %s", self, segment.path)
         return segment

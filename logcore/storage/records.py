@@ -63,6 +63,26 @@ def assemble_batch(body: bytes, record_count: int, *, base_timestamp: int, max_t
     return bytes(header + payload)
 
 
+def recompress(records, headers: list, codec: int) -> tuple[bytes, list]:
+    """A topic's compression.type: the record set with each data batch in `codec`, its records
+    section decompressed and compressed again, never parsed record by record. Raises CorruptRecords."""
+    out, converted, position = bytearray(), [], 0
+    for header in headers:
+        batch = records[position:position + header.size]
+        position += header.size
+        if header.attributes & COMPRESSION_MASK != codec and not header.is_control:
+            body = decompress(header.attributes & COMPRESSION_MASK, bytes(batch[HEADER_SIZE:]))
+            batch = assemble_batch(body, header.record_count, base_timestamp=header.base_timestamp,
+                                   max_timestamp=header.max_timestamp, last_offset_delta=header.last_offset_delta,
+                                   attributes=header.attributes & ~COMPRESSION_MASK | codec,
+                                   base_offset=header.base_offset, leader_epoch=header.leader_epoch,
+                                   producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                                   base_sequence=header.base_sequence)
+        out += batch
+        converted.append(read_header(batch))
+    return bytes(out), converted
+
+
 def compress(codec: int, data: bytes) -> bytes:
     """A records section compressed as Kafka's clients do it (snappy in xerial's framing, LZ4 frames
     with independent blocks), at Kafka's default levels."""
