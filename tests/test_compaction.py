@@ -60,9 +60,9 @@ def consume_all(address: str, topic: str, isolation: str = "read_uncommitted") -
         consumer.close()
 
 
-def cleaned_to(broker, topic: str) -> int:
+def cleaned_to(broker, topic: str, partition: int = 0) -> int:
     try:
-        return read_checkpoint(str(broker.data_dir / "cleaner-offset-checkpoint")).get((topic, 0), 0)
+        return read_checkpoint(str(broker.data_dir / "cleaner-offset-checkpoint")).get((topic, partition), 0)
     except FileNotFoundError:
         return 0
 
@@ -299,3 +299,33 @@ def test_a_crash_at_any_step_of_a_swap_leaves_the_old_segments_or_the_new_ones(t
             assert k > 3, "the swap made fewer file operations than the test expects"
             return
     raise AssertionError("the swaps never finished within 200 file operations")
+
+
+@pytest.mark.parametrize("commits", [3000, pytest.param(30000, marks=pytest.mark.slow)])
+def test_consumer_offsets_stay_bounded_and_a_restart_replays_only_what_the_cleaner_kept(broker_factory, commits):
+    broker = broker_factory(config={**FAST_CLEANER, "offsets.topic.segment.bytes": "20000",
+                                    "offsets.topic.replication.factor": "1"})
+    create_topic(broker.address, "t", **{"cleanup.policy": "delete"})
+    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "committer", "enable.auto.commit": False})
+    for i in range(commits):
+        consumer.commit(offsets=[TopicPartition("t", 0, i)], asynchronous=False)
+    consumer.close()
+    [partition] = [name for name in os.listdir(broker.data_dir) if name.startswith("__consumer_offsets-")
+                   and len(segment_bases_of(broker.data_dir / name)) > 1]
+    offsets_dir = broker.data_dir / partition
+    wait_for(lambda: cleaned_to(broker, "__consumer_offsets", int(partition.rpartition("-")[2]))
+             >= segment_bases_of(offsets_dir)[-1], "the clean of __consumer_offsets")
+    size = sum(os.path.getsize(offsets_dir / n) for n in os.listdir(offsets_dir) if n.endswith(".log"))
+    assert size < 3 * 20000, f"{partition} holds {size} bytes after {commits} commits of one offset"
+    broker.stop()
+    broker.start()
+    loaded = re.findall(r"loaded \d+ group\(s\) from (\d+) __consumer_offsets record", broker.log())
+    assert int(loaded[-1]) < 1000, f"the restart replayed {loaded[-1]} records for {commits} commits"
+    reader = Consumer({"bootstrap.servers": broker.address, "group.id": "committer"})
+    [committed] = reader.committed([TopicPartition("t", 0)], timeout=30)
+    reader.close()
+    assert committed.offset == commits - 1
+
+
+def segment_bases_of(directory) -> list[int]:
+    return sorted(int(n[:-4]) for n in os.listdir(directory) if n.endswith(".log"))
