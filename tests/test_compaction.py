@@ -329,3 +329,28 @@ def test_consumer_offsets_stay_bounded_and_a_restart_replays_only_what_the_clean
 
 def segment_bases_of(directory) -> list[int]:
     return sorted(int(n[:-4]) for n in os.listdir(directory) if n.endswith(".log"))
+
+
+def test_a_producers_last_batch_survives_as_an_empty_batch_so_its_sequence_does(tmp_path):
+    config = TopicConfig(BrokerConfig(), {"cleanup.policy": "compact", "segment.bytes": "2000"})
+    pl = PartitionLog(str(tmp_path / "t-0"), "t", 0, config)
+    pl.open(0, clean=False)
+    for sequence in range(0, 30, 3):  # an idempotent producer writes keys a-c ...
+        batch = encode_batch([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], 1_700_000_000_000, producer_id=7,
+                             producer_epoch=0, base_sequence=sequence)
+        pl.append(batch, pl.validate(batch))
+    for i in range(60):  # ... and a plain producer overwrites them all
+        batch = encode_batch([(b"abc"[i % 3:i % 3 + 1], b"%d" % i)], 1_700_000_000_000)
+        pl.append(batch, pl.validate(batch))
+    found = cleanable(pl, pl.log_end_offset, 0, 1_700_000_000_000)
+    cleaned_from = {s.base_offset: s for s in pl.segments}
+    clean(job_for(pl, found, 1_700_000_000_000, 1 << 20), lambda group: pl.install_cleaned(group, cleaned_from))
+    assert not [r for r in log_records(pl) if r[2] == b"1"], "the idempotent producer's records were not removed"
+    pl.close()
+    for name in os.listdir(tmp_path / "t-0"):
+        if name.endswith(".snapshot"):
+            os.unlink(tmp_path / "t-0" / name)  # the producer state is rebuilt from the cleaned log alone
+    reopened = PartitionLog(str(tmp_path / "t-0"), "t", 0, config)
+    reopened.open(0, clean=False)
+    [entry] = [e for e in reopened.producers.active_producers() if e.producer_id == 7]
+    assert entry.last_seq == 29 and entry.last_data_offset == 29
