@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from binlake.clusterproc import LocalCluster
 from logcore.config import BrokerConfig, TopicConfig
 from logcore.storage.checkpoint import read_checkpoint
 from logcore.storage.compaction import clean
@@ -354,3 +356,47 @@ def test_a_producers_last_batch_survives_as_an_empty_batch_so_its_sequence_does(
     reopened.open(0, clean=False)
     [entry] = [e for e in reopened.producers.active_producers() if e.producer_id == 7]
     assert entry.last_seq == 29 and entry.last_data_offset == 29
+
+
+def test_a_follower_copies_a_cleaned_log_batch_for_batch(tmp_path):
+    leader = compacted_log(tmp_path / "leader")
+    found = cleanable(leader, leader.log_end_offset, 0, 1_700_000_000_000)
+    cleaned_from = {s.base_offset: s for s in leader.segments}
+    clean(job_for(leader, found, 1_700_000_000_000, 1 << 20), lambda group: leader.install_cleaned(group, cleaned_from))
+    follower = PartitionLog(str(tmp_path / "follower"), "t", 0, leader.config)
+    follower.open(0, clean=False)
+    while follower.log_end_offset < leader.log_end_offset:  # what a follower's fetches do, chunk by chunk
+        region = leader.read(follower.log_end_offset, 1000, leader.log_end_offset, min_one_batch=True)
+        follower.append_replicated(region.read())
+    assert log_records(follower) == log_records(leader)
+    assert len(log_records(leader)) < 300
+
+
+@pytest.mark.slow
+def test_a_replica_rebuilt_from_a_cleaned_leader_serves_the_same_records(tmp_path):
+    nodes = LocalCluster(tmp_path / "cluster", 2, {**FAST_CLEANER, "zookeeper.session.timeout.ms": "6000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+        admin.create_topics([NewTopic("kv", 1, 2, config={"cleanup.policy": "compact", "segment.bytes": "8192",
+                                                           "min.insync.replicas": "2"})])["kv"].result(30)
+        produced = [(b"key-%d" % (i % 37), b"value-%d" % i) for i in range(3000)]
+        wait_for(lambda: admin.list_topics("kv", timeout=10).topics["kv"].partitions[0].leader >= 0, "a leader")
+        produce(nodes.bootstrap, "kv", produced, **{"acks": "all", "batch.num.messages": 50})
+        leader = admin.list_topics("kv", timeout=10).topics["kv"].partitions[0].leader
+        follower = 1 - leader
+        active = segment_bases(nodes.brokers[leader], "kv")[-1]
+        upto = wait_for(lambda: cleaned_to(nodes.brokers[leader], "kv") >= active
+                        and cleaned_to(nodes.brokers[leader], "kv"), "the leader's clean")
+        nodes.brokers[follower].kill()
+        shutil.rmtree(nodes.brokers[follower].data_dir / "kv-0")  # it copies the leader's cleaned log from scratch
+        nodes.brokers[follower].start()
+        wait_for(lambda: sorted(admin.list_topics("kv", timeout=10).topics["kv"].partitions[0].isrs) == [0, 1],
+                 "the rebuilt replica back in the ISR")
+        nodes.brokers[leader].kill()
+        wait_for(lambda: admin.list_topics("kv", timeout=10).topics["kv"].partitions[0].leader == follower,
+                 "the rebuilt replica to lead")
+        records = consume_all(nodes.brokers[follower].address, "kv")
+        # The rebuilt replica's own cleaner may have gone further than the leader's had.
+        assert records == expected_after_clean(produced, max(upto, cleaned_to(nodes.brokers[follower], "kv")))
+    finally:
+        nodes.stop()

@@ -234,16 +234,17 @@ class PartitionLog:
                             self.log_start_offset, sum(h.record_count for h in headers))
 
     def append_replicated(self, records: bytes) -> int:
-        """A follower's append: batches read from the leader's log at this log's end, written as they
-        are (offsets, leader epochs, timestamps); the epochs they carry enter the epoch cache. The
+        """A follower's append: batches read from the leader's log at this log's end (or past it, where
+        the leader's cleaner removed records), written as they are (offsets, leader epochs,
+        timestamps); the epochs they carry enter the epoch cache. The
         number of records written. A batch cut off at the end of `records` is left for the next fetch."""
         records = records[:whole_batches_length(records)]
         if not records:
             return 0
         headers = validate_produce(records, len(records), cleaned=True)
-        if headers[0].base_offset != self.log_end_offset:
+        if headers[0].base_offset < self.log_end_offset:  # a gap is fine: the cleaner removed those offsets
             raise StorageError(f"{self}: the leader sent batches from offset {headers[0].base_offset}, "
-                               f"not this replica's log end {self.log_end_offset}")
+                               f"before this replica's log end {self.log_end_offset}")
         now_ms = int(time.time() * 1000)
         try:
             self._maybe_roll(len(records), headers[-1].last_offset, now_ms)
