@@ -85,7 +85,7 @@ def recompress(records, headers: list, codec: int) -> tuple[bytes, list]:
 
 def compress(codec: int, data: bytes) -> bytes:
     """A records section compressed as Kafka's clients do it (snappy in xerial's framing, LZ4 frames
-    with independent blocks), at Kafka's default levels."""
+    with independent blocks), at Kafka's default levels but LZ4's."""
     name = CODECS.get(codec)
     if name == "none":
         return data
@@ -94,7 +94,10 @@ def compress(codec: int, data: bytes) -> bytes:
     if name == "snappy":
         return aiokafka.codec.snappy_encode(data)
     if name == "lz4":
-        return aiokafka.codec.lz4_encode(data)
+        # The fast level: ten times Kafka's level 9 (LZ4HC) for about a tenth more bytes.
+        compressor = cramjam.lz4.Compressor(level=1, content_checksum=False, block_linked=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
     if name == "zstd":
         return aiokafka.codec.zstd_encode(data)
     raise CorruptRecords(f"unknown compression codec {codec}")
