@@ -1,7 +1,7 @@
 """The log cleaner: how fast one cleaner worker compacts, and what a running clean costs producers.
 
     .venv/bin/python bench/cleaner.py [--records 1000000] [--messages 2000000] [--backlog 4000000]
-                                      [--rounds 3] [--only throughput|producers]
+                                      [--rounds 3] [--cleaner-io BYTES_PER_S] [--only throughput|producers]
 
 throughput: logs of 100-byte records (10-byte keys, values of random digits, 500 records a batch,
 64 MiB segments) whose keys
@@ -12,7 +12,8 @@ reads the log twice (the key map, then the copy).
 producers: one `binlake broker`; confluent-kafka produces --messages 100-byte messages (acks=1) to a
 plain topic, --rounds times alternating: with no clean running, then while the cleaner compacts a
 backlog of --backlog records (a topic switched to cleanup.policy=compact just before). The ratio is
-the median throughput during a clean over the median without.
+the median throughput during a clean over the median without. --cleaner-io sets the broker's
+log.cleaner.io.max.bytes.per.second (unlimited by default, as in Kafka).
 """
 
 from __future__ import annotations
@@ -80,8 +81,11 @@ def throughput(records: int, workdir: str) -> None:
             shutil.rmtree(directory)
 
 
-def producers(records: int, backlog: int, rounds: int, workdir: str) -> None:
-    broker = BrokerProcess(Path(workdir) / "broker", config={"log.cleaner.backoff.ms": "100"}).start()
+def producers(records: int, backlog: int, rounds: int, io_limit: float | None, workdir: str) -> None:
+    config = {"log.cleaner.backoff.ms": "100"}
+    if io_limit:
+        config["log.cleaner.io.max.bytes.per.second"] = str(io_limit)
+    broker = BrokerProcess(Path(workdir) / "broker", config=config).start()
     rates: dict[str, list[float]] = {"no clean": [], "during a clean": []}
     outlasted = 0
     try:
@@ -147,13 +151,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=2_000_000, help="messages per producer run")
     parser.add_argument("--backlog", type=int, default=4_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cleaner-io", type=float, help="log.cleaner.io.max.bytes.per.second (default: unlimited)")
     parser.add_argument("--only", choices=("throughput", "producers"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cleaner-") as workdir:
         if args.only in (None, "throughput"):
             throughput(args.records, workdir)
         if args.only in (None, "producers"):
-            producers(args.messages, args.backlog, args.rounds, workdir)
+            producers(args.messages, args.backlog, args.rounds, args.cleaner_io, workdir)
 
 
 if __name__ == "__main__":
