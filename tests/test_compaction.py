@@ -9,6 +9,7 @@ import os
 import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -16,6 +17,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from crc32c import crc32c
+from test_idempotence import produce as raw_produce
 
 from binlake.clusterproc import LocalCluster
 from logcore.config import BrokerConfig, TopicConfig
@@ -25,6 +28,7 @@ from logcore.storage.log import PartitionLog
 from logcore.storage.log_cleaner import cleanable, job_for
 from logcore.storage.records import decode_batch, encode_batch
 from waiting import wait_for
+from wire import WireClient
 
 FAST_CLEANER = {"log.cleaner.backoff.ms": "50"}
 
@@ -400,3 +404,24 @@ def test_a_replica_rebuilt_from_a_cleaned_leader_serves_the_same_records(tmp_pat
         assert records == expected_after_clean(produced, max(upto, cleaned_to(nodes.brokers[follower], "kv")))
     finally:
         nodes.stop()
+
+
+def test_a_partition_that_cannot_be_cleaned_is_left_alone_and_the_others_are_cleaned(broker_factory):
+    broker = broker_factory(config=FAST_CLEANER)
+    for topic in ("bad", "good"):
+        create_topic(broker.address, topic, **{"segment.bytes": "4096"})
+    # A batch whose header says gzip over bytes that are not: its CRC is right, so the produce path,
+    # which never decompresses, takes it; the cleaner cannot read it. (No real client writes one.)
+    batch = bytearray(encode_batch([(b"k", b"v")], int(time.time() * 1000)))
+    batch[22] |= 1
+    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[21:]))
+    with WireClient(broker.address) as client:
+        assert raw_produce(client, "bad", bytes(batch)) == (0, 0)
+    produced = [(b"key-%d" % (i % 10), b"value-%d" % i) for i in range(500)]
+    for topic in ("bad", "good"):
+        produce(broker.address, topic, produced, **{"batch.num.messages": 20})
+    wait_for(lambda: "bad-0 cannot be cleaned" in broker.log(), "the cleaner to give up on bad-0")
+    active = segment_bases(broker, "good")[-1]
+    upto = wait_for(lambda: cleaned_to(broker, "good") >= active and cleaned_to(broker, "good"), "good-0's clean")
+    assert consume_all(broker.address, "good") == expected_after_clean(produced, upto)
+    assert cleaned_to(broker, "bad") == 0

@@ -6,7 +6,7 @@ broker serves. Two passes:
 
 1. The offset map: every key of the *dirty* section (from the first dirty offset, where the last
    clean ended, to the first uncleanable offset) with the offset of its latest record. It holds at
-   most `map_bytes`; when full, the clean stops at the last segment that fitted and the next clean
+   most `map_bytes`; when full, the clean stops at the batch where it filled and the next clean
    goes on from there.
 2. The filter: every segment from the log start up to where the map ends, in groups that fit one
    segment, is copied to `<base>.log.cleaned` (indexes too), keeping a record unless

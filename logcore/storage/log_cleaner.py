@@ -25,16 +25,16 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
-import traceback
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..children import die_with_parent
 from ..config import BrokerConfig
-from .checkpoint import write_checkpoint
 from . import swap
-from .compaction import CleanedGroup, CleanJob, CleanResult, CleanStats, SegmentFile, clean
+from .checkpoint import write_checkpoint
+from .compaction import CleanedGroup, CleanJob, CleanResult, SegmentFile, clean
 from .log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -70,9 +70,7 @@ def cleanable(log_: PartitionLog, last_stable_offset: int, first_dirty: int, now
         limit = min([limit] + [s.base_offset for s in segments if s.largest_timestamp() > young])
     end_index = max(bisect.bisect_right(bases, limit) - 1, 0)  # the segment holding `limit` is not cleanable
     end = bases[end_index]
-    if not log_.log_start_offset <= first_dirty <= end:
-        first_dirty = log_.log_start_offset  # the log was truncated or deleted from under the checkpoint
-    first_dirty = min(first_dirty, end)
+    first_dirty = min(max(first_dirty, log_.log_start_offset), end)  # retention may have passed it
     dirty_index = max(bisect.bisect_right(bases, first_dirty) - 1, 0)
     clean_bytes = sum(s.size for s in segments[:dirty_index])
     dirty = segments[dirty_index:end_index]
@@ -105,9 +103,9 @@ class LogCleaner:
         self.logs = logs
         self.threads = config.get("log.cleaner.threads")
         self.enabled = config.get("log.cleaner.enable")
-        self.last_clean: dict[TopicPartition, CleanStats] = {}
         self.delete_horizons: dict[TopicPartition, int] = {}  # when kept tombstones may go (KIP-534)
         self.in_progress: set[TopicPartition] = set()
+        self.uncleanable: set[TopicPartition] = set()  # a clean failed: skipped until the broker restarts
         self._idle: list[CleanerProcess] = []
         self._busy: set[CleanerProcess] = set()
         self._wake = asyncio.Event()
@@ -127,10 +125,6 @@ class LogCleaner:
             worker.kill()  # a clean in progress is dropped: the next open removes its files
         self._idle, self._busy = [], set()
 
-    def dirt(self, log_: PartitionLog, last_stable_offset: int) -> Cleanable:
-        """How dirty a log is now (`binlake log-dirs`)."""
-        return cleanable(log_, last_stable_offset, log_.first_dirty_offset, int(time.time() * 1000))
-
     def wake(self) -> None:
         """Look for work now (a topic's compaction settings changed, a test wants a clean)."""
         self._wake.set()
@@ -142,7 +136,7 @@ class LogCleaner:
         failing those, one whose kept tombstones have reached their delete horizon."""
         best, best_rank, expired = None, (False, 0.0), None
         for tp, log_, lso in self.logs():
-            if tp in self.in_progress or not log_.config.compacted or not log_.segments:
+            if tp in self.in_progress or tp in self.uncleanable or not log_.config.compacted or not log_.segments:
                 continue
             found = cleanable(log_, lso, log_.first_dirty_offset, now_ms)
             if found.end <= log_.log_start_offset:
@@ -196,13 +190,17 @@ class LogCleaner:
         self.in_progress.add(tp)
         try:
             result = await self._run(job, swap_in)
+        except CleanFailed as exc:
+            # As Kafka: one partition's failure must not stop the cleaning of the others.
+            self.uncleanable.add(tp)
+            log.error("%s cannot be cleaned; the cleaner leaves it as it is until the broker restarts: %s", log_, exc)
+            return True
         finally:
             self.in_progress.discard(tp)
         if not all(swapped):
             log.info("%s changed while it was cleaned; the rest of the clean is dropped and done again", log_)
             return True
         log_.first_dirty_offset = result.cleaned_to
-        self.last_clean[tp] = result.stats
         if result.next_delete_horizon is None:
             self.delete_horizons.pop(tp, None)
         else:
@@ -234,6 +232,10 @@ class LogCleaner:
                          {tp: log_.first_dirty_offset for tp, log_, _ in self.logs()})
 
 
+class CleanFailed(Exception):
+    """A clean raised in its worker (the traceback is the message) or the worker died."""
+
+
 class CleanerProcess:
     """One worker process and the pipe to it: a job goes in; each cleaned group comes back as soon
     as it is written, then the result. It dies with the broker (PR_SET_PDEATHSIG), so none writes
@@ -255,7 +257,7 @@ class CleanerProcess:
             elif kind == "done":
                 return payload
             else:
-                raise RuntimeError(f"the cleaner process failed on {job.name}:\n{payload}")
+                raise CleanFailed(payload)
 
     async def _receive(self):
         loop = asyncio.get_running_loop()
@@ -269,7 +271,7 @@ class CleanerProcess:
         try:
             return self.conn.recv()
         except EOFError:
-            raise RuntimeError(f"the cleaner process exited (code {self.process.exitcode})") from None
+            raise CleanFailed(f"the cleaner process exited (code {self.process.exitcode})") from None
 
     def kill(self) -> None:
         self.process.kill()
