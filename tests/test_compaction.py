@@ -16,7 +16,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from crc32c import crc32c
 from test_idempotence import produce as raw_produce
 
@@ -425,3 +425,103 @@ def test_a_partition_that_cannot_be_cleaned_is_left_alone_and_the_others_are_cle
     upto = wait_for(lambda: cleaned_to(broker, "good") >= active and cleaned_to(broker, "good"), "good-0's clean")
     assert consume_all(broker.address, "good") == expected_after_clean(produced, upto)
     assert cleaned_to(broker, "bad") == 0
+
+
+# -- the cleaner's settings, each taking effect ------------------------------------------------------
+
+def fill(broker, topic: str, rounds: int = 1, keys: int = 10, records: int = 500) -> list:
+    produced = []
+    for round_ in range(rounds):
+        batch = [(b"key-%d" % (i % keys), b"value-%d-%d" % (round_, i)) for i in range(records)]
+        produce(broker.address, topic, batch, **{"batch.num.messages": 20})
+        produced += batch
+    return produced
+
+
+def clean_lines(broker, topic: str) -> list[str]:
+    return [line for line in broker.log().splitlines() if f"{topic}-0: cleaned up to" in line]
+
+
+def test_log_cleaner_enable_false_cleans_nothing(broker_factory):
+    enabled, disabled = broker_factory(config=FAST_CLEANER, name="on"), \
+        broker_factory(config={**FAST_CLEANER, "log.cleaner.enable": "false"}, name="off")
+    for broker in (enabled, disabled):
+        create_topic(broker.address, "kv", **{"segment.bytes": "4096"})
+        fill(broker, "kv")
+    wait_for(lambda: clean_lines(enabled, "kv"), "the enabled broker's clean")
+    assert not clean_lines(disabled, "kv") and cleaned_to(disabled, "kv") == 0
+
+
+def test_min_cleanable_dirty_ratio_and_max_compaction_lag_decide_when_to_clean_again(broker_factory):
+    broker = broker_factory(config=FAST_CLEANER)
+    create_topic(broker.address, "lazy", **{"segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.9"})
+    create_topic(broker.address, "eager", **{"segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
+    create_topic(broker.address, "overdue", **{"segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.9",
+                                               "max.compaction.lag.ms": "1"})
+    for topic in ("lazy", "eager", "overdue"):
+        fill(broker, topic, keys=500, records=1000)  # first clean: everything is dirty, ratio 1
+        wait_for(lambda: clean_lines(broker, topic), f"{topic}'s first clean")
+        fill(broker, topic, keys=500, records=300)  # then a little dirt: a share well below 0.9
+    wait_for(lambda: len(clean_lines(broker, "eager")) >= 2 and len(clean_lines(broker, "overdue")) >= 2,
+             "the eager and the overdue topic's second clean")
+    assert len(clean_lines(broker, "lazy")) == 1
+
+
+def test_min_compaction_lag_ms_keeps_young_records_uncleaned(broker_factory):
+    broker = broker_factory(config=FAST_CLEANER)
+    create_topic(broker.address, "young", **{"segment.bytes": "4096", "min.compaction.lag.ms": "3600000"})
+    create_topic(broker.address, "control", **{"segment.bytes": "4096"})
+    produced = fill(broker, "young")
+    fill(broker, "control")
+    wait_for(lambda: clean_lines(broker, "control"), "the control topic's clean")
+    assert not clean_lines(broker, "young")
+    assert consume_all(broker.address, "young") == [(o, k, v) for o, (k, v) in enumerate(produced)]
+
+
+def test_a_small_dedupe_buffer_cleans_in_several_passes(broker_factory):
+    broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.dedupe.buffer.size": "3000"})
+    create_topic(broker.address, "kv", **{"segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
+    produced = fill(broker, "kv", keys=200, records=2000)  # a map of ~25 keys holds only part of them
+    active = segment_bases(broker, "kv")[-1]
+    upto = wait_for(lambda: cleaned_to(broker, "kv") >= active and cleaned_to(broker, "kv"), "the last pass")
+    assert len(clean_lines(broker, "kv")) > 2
+    assert consume_all(broker.address, "kv") == expected_after_clean(produced, upto)
+
+
+def test_io_max_bytes_per_second_slows_a_clean_down(broker_factory):
+    broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "200000"})
+    create_topic(broker.address, "kv", **{"segment.bytes": "16384"})
+    fill(broker, "kv", records=3000)
+    [line] = wait_for(lambda: clean_lines(broker, "kv"), "the clean")
+    seconds, read = re.search(r"in ([\d.]+) s: .* (\d+) → \d+ bytes", line).groups()
+    assert float(seconds) >= int(read) / 200000 * 0.9, line  # it read the log at least once, at 200 kB/s
+
+
+def test_log_cleaner_threads_clean_partitions_in_parallel_processes(broker_factory):
+    broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.threads": "2",
+                                    "log.cleaner.io.max.bytes.per.second": "2000000"})
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for topic in ("a", "b"):
+        create_topic(broker.address, topic, **{"segment.bytes": "65536", "cleanup.policy": "delete"})
+        fill(broker, topic, keys=100, records=20000)
+    resources = [ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)]) for topic in "ab"]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(30)
+    wait_for(lambda: len(cleaner_processes(broker)) == 2, "two cleaner processes at work")
+    wait_for(lambda: clean_lines(broker, "a") and clean_lines(broker, "b"), "both cleans")
+
+
+def cleaner_processes(broker) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                spawned = b"multiprocessing.spawn" in f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if parent == broker.proc.pid and spawned:
+            found.append(int(pid))
+    return found

@@ -435,10 +435,10 @@ class PartitionLog:
         cleaned.load()
         first = self.segments.index(old[0])
         self.segments[first:first + len(old)] = [cleaned]
-        if group.markers_removed:
-            # A snapshot inside the range may name a transaction whose marker is gone: loading from
-            # it would leave that transaction open forever.
-            self.producers.delete_snapshots_below(group.end)
+        # The replaced segments' snapshots go with them, as in Kafka. When markers went, the ones
+        # before the range go too: such a snapshot may name a transaction whose marker is gone, and
+        # loading from it would leave that transaction open forever.
+        self.producers.delete_snapshots(0 if group.markers_removed else group.base_offset + 1, group.end)
         return True
 
     def truncate_to(self, offset: int) -> None:

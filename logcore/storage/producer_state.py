@@ -270,11 +270,12 @@ class ProducerStateManager:
                 if e.last_data_offset < log_start_offset and e.txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
-        self.delete_snapshots_below(log_start_offset)
+        self.delete_snapshots(0, log_start_offset)
 
-    def delete_snapshots_below(self, offset: int) -> None:
+    def delete_snapshots(self, low: int, high: int) -> None:
+        """Delete the snapshots at offsets in [low, high)."""
         for snapshot in self._snapshot_offsets():
-            if snapshot < offset:
+            if low <= snapshot < high:
                 _unlink(self._snapshot_path(snapshot))
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
