@@ -83,8 +83,12 @@ def segment_paths(broker, topic: str, suffix: str) -> list[str]:
 
 
 def dump_log(path: str) -> list[str]:
+    """dump-log's lines for a file of a running broker; none when a clean swapped the file away meanwhile."""
     done = subprocess.run([sys.executable, "-m", "binlake.cli", "dump-log", "--records", path], capture_output=True,
-                          text=True, check=True, timeout=60)
+                          text=True, timeout=60)
+    if done.returncode and not os.path.exists(path):
+        return []
+    assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
 
@@ -100,7 +104,8 @@ def expected_after_clean(produced: list[tuple[bytes, bytes | None]], upto: int) 
             if offset >= upto or last[key] == offset]
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["none", "zstd", *(pytest.param(c, marks=pytest.mark.slow)
+                                                      for c in ("gzip", "snappy", "lz4"))])
 def test_the_latest_value_of_each_key_survives_at_its_offset(broker_factory, codec):
     broker = broker_factory(config=FAST_CLEANER)
     create_topic(broker.address, "kv", **{"segment.bytes": "8192"})
@@ -134,7 +139,7 @@ def test_small_cleaned_segments_are_merged(broker_factory):
 
 def test_tombstones_stay_for_delete_retention_ms_after_the_cleaner_reaches_them_then_go(broker_factory):
     broker = broker_factory(config=FAST_CLEANER)
-    create_topic(broker.address, "kv", **{"segment.bytes": "4096", "delete.retention.ms": "3000"})
+    create_topic(broker.address, "kv", **{"segment.bytes": "4096", "delete.retention.ms": "4000"})
     produced = [(b"key-%d" % (i % 20), b"value-%d" % i) for i in range(400)]
     produced += [(b"key-%d" % i, None) for i in range(10)]  # half of the keys deleted
     produced += [(b"filler-%d" % (i % 5), b"x" * 50) for i in range(200)]  # the tombstones leave the active segment
@@ -146,14 +151,13 @@ def test_tombstones_stay_for_delete_retention_ms_after_the_cleaner_reaches_them_
     tombstones = [(offset, key) for offset, key, value in kept if value is None]
     assert sorted(key for _, key in tombstones) == sorted(b"key-%d" % i for i in range(10))
     assert kept == expected_after_clean(produced, upto)
-    stamped = [line for path in segment_paths(broker, "kv", ".log") for line in dump_log(path)
-               if "deleteHorizonMs" in line]
-    assert stamped, "dump-log shows no batch with a delete horizon"
+    stamped = wait_for(lambda: [line for path in segment_paths(broker, "kv", ".log") for line in dump_log(path)
+                                if "deleteHorizonMs" in line], "dump-log to show a batch with a delete horizon")
     assert all(int(batch["count"]) <= int(batch["lastOffset"]) - int(batch["baseOffset"]) + 1
                for batch in map(batch_fields, stamped))
     wait_for(lambda: not any(value is None for _, _, value in consume_all(broker.address, "kv")),
              "the tombstones to go")
-    assert time.monotonic() - reached >= 3.0 - 0.5, "tombstones went before delete.retention.ms"
+    assert time.monotonic() - reached >= 4.0 - 0.5, "tombstones went before delete.retention.ms"
     deleted = {b"key-%d" % i for i in range(10)}
     assert consume_all(broker.address, "kv") == [r for r in expected_after_clean(produced, upto)
                                                   if r[1] not in deleted]
@@ -213,7 +217,7 @@ def leftovers(broker, topic: str) -> list[str]:
     return [n for n in os.listdir(broker.data_dir / f"{topic}-0") if n.endswith((".cleaned", ".swap"))]
 
 
-@pytest.mark.parametrize("kills", [3, pytest.param(20, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kills", [2, pytest.param(20, marks=pytest.mark.slow)])
 def test_sigkill_while_cleaning_loses_and_duplicates_nothing(broker_factory, kills):
     # The cleaner is throttled so that a clean takes seconds and each SIGKILL lands somewhere in one.
     broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "1000000"})

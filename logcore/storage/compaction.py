@@ -118,13 +118,27 @@ def clean(job: CleanJob, emit: Callable[[CleanedGroup], None] = lambda group: No
     offset_map = build_offset_map(job, aborted, stats, throttle)
     mapped_to = offset_map.end
     cleaner = Filter(job, offset_map, aborted, stats)
-    groups = []
-    for group in group_segments([s for s in job.segments if s.base_offset < mapped_to], job):
-        end = next((s.base_offset for s in job.segments if s.base_offset > group[-1].base_offset), job.end)
-        cleaned = cleaner.write_group(group, end, throttle)
-        if cleaned is not None:
-            groups.append(cleaned)
-            emit(cleaned)
+    groups: list[CleanedGroup] = []
+    grouped = group_segments([s for s in job.segments if s.base_offset < mapped_to], job)
+    out: CleanedSegment | None = None
+    try:
+        for i, group in enumerate(grouped):
+            out = out or CleanedSegment(job, group[0].base_offset)
+            for segment in group:
+                cleaner.copy(segment, out)
+                throttle.account(segment.size)
+            following = grouped[i + 1] if i + 1 < len(grouped) else None
+            if out.empty and following and following[-1].next_offset - 1 - out.base_offset <= INT32_MAX:
+                continue  # nothing kept: no file for that, the next group's output starts here instead
+            end = following[0].base_offset if following else job.end
+            cleaned = out.finish(end, stats, throttle)
+            out = None
+            if cleaned is not None:
+                groups.append(cleaned)
+                emit(cleaned)
+    finally:
+        if out is not None:
+            out.abandon()
     stats.seconds = time.monotonic() - started
     stats.throttled_seconds = throttle.slept
     return CleanResult(groups, mapped_to, stats, cleaner.next_horizon)
@@ -227,47 +241,18 @@ class Filter:
         self.open_txns: dict[int, int] = {}  # producer id -> batches of its current transaction kept so far
         self.next_horizon: int | None = None  # the earliest delete horizon still ahead among kept batches
 
-    def write_group(self, group: list[SegmentFile], end: int, throttle: "Throttle") -> CleanedGroup | None:
-        """Write the group's kept batches to a `.cleaned` segment. None when a lone segment comes
-        out unchanged: there is nothing to swap."""
-        job = self.job
-        remove_cleaned(job.directory, group[0].base_offset)
-        out = Segment.create(job.directory, group[0].base_offset, job.index_interval_bytes, CLEANED)
-        changed = len(group) > 1
-        markers_removed = 0
-        try:
-            pending, headers = bytearray(), []
-            for segment in group:
-                for header, raw in read_batches(job.directory, segment):
-                    kept = self.filter_batch(header, raw)
-                    if kept is None and header.is_control:
-                        markers_removed += 1
-                    if kept is not raw:
-                        changed = True
-                    if kept is None:
-                        continue
-                    self._note_horizon(kept)
-                    if header.is_control and header.base_offset in self.aborted.by_marker:
-                        out.txn_index.append(self.aborted.by_marker[header.base_offset])
-                    pending += kept
-                    headers.append(read_header(kept))
-                    if len(pending) >= WRITE_BUFFER:
-                        out.append(pending, headers)
-                        pending, headers = bytearray(), []
-                throttle.account(segment.size)
-            if pending:
-                out.append(pending, headers)
-            out.txn_index.create()  # even when empty: it replaces the old segment's
-            out.seal()
-            out.flush()
-            self.stats.bytes_written += out.size
-            throttle.account(out.size)
-        finally:
-            out.close()
-        if not changed:
-            remove_cleaned(job.directory, group[0].base_offset)
-            return None
-        return CleanedGroup(group[0].base_offset, end, tuple(s.base_offset for s in group), out.size, markers_removed)
+    def copy(self, segment: SegmentFile, out: "CleanedSegment") -> None:
+        """The kept batches of `segment`, appended to `out`."""
+        out.replaced.append(segment.base_offset)
+        for header, raw in read_batches(self.job.directory, segment):
+            kept = self.filter_batch(header, raw)
+            if kept is not raw:
+                out.changed = True
+            if kept is None:
+                out.markers_removed += header.is_control
+                continue
+            self._note_horizon(kept)
+            out.write(kept, self.aborted.by_marker.get(header.base_offset) if header.is_control else None)
 
     def _note_horizon(self, batch: bytes) -> None:
         header = read_header(batch)
@@ -374,6 +359,59 @@ class Filter:
         built = builder.build()
         return assemble_batch(bytes(memoryview(built)[HEADER_SIZE:]), len(records), attributes=attributes,
                               base_timestamp=read_header(built).base_timestamp, **fields)
+
+
+class CleanedSegment:
+    """A `.cleaned` segment being written beside the log: the kept batches of one or more groups."""
+
+    def __init__(self, job: CleanJob, base_offset: int) -> None:
+        self.job = job
+        self.base_offset = base_offset
+        remove_cleaned(job.directory, base_offset)
+        self.segment = Segment.create(job.directory, base_offset, job.index_interval_bytes, CLEANED)
+        self.replaced: list[int] = []
+        self.changed = False
+        self.markers_removed = 0
+        self._pending, self._headers = bytearray(), []
+
+    @property
+    def empty(self) -> bool:
+        return self.segment.size == 0 and not self._pending
+
+    def write(self, batch: bytes, aborted: AbortedTxn | None) -> None:
+        """One kept batch; `aborted`, the transaction an abort marker ends (its `.txnindex` entry)."""
+        if aborted is not None:
+            self.segment.txn_index.append(aborted)
+        self._pending += batch
+        self._headers.append(read_header(batch))
+        if len(self._pending) >= WRITE_BUFFER:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            self.segment.append(self._pending, self._headers)
+            self._pending, self._headers = bytearray(), []
+
+    def finish(self, end: int, stats: CleanStats, throttle: "Throttle") -> CleanedGroup | None:
+        """Sealed and fsynced, to replace the segments it was written from (up to `end`). None, and
+        the files gone, when it is one segment's batches unchanged: there is nothing to swap."""
+        try:
+            self._write_pending()
+            self.segment.txn_index.create()  # even when empty: it replaces the old segment's
+            self.segment.seal()
+            self.segment.flush()
+        finally:
+            self.segment.close()
+        stats.bytes_written += self.segment.size
+        throttle.account(self.segment.size)
+        if len(self.replaced) == 1 and not self.changed:
+            remove_cleaned(self.job.directory, self.base_offset)
+            return None
+        return CleanedGroup(self.base_offset, end, tuple(self.replaced), self.segment.size, self.markers_removed)
+
+    def abandon(self) -> None:
+        self.segment.close()
+        remove_cleaned(self.job.directory, self.base_offset)
 
 
 # -- files -------------------------------------------------------------------------------------------
