@@ -22,7 +22,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
     "dump-log": ("logcore.tools.dump_log:dump_log_command",
-                 "Print the batches of segment .log files, or the entries of .index / .timeindex files."),
+                 "Print the batches of segment .log files, or the entries of .index, .timeindex, .txnindex and "
+                 ".snapshot files."),
     "groups": ("logcore.tools.groups_cmd:groups_command",
                "List, describe, reset offsets of and delete consumer groups."),
     "transactions": ("logcore.tools.transactions_cmd:transactions_command", "List, describe and abort transactions."),
