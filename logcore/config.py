@@ -154,6 +154,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("queued.max.requests", "int", 500,
               "requests read and not yet handled, across connections, before the broker stops reading",
               check=_at_least(1)),
+    ConfigDef("max.request.partition.size.limit", "int", 2000,
+              "most partitions one DescribeTopicPartitions response describes", check=_at_least(1)),
     ConfigDef("fetch.max.bytes", "int", 57671680, "most record bytes one fetch response carries", check=_at_least(0)),
     ConfigDef("log.retention.hours", "int", 168, "retention.ms in hours, when log.retention.ms is unset"),
     ConfigDef("log.retention.minutes", "int", None, "retention.ms in minutes, when log.retention.ms is unset"),

@@ -1,10 +1,11 @@
 """Metadata: brokers, controller and topic/partition leadership; auto-creates topics when allowed
-(an internal topic through its coordinator, which knows its settings)."""
+(an internal topic through its coordinator, which knows its settings). DescribeTopicPartitions:
+the same partitions, paged, for the admin clients of Kafka 3.8 and later."""
 
 from ..coordinator.offsets_codec import OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_TOPIC
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, TopicAlreadyExists, UnknownTopicId
+from ..protocol.errors import BrokerError, InvalidRequest, TopicAlreadyExists, UnknownTopicId, UnknownTopicOrPartition
 from . import handles
 
 
@@ -86,3 +87,39 @@ async def metadata(ctx, request) -> dict:
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     }
+
+
+@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0)
+async def describe_topic_partitions(ctx, request) -> dict:
+    """KIP-966: topics (all when none are named) in name order, from `cursor` on, at most
+    `response_partition_limit` partitions (and max.request.partition.size.limit) per response; the
+    next cursor says where the following request starts. Never creates a topic."""
+    broker = ctx.broker
+    limit = min(request.response_partition_limit, broker.config.get("max.request.partition.size.limit"))
+    names = sorted({t.name for t in request.topics}) if request.topics else sorted(broker.metadata.topics)
+    cursor = request.cursor
+    if cursor is not None:
+        if request.topics and cursor.topic_name not in names:
+            raise InvalidRequest(f"the cursor's topic {cursor.topic_name!r} is not among the topics asked for")
+        names = [name for name in names if name >= cursor.topic_name]
+    topics, next_cursor = [], None
+    for name in names:
+        if name not in broker.metadata.topics:
+            topics.append({"error_code": UnknownTopicOrPartition.code, "name": name, "topic_id": None,
+                           "partitions": []})
+            continue
+        described = topic_metadata(broker, name)
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        # Kafka's brokers send empty ELR lists, never null, and its Java admin client depends on that.
+        partitions = [{**p, "eligible_leader_replicas": [], "last_known_elr": []} for p in described["partitions"][first:]]
+        if len(partitions) > limit:
+            next_cursor = {"topic_name": name, "partition_index": partitions[limit]["partition_index"]}
+            partitions = partitions[:limit]
+        limit -= len(partitions)
+        topics.append({**described, "partitions": partitions})
+        if next_cursor is not None:
+            break
+        if limit == 0 and name != names[-1]:
+            next_cursor = {"topic_name": names[names.index(name) + 1], "partition_index": 0}
+            break
+    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
