@@ -432,6 +432,23 @@ def test_describe_log_dirs_reports_partition_sizes(admin, kp_admin, broker):
     assert sizes == on_disk and sizes[("sized", 0)] == 0 and sizes[("sized", 1)] > 10_000
 
 
+def test_alter_replica_log_dirs_knows_the_one_directory_each_broker_has(admin, kp_admin, broker):
+    create(admin, NewTopic("placed", 1, 1))["placed"].result(TIMEOUT)
+    answer = kp_admin.alter_replica_log_dirs({("placed", 0, 0): str(broker.data_dir),
+                                              ("later", 0, 0): str(broker.data_dir)})  # not hosted yet: fine
+    assert {(tpr.topic, tpr.partition): error.__name__ for tpr, error in answer.items()} == {
+        ("placed", 0): "NoError", ("later", 0): "NoError"}
+    [(_, elsewhere)] = kp_admin.alter_replica_log_dirs({("placed", 0, 0): "/no/such/log/dir"}).items()
+    assert elsewhere.__name__ == "LogDirNotFoundError"
+
+
+def test_list_config_resources_lists_topics_and_brokers(admin, kp_admin, broker):
+    create(admin, NewTopic("listed", 1, 1))["listed"].result(TIMEOUT)
+    assert kp_admin.list_config_resources() == {"topic": ["listed"], "broker": ["0"]}
+    assert kp_admin.list_config_resources(["TOPIC"]) == {"topic": ["listed"]}
+    assert kp_admin.list_config_resources(["GROUP", "CLIENT_METRICS"]) == {}  # binlake has neither kind of config
+
+
 def test_partitions_past_the_open_file_limit_are_refused_and_the_broker_serves_on(tmp_path):
     """Each partition holds a file open. A request whose new partitions would leave the broker
     without descriptors for connections is POLICY_VIOLATION naming the limit, not thousands of

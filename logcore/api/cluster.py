@@ -1,6 +1,6 @@
-"""DescribeCluster, DescribeLogDirs, ElectLeaders and the partition reassignment APIs: who is in the
-cluster, what this broker keeps on disk, and leader elections and replica moves on request (which the
-controller carries out)."""
+"""DescribeCluster, DescribeLogDirs, AlterReplicaLogDirs, ElectLeaders and the partition reassignment
+APIs: who is in the cluster, what this broker keeps on disk, and leader elections and replica moves on
+request (which the controller carries out)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,29 @@ async def describe_log_dirs(ctx, request) -> dict:
         "total_bytes": disk.f_blocks * disk.f_frsize,
         "usable_bytes": disk.f_bavail * disk.f_frsize,
     }]}
+
+
+@handles(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2)
+async def alter_replica_log_dirs(ctx, request) -> dict:
+    """A broker has one log directory, its data dir: a replica asked to live there already does (or
+    will, when created: Kafka answers NONE for a replica it does not host yet). Any other path is
+    LOG_DIR_NOT_FOUND; an offline replica, KAFKA_STORAGE_ERROR."""
+    broker = ctx.broker
+    here = os.path.realpath(broker.data_dir)
+    results: dict[str, list[dict]] = {}
+    for log_dir in request.dirs:
+        for topic in log_dir.topics:
+            for index in topic.partitions:
+                partition = broker.replicas.partitions.get((topic.name, index))
+                if os.path.realpath(log_dir.path) != here:
+                    error = ErrorCode.log_dir_not_found
+                elif partition is not None and partition.offline_reason:
+                    error = ErrorCode.kafka_storage_error
+                else:
+                    error = ErrorCode.none
+                results.setdefault(topic.name, []).append({"partition_index": index, "error_code": error})
+    return {"throttle_time": 0, "results": [{"topic_name": name, "partitions": partitions}
+                                            for name, partitions in results.items()]}
 
 
 @handles(ApiKey.ELECT_LEADERS, 0, 2)

@@ -1,4 +1,5 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and for this broker.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and for this broker;
+ListConfigResources.
 
 Topic changes persist in the metadata store and reach the partition logs at once. Broker settings
 are static (the `--config` file): they can be described, not altered.
@@ -16,7 +17,8 @@ from ..protocol.errors import BrokerError, InvalidRequest
 from . import handles
 from .topics import error_fields
 
-TOPIC, BROKER = 2, 4  # Kafka's ConfigResource types
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # Kafka's ConfigResource types
+KNOWN_RESOURCE_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                 "password": 9}
 
@@ -126,3 +128,23 @@ def _alter(broker, request, new_overrides: Callable[[TopicConfig, tuple], dict[s
             result.update(error_fields(exc))
         results.append(result)
     return results
+
+
+@handles(ApiKey.LIST_CONFIG_RESOURCES, 0, 1)
+async def list_config_resources(ctx, request) -> dict:
+    """KIP-1142 (v1; v0 was ListClientMetricsResources): the resources of the asked types (all when
+    none are asked) that configs can be described for. binlake has topic and broker configs; it has
+    no group configs, client metrics subscriptions or broker loggers, so those types list nothing."""
+    broker = ctx.broker
+    wanted = set(getattr(request, "resource_types", ()) or KNOWN_RESOURCE_TYPES) if ctx.api_version else {CLIENT_METRICS}
+    unknown = wanted - set(KNOWN_RESOURCE_TYPES)
+    if unknown:
+        raise InvalidRequest(f"unknown config resource type(s) {sorted(unknown)}; Kafka's are "
+                             f"{sorted(KNOWN_RESOURCE_TYPES)}")
+    resources = []
+    if TOPIC in wanted:
+        resources += [{"resource_name": name, "resource_type": TOPIC} for name in sorted(broker.metadata.topics)]
+    if BROKER in wanted:
+        resources += [{"resource_name": str(node.node_id), "resource_type": BROKER}
+                      for node in broker.cluster.live_nodes()]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": resources}
