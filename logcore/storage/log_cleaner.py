@@ -27,6 +27,7 @@ import multiprocessing.connection
 import os
 import time
 import traceback
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -105,7 +106,9 @@ class LogCleaner:
         self.enabled = config.get("log.cleaner.enable")
         self.delete_horizons: dict[TopicPartition, int] = {}  # when kept tombstones may go (KIP-534)
         self.in_progress: set[TopicPartition] = set()
-        self.uncleanable: set[TopicPartition] = set()  # a clean failed: skipped until the broker restarts
+        # Logs whose clean failed: skipped until the broker restarts. By log, not name: a topic deleted
+        # mid-clean (its worker then fails) and created again is a new log, cleaned as any other.
+        self.uncleanable: weakref.WeakSet[PartitionLog] = weakref.WeakSet()
         self._idle: list[CleanerProcess] = []
         self._busy: set[CleanerProcess] = set()
         self._wake = asyncio.Event()
@@ -136,7 +139,7 @@ class LogCleaner:
         failing those, one whose kept tombstones have reached their delete horizon."""
         best, best_rank, expired = None, (False, 0.0), None
         for tp, log_, lso in self.logs():
-            if tp in self.in_progress or tp in self.uncleanable or not log_.config.compacted or not log_.segments:
+            if tp in self.in_progress or log_ in self.uncleanable or not log_.config.compacted or not log_.segments:
                 continue
             found = cleanable(log_, lso, log_.first_dirty_offset, now_ms)
             if found.end <= log_.log_start_offset:
@@ -191,8 +194,11 @@ class LogCleaner:
         try:
             result = await self._run(job, swap_in)
         except CleanFailed as exc:
+            if not log_.segments:
+                log.info("%s was deleted while it was cleaned", log_)
+                return True
             # As Kafka: one partition's failure must not stop the cleaning of the others.
-            self.uncleanable.add(tp)
+            self.uncleanable.add(log_)
             log.error("%s cannot be cleaned; the cleaner leaves it as it is until the broker restarts: %s", log_, exc)
             return True
         finally:
