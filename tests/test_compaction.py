@@ -529,3 +529,19 @@ def cleaner_processes(broker) -> list[int]:
         if parent == broker.proc.pid and spawned:
             found.append(int(pid))
     return found
+
+
+def test_a_topic_deleted_mid_clean_and_created_again_is_cleaned(broker_factory):
+    broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "300000"})
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    create_topic(broker.address, "kv", **{"segment.bytes": "8192"})
+    fill(broker, "kv", records=3000)
+    wait_for(lambda: leftovers(broker, "kv"), "a clean to start")
+    admin.delete_topics(["kv"])["kv"].result(30)
+    wait_for(lambda: "kv" not in admin.list_topics(timeout=10).topics, "the topic to go")
+    create_topic(broker.address, "kv", **{"segment.bytes": "8192"})
+    produced = fill(broker, "kv", records=1000)
+    active = segment_bases(broker, "kv")[-1]
+    upto = wait_for(lambda: cleaned_to(broker, "kv") >= active and cleaned_to(broker, "kv"), "the new topic's clean")
+    assert consume_all(broker.address, "kv") == expected_after_clean(produced, upto)
+    assert "cannot be cleaned" not in broker.log()
