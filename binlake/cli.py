@@ -21,6 +21,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("binlake.demo.command:demo_command", "Run the whole pipeline on this machine, no Docker needed."),
     "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
+    "broker-api-versions": ("logcore.tools.api_versions_cmd:broker_api_versions_command",
+                            "Print the API versions each live broker supports."),
+    "get-offsets": ("logcore.tools.get_offsets_cmd:get_offsets_command",
+                    "Print topic:partition:offset for the offset at a time (latest by default)."),
     "dump-log": ("logcore.tools.dump_log:dump_log_command",
                  "Print the batches of segment .log files, or the entries of .index, .timeindex, .txnindex and "
                  ".snapshot files."),

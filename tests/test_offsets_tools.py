@@ -1,0 +1,50 @@
+"""`binlake get-offsets` and `binlake broker-api-versions`, Kafka's kafka-get-offsets.sh and
+kafka-broker-api-versions.sh, against a real broker."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from brokerproc import ROOT
+
+
+def binlake(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "binlake.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+
+
+def test_get_offsets_at_each_kind_of_time(broker):
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    admin.create_topics([NewTopic("t", 2, 1)])["t"].result(30)
+    producer = Producer({"bootstrap.servers": broker.address})
+    for i in range(5):
+        producer.produce("t", b"x", partition=0, timestamp=1000 + i * 10)
+    producer.flush(30)
+
+    def offsets(*args: str) -> list[str]:
+        done = binlake("get-offsets", "--bootstrap-server", broker.address, "--topic", "t", *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert offsets() == ["t:0:5", "t:1:0"]
+    assert offsets("--time", "earliest") == offsets("--time", "-2") == ["t:0:0", "t:1:0"]
+    assert offsets("--time", "1015", "--partitions", "0") == ["t:0:2"]  # the first record at or after it
+    assert offsets("--time", "max-timestamp", "--partitions", "0") == ["t:0:4"]
+    assert offsets("--time", "-4") == ["t:0:0", "t:1:0"]  # earliest local: the earliest, no tiered storage
+    refused = binlake("get-offsets", "--bootstrap-server", broker.address, "--time", "yesterday")
+    assert refused.returncode == 2 and "expected a timestamp in ms" in refused.stderr
+
+
+def test_broker_api_versions_prints_kafkas_layout(broker):
+    done = binlake("broker-api-versions", "--bootstrap-server", broker.address)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{broker.address} (id: 0 rack: null isFenced: false) -> (" and lines[-1] == ")"
+    versions = dict(re.findall(r"^\t(\w+)\(\d+\): (\d+ to \d+) \[usable: \d+\],?$", done.stdout, re.M))
+    assert len(versions) == len(lines) - 2
+    assert versions["Produce"] == "3 to 11" and versions["DescribeTopicPartitions"] == "0 to 0"
