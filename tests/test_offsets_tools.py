@@ -48,3 +48,27 @@ def test_broker_api_versions_prints_kafkas_layout(broker):
     versions = dict(re.findall(r"^\t(\w+)\(\d+\): (\d+ to \d+) \[usable: \d+\],?$", done.stdout, re.M))
     assert len(versions) == len(lines) - 2
     assert versions["Produce"] == "3 to 11" and versions["DescribeTopicPartitions"] == "0 to 0"
+
+
+def test_delete_records_moves_log_starts_as_the_json_file_says(broker, tmp_path):
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    admin.create_topics([NewTopic("t", 2, 1)])["t"].result(30)
+    producer = Producer({"bootstrap.servers": broker.address})
+    for partition in (0, 1):
+        for _ in range(5):
+            producer.produce("t", b"x", partition=partition)
+    producer.flush(30)
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"partitions": [{"topic": "t", "partition": 0, "offset": 3},'
+                    ' {"topic": "t", "partition": 1, "offset": -1}], "version": 1}')
+    done = binlake("delete-records", "--bootstrap-server", broker.address, "--offset-json-file", str(plan))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "partition: t-0\tlow_watermark: 3" in done.stdout and "partition: t-1\tlow_watermark: 5" in done.stdout
+    earliest = binlake("get-offsets", "--bootstrap-server", broker.address, "--topic", "t", "--time", "earliest")
+    assert earliest.stdout.split() == ["t:0:3", "t:1:5"]
+    plan.write_text('{"partitions": [{"topic": "t", "partition": 0, "offset": 99}], "version": 1}')
+    beyond = binlake("delete-records", "--bootstrap-server", broker.address, "--offset-json-file", str(plan))
+    assert beyond.returncode == 1 and "partition: t-0\terror:" in beyond.stdout
+    plan.write_text('{"partitions": [{"topic": "t"}]}')
+    malformed = binlake("delete-records", "--bootstrap-server", broker.address, "--offset-json-file", str(plan))
+    assert malformed.returncode == 1 and "expected {" in malformed.stderr
