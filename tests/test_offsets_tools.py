@@ -72,3 +72,31 @@ def test_delete_records_moves_log_starts_as_the_json_file_says(broker, tmp_path)
     plan.write_text('{"partitions": [{"topic": "t"}]}')
     malformed = binlake("delete-records", "--bootstrap-server", broker.address, "--offset-json-file", str(plan))
     assert malformed.returncode == 1 and "expected {" in malformed.stderr
+
+
+def test_configs_describes_and_alters_topics_and_refuses_broker_changes(broker):
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    admin.create_topics([NewTopic("t", 1, 1, config={"cleanup.policy": "compact"})])["t"].result(30)
+
+    def configs(*args: str) -> subprocess.CompletedProcess:
+        return binlake("configs", "--bootstrap-server", broker.address, *args)
+
+    described = configs("--entity-type", "topics", "--entity-name", "t", "--describe")
+    assert described.stdout.splitlines() == [
+        "Dynamic configs for topic t are:",
+        "  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}"]
+    altered = configs("--entity-type", "topics", "--entity-name", "t", "--alter",
+                      "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
+    assert altered.returncode == 0 and altered.stdout == "Completed updating config for topic t.\n"
+    every = configs("--entity-type", "topics", "--describe").stdout
+    assert "  cleanup.policy=compact,delete " in every and "  retention.ms=1000 " in every
+    assert configs("--entity-type", "topics", "--entity-name", "t", "--alter",
+                   "--delete-config", "retention.ms").returncode == 0
+    assert "retention.ms" not in configs("--entity-type", "topics", "--entity-name", "t", "--describe").stdout
+    assert "segment.bytes=1073741824" in configs("--entity-type", "topics", "--entity-name", "t", "--describe",
+                                                 "--all").stdout
+    unknown = configs("--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "bogus=1")
+    assert unknown.returncode == 1 and "unknown topic config 'bogus'" in unknown.stderr
+    static = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.retention.ms=5")
+    assert static.returncode == 1 and "cannot be changed at runtime" in static.stderr
