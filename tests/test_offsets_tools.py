@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -100,3 +101,24 @@ def test_configs_describes_and_alters_topics_and_refuses_broker_changes(broker):
     assert unknown.returncode == 1 and "unknown topic config 'bogus'" in unknown.stderr
     static = configs("--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "log.retention.ms=5")
     assert static.returncode == 1 and "cannot be changed at runtime" in static.stderr
+
+
+def test_perf_tests_print_kafkas_lines(broker):
+    produced = binlake("producer-perf-test", "--bootstrap-server", broker.address, "--topic", "perf",
+                       "--num-records", "20000", "--record-size", "100", "--throughput", "-1",
+                       "--producer-props", "acks=1", "linger.ms=5")
+    assert produced.returncode == 0, produced.stderr
+    assert re.fullmatch(r"20000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+                        r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th\.",
+                        produced.stdout.splitlines()[-1]), produced.stdout
+    paced_start = time.monotonic()
+    paced = binlake("producer-perf-test", "--bootstrap-server", broker.address, "--topic", "perf",
+                    "--num-records", "1000", "--throughput", "1000")
+    assert paced.returncode == 0 and time.monotonic() - paced_start >= 0.9  # 1,000 records at 1,000/s
+    consumed = binlake("consumer-perf-test", "--bootstrap-server", broker.address, "--topic", "perf",
+                       "--messages", "21000")
+    assert consumed.returncode == 0, consumed.stderr
+    header, values = consumed.stdout.splitlines()
+    assert header.startswith("start.time, end.time, data.consumed.in.MB")
+    fields = values.split(", ")
+    assert fields[4] == "21000" and abs(float(fields[2]) - 21000 * 100 / 1024 / 1024) < 0.01
