@@ -30,6 +30,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                            "Measure produce throughput and latency (kafka-producer-perf-test)."),
     "consumer-perf-test": ("logcore.tools.perf_test:consumer_perf_test_command",
                            "Measure consume throughput (kafka-consumer-perf-test), from the start of the topic."),
+    "verifiable-producer": ("logcore.tools.verifiable:verifiable_producer_command",
+                            "Produce numbered messages and report each acknowledgement as a JSON line "
+                            "(kafka-verifiable-producer)."),
+    "verifiable-consumer": ("logcore.tools.verifiable:verifiable_consumer_command",
+                            "Consume in a group and report assignments, records and commits as JSON lines "
+                            "(kafka-verifiable-consumer)."),
     "get-offsets": ("logcore.tools.get_offsets_cmd:get_offsets_command",
                     "Print topic:partition:offset for the offset at a time (latest by default)."),
     "dump-log": ("logcore.tools.dump_log:dump_log_command",

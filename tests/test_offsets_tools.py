@@ -3,6 +3,7 @@ kafka-broker-api-versions.sh, against a real broker."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -122,3 +123,36 @@ def test_perf_tests_print_kafkas_lines(broker):
     assert header.startswith("start.time, end.time, data.consumed.in.MB")
     fields = values.split(", ")
     assert fields[4] == "21000" and abs(float(fields[2]) - 21000 * 100 / 1024 / 1024) < 0.01
+
+
+def events(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_verifiable_producer_and_consumer_report_every_message_once(broker):
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    admin.create_topics([NewTopic("v", 3, 1)])["v"].result(30)
+    produced = binlake("verifiable-producer", "--bootstrap-server", broker.address, "--topic", "v",
+                       "--max-messages", "600", "--acks", "all", "--repeating-keys", "7",
+                       "--transactional-id", "vp", "--transaction-size", "50")
+    assert produced.returncode == 0, produced.stderr
+    lines = events(produced.stdout)
+    assert lines[0]["name"] == "startup_complete" and lines[-2]["name"] == "shutdown_complete"
+    assert {k: lines[-1][k] for k in ("name", "sent", "acked")} == {"name": "tool_data", "sent": 600, "acked": 600}
+    acked = [e for e in lines if e["name"] == "producer_send_success"]
+    assert sorted(int(e["value"]) for e in acked) == list(range(600))
+    consumed = binlake("verifiable-consumer", "--bootstrap-server", broker.address, "--topic", "v",
+                       "--group-id", "vc", "--max-messages", "600", "--isolation-level", "read_committed", "--verbose")
+    assert consumed.returncode == 0, consumed.stderr
+    lines = events(consumed.stdout)
+    assert [e["name"] for e in lines[:1]] == ["startup_complete"] and lines[-1]["name"] == "shutdown_complete"
+    assigned = [p for e in lines if e["name"] == "partitions_assigned" for p in e["partitions"]]
+    assert sorted(p["partition"] for p in assigned) == [0, 1, 2]
+    records = [(e["partition"], e["offset"], e["value"]) for e in lines if e["name"] == "record_data"]
+    assert sorted(records) == sorted((e["partition"], e["offset"], e["value"]) for e in acked)  # each once
+    assert sum(e["count"] for e in lines if e["name"] == "records_consumed") == 600
+    commits = [e for e in lines if e["name"] == "offsets_committed"]
+    assert commits and all(e["success"] for e in commits)
+    last = {o["partition"]: o["offset"] for e in commits for o in e["offsets"]}
+    written = {e["partition"] for e in acked}
+    assert last == {p: 1 + max(e["offset"] for e in acked if e["partition"] == p) for p in written}
