@@ -36,6 +36,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "verifiable-consumer": ("logcore.tools.verifiable:verifiable_consumer_command",
                             "Consume in a group and report assignments, records and commits as JSON lines "
                             "(kafka-verifiable-consumer)."),
+    "mirror-maker": ("logcore.tools.mirror_maker:mirror_maker_command",
+                     "Copy topics between clusters, exactly once (kafka-mirror-maker)."),
     "get-offsets": ("logcore.tools.get_offsets_cmd:get_offsets_command",
                     "Print topic:partition:offset for the offset at a time (latest by default)."),
     "dump-log": ("logcore.tools.dump_log:dump_log_command",
