@@ -279,7 +279,8 @@ class SteadyProducer(threading.Thread):
         return sum(len(values) for values in self.acked.values())
 
 
-@pytest.mark.parametrize("kills", [pytest.param(3, id="3-kills"), pytest.param(30, id="30-kills", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kills", [pytest.param(3, id="3-kills", marks=pytest.mark.slow),  # one death runs by default
+                                   pytest.param(30, id="30-kills", marks=pytest.mark.slow)])
 def test_leaders_killed_again_and_again_lose_no_acknowledged_write(cluster, kills):
     """acks=all, RF 3, min.insync.replicas=2, an idempotent producer writing throughout: the leader
     of a partition is SIGKILLed and restarted again and again. Every acknowledged message is then

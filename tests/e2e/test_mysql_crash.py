@@ -284,6 +284,10 @@ def _diff(mine: dict, theirs: dict) -> str:
     return f"missing {missing}, extra {extra}, different {[(mine[k], theirs[k]) for k in changed]}"
 
 
+# On Apache Kafka this crash test is `slow` (a JVM broker start and five kills: half a minute of the suite).
+@pytest.mark.parametrize("any_broker_factory", ["logcore", pytest.param("kafka", marks=[pytest.mark.kafka,
+                                                                                        pytest.mark.slow])],
+                         indirect=True)
 async def test_connector_and_broker_crashes_lose_and_repeat_nothing(mariadb, any_broker, connector, tmp_path):
     await run_crash_test(mariadb, any_broker, connector, tmp_path, seconds=20, kills=5, commit_interval_ms=100)
 
