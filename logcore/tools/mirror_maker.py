@@ -37,7 +37,9 @@ class Mirror:
                                   "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
         # A member of the mirror's group on the target: where the offsets live, and the group
         # metadata each transaction commits them under (a group with no active members there).
-        self.offsets = Consumer({"bootstrap.servers": target, "group.id": group, "enable.auto.commit": False})
+        # read_committed: its OffsetFetch asks for stable offsets, never ones of an undecided transaction.
+        self.offsets = Consumer({"bootstrap.servers": target, "group.id": group, "enable.auto.commit": False,
+                                 "isolation.level": "read_committed"})
         self.producer = Producer({"bootstrap.servers": target, "transactional.id": transactional_id,
                                   "enable.idempotence": True, "linger.ms": 5})
         self.same_partitions: dict[str, bool] = {}
@@ -92,7 +94,7 @@ class Mirror:
     def lag(self) -> int:
         total = 0
         for tp in self.consumer.assignment():
-            _, high = self.consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=True)
+            _, high = self.consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
             position = self.consumer.position([tp])[0].offset
             total += max(high - position, 0) if position >= 0 and high >= 0 else 0
         return total
