@@ -92,11 +92,9 @@ class CleanedGroup:
 class CleanStats:
     records_read: int = 0
     records_kept: int = 0
-    bytes_read: int = 0
     bytes_written: int = 0
-    map_records: int = 0
     seconds: float = 0.0
-    throttled_seconds: float = 0.0
+    throttled_seconds: float = 0.0  # slept for log.cleaner.io.max.bytes.per.second
 
 
 @dataclass
@@ -175,7 +173,6 @@ def build_offset_map(job: CleanJob, aborted: "AbortedIndex", stats: CleanStats, 
                 continue
             if used > job.map_bytes:
                 return OffsetMap(offsets, tombstones, job.first_dirty, mapped_to)
-            stats.bytes_read += header.size
             if not (header.is_control or header.record_count == 0 or aborted.holds(header)):
                 keys_before = len(offsets)
                 for record in DefaultRecordBatch(raw):  # the hottest loop of the cleaner: keep it bare
@@ -185,7 +182,6 @@ def build_offset_map(job: CleanJob, aborted: "AbortedIndex", stats: CleanStats, 
                 offsets.pop(None, None)  # records without a key are dropped, never mapped
                 # Memory by the batch, not the record: keys of one topic are alike in length.
                 used += (len(offsets) - keys_before) * (len(record.key or b"") + MAP_ENTRY_OVERHEAD)
-                stats.map_records += header.record_count
             mapped_to = header.next_offset
         throttle.account(segment.size)
         mapped_to = max(mapped_to, segment.next_offset)
@@ -234,7 +230,6 @@ class Filter:
     def __init__(self, job: CleanJob, offset_map: OffsetMap, aborted: AbortedIndex, stats: CleanStats) -> None:
         self.job = job
         self.map = offset_map
-        self.offsets = offset_map.offsets
         self.aborted = aborted
         self.stats = stats
         self.horizon = job.now_ms + job.delete_retention_ms  # for tombstones and markers reached now
@@ -251,11 +246,10 @@ class Filter:
             if kept is None:
                 out.markers_removed += header.is_control
                 continue
-            self._note_horizon(kept)
-            out.write(kept, self.aborted.by_marker.get(header.base_offset) if header.is_control else None)
+            written = out.write(kept, self.aborted.by_marker.get(header.base_offset) if header.is_control else None)
+            self._note_horizon(written)
 
-    def _note_horizon(self, batch: bytes) -> None:
-        header = read_header(batch)
+    def _note_horizon(self, header: BatchHeader) -> None:
         if header.attributes & DELETE_HORIZON and header.base_timestamp > self.job.now_ms:
             if self.next_horizon is None or header.base_timestamp < self.next_horizon:
                 self.next_horizon = header.base_timestamp
@@ -310,7 +304,7 @@ class Filter:
 
     def _kept_records(self, header: BatchHeader, raw: bytes) -> tuple[list, bool]:
         """The records that stay, and whether a tombstone is among them."""
-        offsets = self.offsets
+        offsets = self.map.offsets
         expired = header.attributes & DELETE_HORIZON and header.base_timestamp <= self.job.now_ms
         kept, tombstones = [], False
         for record in DefaultRecordBatch(raw):
@@ -378,14 +372,17 @@ class CleanedSegment:
     def empty(self) -> bool:
         return self.segment.size == 0 and not self._pending
 
-    def write(self, batch: bytes, aborted: AbortedTxn | None) -> None:
-        """One kept batch; `aborted`, the transaction an abort marker ends (its `.txnindex` entry)."""
+    def write(self, batch: bytes, aborted: AbortedTxn | None) -> BatchHeader:
+        """One kept batch, and its header; `aborted`, the transaction an abort marker ends (its
+        `.txnindex` entry)."""
         if aborted is not None:
             self.segment.txn_index.append(aborted)
+        header = read_header(batch)
         self._pending += batch
-        self._headers.append(read_header(batch))
+        self._headers.append(header)
         if len(self._pending) >= WRITE_BUFFER:
             self._write_pending()
+        return header
 
     def _write_pending(self) -> None:
         if self._pending:

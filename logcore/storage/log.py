@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from ..config import TopicConfig
 from ..protocol.codec import FileRegion
 from ..protocol.errors import CorruptRecord, InvalidTimestamp, OffsetOutOfRange, RecordTooLarge, StorageError
-from .batch import BatchHeader, assign_offsets, validate_produce, whole_batches_length
+from . import swap
+from .batch import CODECS, BatchHeader, assign_offsets, validate_produce, whole_batches_length
+from .compaction import CleanedGroup
 from .epochs import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .records import CorruptRecords, decode_batch, recompress
-from . import swap
-from .compaction import CleanedGroup
 from .retention import deletable_segments
 from .segment import Segment, fsync_dir
 from .txn_index import AbortedTxn, collect_aborted
@@ -31,7 +31,8 @@ from .txn_index import AbortedTxn, collect_aborted
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1  # relative offsets in the index are int32
-STORED_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # compression.type; "producer": as sent
+# compression.type's codecs ("producer": as sent); Kafka names the absent one "uncompressed"
+STORED_CODECS = {"uncompressed" if name == "none" else name: codec for codec, name in CODECS.items()}
 
 
 @dataclass(frozen=True)

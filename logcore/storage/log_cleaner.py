@@ -213,9 +213,9 @@ class LogCleaner:
             self.delete_horizons[tp] = result.next_delete_horizon
         self._write_checkpoint()
         stats = result.stats
-        log.info("%s: cleaned up to offset %d in %.2f s: %d of %d records kept, %d → %d bytes in %d segment(s)",
-                 log_, result.cleaned_to, stats.seconds, stats.records_kept, stats.records_read,
-                 sum(s.size for s in job.segments), stats.bytes_written, len(result.groups))
+        log.info("%s: cleaned up to offset %d in %.2f s: %d of %d records kept, %d → %d bytes in %d segment(s); "
+                 "%.2f s throttled", log_, result.cleaned_to, stats.seconds, stats.records_kept, stats.records_read,
+                 sum(s.size for s in job.segments), stats.bytes_written, len(result.groups), stats.throttled_seconds)
         return True
 
     async def _run(self, job: CleanJob, swap_in: Callable[[CleanedGroup], None]) -> CleanResult:
