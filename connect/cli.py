@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import signal
+import socket
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import click
+from aiokafka.errors import KafkaError
 
-from . import config, plugins
+from . import config, plugins, worker_config
+from .herder import Standalone
 from .runtime import Worker
+from .topics import TopicError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +49,7 @@ def _address(value: str | None) -> tuple[str, int] | None:
 
 @click.group("connect")
 def connect_command() -> None:
-    """Run source connectors (standalone mode), configured in YAML."""
+    """Run source connectors: standalone (`run`, configured in YAML) or on distributed workers (`worker`)."""
 
 
 @connect_command.command("run")
@@ -51,9 +60,7 @@ def connect_command() -> None:
 def run_command(configs: tuple[str, ...], rest: str | None, log_level: str) -> None:
     """Run the connectors in CONFIGS in the foreground until SIGTERM/SIGINT, or until every task has
     ended; exits 1 when a task ended FAILED, 2 on a config error."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if log_level.upper() != "DEBUG":
-        logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    _logging(log_level)
     specs = _load_all(configs)
     try:
         ok = asyncio.run(_run(specs, _address(rest)))
@@ -65,15 +72,14 @@ def run_command(configs: tuple[str, ...], rest: str | None, log_level: str) -> N
 
 async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None) -> bool:
     worker = Worker(specs)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_on_signals()
     server = None
     if rest is not None:
-        from .rest import serve  # aiohttp only when asked for
-        server = await serve(worker, *rest)
-        log.info("REST API on http://%s:%d", *server.addresses[0][:2])
+        from .rest import bind, serve  # aiohttp only when asked for
+        sock = bind(*rest)
+        worker_id = "%s:%d" % sock.getsockname()[:2]
+        server = await serve(Standalone(worker, worker_id), sock)
+        log.info("REST API on http://%s", worker_id)
     worker.start()
     done = asyncio.ensure_future(worker.wait())
     stopped = asyncio.ensure_future(stop.wait())
@@ -87,6 +93,102 @@ async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None) 
         await server.cleanup()
     log.info("stopped")
     return ok
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level.upper() != "DEBUG":
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+
+@connect_command.command("worker")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="The worker's YAML file: group_id, bootstrap_servers, rest, config.storage.topic, ...")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def worker_command(config_path: str, log_level: str) -> None:
+    """Run a distributed worker (Kafka Connect's distributed mode) until SIGTERM/SIGINT: workers with
+    the same group_id share the connectors created through the REST API, and take over those of a
+    worker that dies. Exits 2 on a config error, 1 when the worker cannot go on."""
+    _logging(log_level)
+    try:
+        settings = worker_config.load(config_path)
+    except config.ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    try:
+        asyncio.run(_run_worker(settings))
+    except (KafkaError, TopicError, OSError) as exc:
+        click.echo(f"the worker stopped: {exc}", err=True)
+        sys.exit(1)
+
+
+async def _run_worker(settings: worker_config.WorkerConfig) -> None:
+    from .distributed import DistributedWorker
+    from .rest import bind, serve
+    stop = _stop_on_signals()
+    sock = bind(*settings.rest_address)
+    host, port = sock.getsockname()[:2]
+    if host in ("0.0.0.0", "::"):
+        host = socket.gethostname()
+    worker = DistributedWorker(settings, settings.rest_advertised_url or f"http://{host}:{port}")
+    server = None
+    try:
+        await worker.start()
+        server = await serve(worker, sock)  # once the config topic is read: answers are current
+        log.info("REST API on %s (group %s)", worker.url, settings.group_id)
+        running = asyncio.ensure_future(worker.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if running.done():
+            running.result()
+        log.info("stopping: tasks finish their current batch and commit, then the worker leaves its group")
+    finally:
+        await worker.shutdown()
+        if server is not None:
+            await server.cleanup()
+    log.info("stopped")
+
+
+@connect_command.command("submit")
+@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False))
+@click.option("--url", default="http://127.0.0.1:8083", show_default=True, help="Any worker of the group.")
+def submit_command(config_path: str, url: str) -> None:
+    """Create or reconfigure the connector of a `connect run` YAML file on distributed workers
+    (PUT /connectors/NAME/config). `${VAR}` references are resolved by the workers, from their environment."""
+    try:
+        body = config.read_mapping(config_path, "name: ..., connector: ..., ...")
+    except config.ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    name = body.get("name")
+    if not isinstance(name, str):
+        click.echo(f"{config_path}: name: required key is missing", err=True)
+        sys.exit(2)
+    request = urllib.request.Request(f"{url.rstrip('/')}/connectors/{urllib.parse.quote(name)}/config",
+                                     data=json.dumps(body).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            click.echo(f"{'created' if response.status == 201 else 'updated'} connector {name}")
+    except urllib.error.HTTPError as exc:
+        answer = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError):
+            answer = json.loads(answer)["message"]
+        click.echo(f"{url} refused connector {name} ({exc.code}): {answer}", err=True)
+        sys.exit(1)
+    except (urllib.error.URLError, OSError) as exc:
+        click.echo(f"cannot reach a worker at {url}: {getattr(exc, 'reason', exc)}", err=True)
+        sys.exit(1)
 
 
 @connect_command.command("validate")

@@ -124,6 +124,12 @@ class ConnectorSpec:
 
 def load(path: str | Path, environ: Mapping[str, str] | None = None) -> ConnectorSpec:
     """Read, interpolate and validate one config file; raises ConfigError listing every problem."""
+    return validate(read_mapping(path, "name: ..., connector: ..., ..."), str(path),
+                    os.environ if environ is None else environ)
+
+
+def read_mapping(path: str | Path, example: str) -> dict[str, Any]:
+    """The YAML mapping in the file at `path`; ConfigError when it cannot be read or is not a mapping."""
     source = str(path)
     try:
         raw = yamlfile.load(path)
@@ -132,8 +138,17 @@ def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Connecto
     except yamlfile.YamlError as exc:
         raise ConfigError(source, [("", str(exc))]) from None
     if not isinstance(raw, dict):
-        raise ConfigError(source, [("", "the file must be a YAML mapping: name: ..., connector: ..., ...")])
-    return validate(raw, source, os.environ if environ is None else environ)
+        raise ConfigError(source, [("", f"the file must be a YAML mapping: {example}")])
+    return raw
+
+
+def validate_model(model: type[BaseModel], raw: dict[str, Any], source: str, environ: Mapping[str, str]):
+    """`raw` interpolated and validated as `model`; ConfigError listing every problem."""
+    problems: list[tuple[str, str]] = []
+    value = _validated(model, interpolate(raw, environ, problems), problems, set())
+    if problems:
+        raise ConfigError(source, problems)
+    return value
 
 
 def validate(raw: dict[str, Any], source: str, environ: Mapping[str, str]) -> ConnectorSpec:
@@ -247,7 +262,7 @@ def _walk(model: type[BaseModel], loc: tuple) -> tuple[str, set[str]]:
         models = [found for m in models if part in m.model_fields
                   for found in _models_in(m.model_fields[part].annotation)]
         path = _join(path, part)
-    return path, {name for m in parents for name in m.model_fields}
+    return path, {f.alias or name for m in parents for name, f in m.model_fields.items()}
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:

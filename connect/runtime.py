@@ -16,6 +16,7 @@ import enum
 import logging
 import time
 import traceback
+from collections.abc import Callable
 
 from .api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask, TaskContext
 from .config import ConnectorSpec
@@ -36,6 +37,13 @@ class State(str, enum.Enum):
     STOPPED = "STOPPED"
 
 
+def offset_store(spec: ConnectorSpec) -> LogOffsetStore:
+    """Where the connector of `spec` keeps its source offsets."""
+    runtime = spec.runtime
+    return LogOffsetStore(runtime.bootstrap_servers, runtime.offsets.topic, runtime.offsets.partitions,
+                          runtime.offsets.replication_factor, runtime.producer.request_timeout_ms)
+
+
 class TaskRunner:
     """Runs one source task until stopped. Event loop only; control methods never block."""
 
@@ -44,7 +52,9 @@ class TaskRunner:
         self.task_id = task_id
         self.task_config = task_config
         self.label = f"{spec.name}-{task_id}"
-        self.state = State.UNASSIGNED
+        self.on_state: Callable[[TaskRunner], None] | None = None
+        """Called after every change of `state` (the distributed worker publishes it)."""
+        self._state = State.UNASSIGNED
         self.trace: str | None = None
         self.failures = 0
         self.batches_written = 0
@@ -53,10 +63,18 @@ class TaskRunner:
         self._restart_requested = False
         self._changed = asyncio.Event()
         self._transform = chain(spec.runtime.transforms) if spec.runtime.transforms else None
-        runtime = spec.runtime
-        self.store = LogOffsetStore(runtime.bootstrap_servers, runtime.offsets.topic, runtime.offsets.partitions,
-                                    runtime.offsets.replication_factor, runtime.producer.request_timeout_ms)
+        self.store = offset_store(spec)
         self.topics = self.store.topics  # one admin view (and partition-count cache) for offsets and tasks
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, value: State) -> None:
+        changed, self._state = value != self._state, value
+        if changed and self.on_state is not None:
+            self.on_state(self)
 
     # -- control (called by the worker, the REST API, signal handlers) -----------------------------
 
@@ -213,16 +231,21 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def split_tasks(spec: ConnectorSpec) -> tuple[SourceConnector, list[ConnectorConfig]]:
+    """The connector plugin of `spec`, and one config per task (at most `tasks_max`)."""
+    if not issubclass(spec.plugin, SourceConnector):
+        raise ValueError(f"{spec.source}: connector {spec.runtime.connector!r} is a sink; "
+                         "the runtime runs source connectors only")
+    plugin = spec.plugin(spec.name, spec.config)
+    return plugin, plugin.task_configs(spec.runtime.tasks_max)[: spec.runtime.tasks_max]
+
+
 class RunningConnector:
     """One configured connector: its spec and the runners of its tasks."""
 
     def __init__(self, spec: ConnectorSpec) -> None:
-        if not issubclass(spec.plugin, SourceConnector):
-            raise ValueError(f"{spec.source}: connector {spec.runtime.connector!r} is a sink; "
-                             "the standalone runtime runs source connectors only")
         self.spec = spec
-        self.plugin = spec.plugin(spec.name, spec.config)
-        configs = self.plugin.task_configs(spec.runtime.tasks_max)[: spec.runtime.tasks_max]
+        self.plugin, configs = split_tasks(spec)
         self.runners = [TaskRunner(spec, i, config) for i, config in enumerate(configs)]
         self.paused = False
 

@@ -22,18 +22,20 @@ CONNECT_RUN = [sys.executable, "-m", "binlake.cli", "connect", "run"]
 
 
 class ConnectorProcess:
-    """`binlake connect run CONFIG` in its own process, so a test can SIGKILL it."""
+    """`binlake connect run CONFIG` (or the `command` given, e.g. `connect worker --config W.yaml`) in its
+    own process, so a test can SIGKILL it."""
 
-    def __init__(self, config: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, config: Path, log_path: Path, env: dict[str, str] | None = None,
+                 command: list[str] | None = None) -> None:
         self.config = config
         self.log_path = log_path
         self.env = {**os.environ, **(env or {})}
+        self.command = command or [*CONNECT_RUN, str(config)]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "ConnectorProcess":
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([*CONNECT_RUN, str(self.config)], stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=ROOT, env=self.env)
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=self.env)
         return self
 
     def log(self) -> str:
