@@ -90,6 +90,7 @@ class DistributedWorker:
         self._prepared: dict[str, Prepared] = {}
         self._rejoin = asyncio.Event()
         self._joined = asyncio.Event()
+        self._locks: dict[Unit, asyncio.Lock] = {}
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.Task | None = None
         self._applying: asyncio.Task | None = None
@@ -165,8 +166,9 @@ class DistributedWorker:
         try:
             while True:
                 now = time.monotonic()
-                if applying.done() and (rebalancing or rejoin.done() or (deadline is not None and now >= deadline)):
-                    return
+                if applying.done() and (applying.result() or rebalancing or rejoin.done()
+                                        or (deadline is not None and now >= deadline)):
+                    return  # (applying.result(): units were revoked and must go to their new owners now)
                 if now >= next_beat:
                     next_beat = now + interval
                     try:
@@ -225,26 +227,42 @@ class DistributedWorker:
                 self.connectors.add(name)
                 self._publish_connector(name)
             else:
-                self._start_task((name, task))
+                await self._start_task((name, task))
         return bool(revoked)
 
-    def _start_task(self, unit: Unit) -> None:
+    def _lock(self, unit: Unit) -> asyncio.Lock:
+        """Starting, stopping and restarting one unit take turns: two instances of a task must never run."""
+        return self._locks.setdefault(unit, asyncio.Lock())
+
+    async def _start_task(self, unit: Unit) -> None:
+        async with self._lock(unit):
+            self._start_runner(unit)
+
+    async def _stop_task(self, unit: Unit) -> None:
+        async with self._lock(unit):
+            await self._stop_runner(unit)
+
+    async def _restart_task(self, unit: Unit) -> None:
+        """A fresh runner with the connector's current config (a new attempt right away), if still ours."""
+        async with self._lock(unit):
+            if unit in self.runners:
+                await self._stop_runner(unit)
+                self._start_runner(unit)
+
+    def _start_runner(self, unit: Unit) -> None:
         name, task = unit
         prepared = self._prepare(name) if name in self.topics.state.configs else None
-        if prepared is None or prepared.spec is None or task >= len(prepared.task_configs):
-            return  # deleted or reconfigured since the assignment: the next rebalance drops it
+        if unit in self.runners or prepared is None or prepared.spec is None or task >= len(prepared.task_configs):
+            return  # running already, or deleted or reconfigured since the assignment (the next rebalance drops it)
         runner = TaskRunner(prepared.spec, task, prepared.task_configs[task])
         runner.on_state = self._publish_task
         if self.topics.state.target_state(name) == "PAUSED":
             runner.pause()
         self.runners[unit] = runner
-        self._launch(runner)
-
-    def _launch(self, runner: TaskRunner) -> None:
         self._running[runner] = asyncio.create_task(runner.run(), name=runner.label)
         self._running[runner].add_done_callback(lambda _: self._running.pop(runner, None))
 
-    async def _stop_task(self, unit: Unit) -> None:
+    async def _stop_runner(self, unit: Unit) -> None:
         runner = self.runners.pop(unit, None)
         if runner is None:
             return
@@ -258,11 +276,7 @@ class DistributedWorker:
             log.warning("%s did not stop within shutdown_timeout_ms; cancelling it", runner.label)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-
-    async def _restart_task(self, unit: Unit) -> None:
-        """A fresh runner with the connector's current config (a new attempt right away)."""
-        await self._stop_task(unit)
-        self._start_task(unit)
+        log.info("%s stopped on this worker", runner.label)
 
     def _publish_connector(self, name: str) -> None:
         if name not in self.connectors or name not in self.topics.state.configs:
@@ -294,16 +308,19 @@ class DistributedWorker:
         if kind in ("connector", "target-state") and self.member is not None and self.member.is_leader:
             self._rejoin.set()  # connectors or task counts may have changed: rebalance
         mine = sorted(u for u in self.runners if u[0] == name)
-        if kind == "connector":
-            if value is not None:
-                for unit in mine:  # reconfigured: its tasks start over with the new config
-                    self._spawn(self._restart_task(unit))
+        target = self.topics.state.target_state(name)
+        if (kind == "connector" and value is None) or (kind == "target-state" and target == "STOPPED"):
+            for unit in mine:  # deleted or stopped: its tasks stop now, not at the rebalance that follows
+                self._spawn(self._stop_task(unit))
+            self._publish_connector(name)
+        elif kind == "connector":
+            for unit in mine:  # reconfigured: its tasks start over with the new config
+                self._spawn(self._restart_task(unit))
             self._publish_connector(name)
         elif kind == "target-state":
             self._publish_connector(name)
-            paused = self.topics.state.target_state(name) != "STARTED"
             for unit in mine:
-                self.runners[unit].pause() if paused else self.runners[unit].resume()
+                self.runners[unit].pause() if target == "PAUSED" else self.runners[unit].resume()
         elif kind == "restart" and value is not None:
             self._restart(name, value, mine)
 

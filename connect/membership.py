@@ -72,6 +72,10 @@ class GroupMember:
                          type(exc).__name__)
                 self._coordinator = None
                 await asyncio.sleep(self.backoff)
+            except errors.InvalidSessionTimeoutError:
+                raise errors.InvalidSessionTimeoutError(
+                    f"the broker refuses session.timeout.ms={self.session_timeout_ms}: it must lie within the "
+                    "broker's group.min.session.timeout.ms and group.max.session.timeout.ms") from None
             except errors.InconsistentGroupProtocolError:
                 raise errors.InconsistentGroupProtocolError(
                     f"group {self.group_id} is in use by members of another kind (not binlake connect workers "

@@ -224,7 +224,7 @@ class TransactionalWriter(Writer):
     async def _commit(self, sent, offsets) -> None:
         try:
             # A failed produce does not fail aiokafka's commit: check every batch before committing.
-            await asyncio.gather(*sent, *await self._send_offsets(offsets))
+            await _all_acknowledged([*sent, *await self._send_offsets(offsets)])
             await self.producer.commit_transaction()
         except BaseException:
             with contextlib.suppress(Exception):  # a fenced producer cannot abort; the coordinator will
@@ -240,8 +240,15 @@ class AtLeastOnceWriter(Writer):
     """Offsets are written only after every record they cover is acknowledged."""
 
     async def _commit(self, sent, offsets) -> None:
-        await asyncio.gather(*sent)
-        await asyncio.gather(*await self._send_offsets(offsets))
+        await _all_acknowledged(sent)
+        await _all_acknowledged(await self._send_offsets(offsets))
+
+
+async def _all_acknowledged(sent: list[asyncio.Future]) -> None:
+    """Wait for every send; raise the first failure (after all settled, so none is left unretrieved)."""
+    for result in await asyncio.gather(*sent, return_exceptions=True):
+        if isinstance(result, BaseException):
+            raise result
 
 
 def make_writer(producer: AIOKafkaProducer, store: OffsetStore, runtime: RuntimeConfig) -> Writer:

@@ -256,8 +256,9 @@ async def _forward(request: web.Request, leader: str) -> web.Response:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
             async with http.request(request.method, leader.rstrip("/") + request.path_qs, data=await request.read(),
                                     headers=headers) as answer:
-                return web.Response(status=answer.status, body=await answer.read(),
-                                    content_type=answer.content_type if answer.content_length != 0 else None)
+                body = await answer.read()
+                return web.Response(status=answer.status, body=body or None,
+                                    content_type=answer.content_type if body else None)
     except aiohttp.ClientError as exc:
         raise Conflict(f"the group's leader at {leader} cannot be reached ({exc}); a rebalance is probably "
                        "under way: try again") from None

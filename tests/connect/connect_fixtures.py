@@ -6,6 +6,7 @@ import the top-level conftest by name, which a second conftest module would shad
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -19,10 +20,10 @@ HERE = Path(__file__).resolve().parent
 
 
 class ConnectProcess:
-    """`binlake connect run` in its own process, so tests can SIGTERM or SIGKILL it."""
+    """`binlake connect ARGS` (run, worker) in its own process, so tests can SIGTERM or SIGKILL it."""
 
-    def __init__(self, configs: list[Path], log_path: Path, rest: str | None = None) -> None:
-        args = [*CONNECT, "run", *map(str, configs)] + (["--rest", rest] if rest else [])
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        args = [*CONNECT, *args]
         self.log_path = log_path
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
         with open(log_path, "ab") as log:
@@ -60,9 +61,44 @@ def connect_run(tmp_path):
     started: list[ConnectProcess] = []
 
     def start(*configs: Path, rest: str | None = None) -> ConnectProcess:
-        process = ConnectProcess(list(configs), tmp_path / f"connect-{len(started)}.log", rest)
+        process = ConnectProcess(["run", *map(str, configs)] + (["--rest", rest] if rest else []),
+                                 tmp_path / f"connect-{len(started)}.log")
         started.append(process)
         return process
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+class WorkerProcess(ConnectProcess):
+    """`binlake connect worker --config FILE`; `url` is its REST address once it serves."""
+
+    def __init__(self, config: Path, log_path: Path) -> None:
+        super().__init__(["worker", "--config", str(config)], log_path)
+
+    def serving(self, timeout: float = 60) -> "WorkerProcess":
+        self.wait_for_log("REST API on", timeout)
+        return self
+
+    @property
+    def url(self) -> str:
+        return re.search(r"REST API on (http://\S+)", self.log()).group(1)
+
+
+@pytest.fixture
+def connect_worker(tmp_path):
+    """connect_worker(bootstrap, **keys) starts a distributed worker (group "workers", REST on a free port)
+    and returns it once it serves; every one is killed at teardown."""
+    started: list[WorkerProcess] = []
+
+    def start(bootstrap: str, wait: bool = True, **keys) -> WorkerProcess:
+        config = tmp_path / f"worker-{len(started)}.yaml"
+        config.write_text(yaml.safe_dump({"group_id": "workers", "bootstrap_servers": bootstrap, "rest": "127.0.0.1:0",
+                                          "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **keys}))
+        process = WorkerProcess(config, tmp_path / f"worker-{len(started)}.log")
+        started.append(process)
+        return process.serving() if wait else process
 
     yield start
     for process in started:

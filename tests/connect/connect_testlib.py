@@ -62,3 +62,14 @@ async def stored_offsets(address: str, connector: str, isolation: str = "read_un
     """The offset records this connector wrote to binlake-offsets, oldest first, decoded."""
     return [(json.loads(m.key)[1], json.loads(m.value)) for m in await read_topic(address, "binlake-offsets", isolation)
             if json.loads(m.key)[0] == connector]
+
+
+async def poll(session, url: str, until, timeout: float = 20):
+    """GET `url` (JSON) until `until(body)` holds; returns that body."""
+    async with asyncio.timeout(timeout):
+        while True:
+            async with session.get(url) as response:
+                body = await response.json()
+            if until(body):
+                return body
+            await asyncio.sleep(0.1)
