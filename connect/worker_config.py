@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .config import read_mapping, validate_model
 
@@ -53,6 +53,13 @@ class WorkerConfig(BaseModel):
         if not sep or not port.isdigit():
             raise ValueError(f"{value!r} is not HOST:PORT, e.g. 127.0.0.1:8083")
         return value
+
+    @model_validator(mode="after")
+    def _heartbeat_within_session(self) -> "WorkerConfig":
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be below session.timeout.ms "
+                             f"({self.session_timeout_ms}), typically a third of it")
+        return self
 
     @property
     def rest_address(self) -> tuple[str, int]:

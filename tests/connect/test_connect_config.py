@@ -5,7 +5,7 @@ import subprocess
 import pytest
 from connect_testlib import CONNECT, ROOT
 
-from connect import config
+from connect import config, worker_config
 from connect.config import ConfigError
 
 pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_run, write_config
@@ -156,3 +156,21 @@ def test_cli_validate_reports_all_files_and_exits_2(write_config):
 def test_the_datagen_example_is_valid():
     spec = config.load(ROOT / "examples" / "datagen.yaml", environ={})
     assert (spec.name, spec.runtime.bootstrap_servers, len(spec.runtime.transforms)) == ("demo", "127.0.0.1:9092", 3)
+
+
+def test_the_worker_example_is_valid_and_worker_files_report_every_problem(tmp_path, monkeypatch):
+    monkeypatch.delenv("BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.delenv("CONNECT_REST", raising=False)
+    worker = worker_config.load(ROOT / "examples" / "connect-worker.yaml")
+    assert (worker.group_id, worker.rest_address, worker.config_topic) == (
+        "binlake-connect", ("127.0.0.1", 8083), "binlake-connect-configs")
+    bad = tmp_path / "worker.yaml"
+    for text, problem in [("rest: nowhere\nconfig.storage.topik: c\n", "rest: 'nowhere' is not HOST:PORT"),
+                          ("rest: nowhere\nconfig.storage.topik: c\n",
+                           "config.storage.topik: unknown key; did you mean 'config.storage.topic'?"),
+                          ("heartbeat.interval.ms: 20000\n",
+                           "heartbeat.interval.ms (20000) must be below session.timeout.ms (10000)")]:
+        bad.write_text("bootstrap_servers: b:9092\n" + text)
+        with pytest.raises(ConfigError) as raised:
+            worker_config.load(bad)
+        assert problem in str(raised.value)

@@ -7,6 +7,7 @@ import json
 import subprocess
 
 import aiohttp
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from connect_testlib import CONNECT, ROOT, datagen_ids, poll, stored_offsets
 
@@ -155,3 +156,44 @@ async def test_a_joining_worker_takes_a_share_and_a_leaving_one_hands_over_at_on
         ids = await datagen_ids(broker.address, f"{name}.users", "read_committed")
         assert ids == list(range(len(ids))) and ids
         assert (await stored_offsets(broker.address, name, "read_committed"))[-1][1]["next"] == len(ids)
+
+
+async def test_failed_tasks_restart_with_backoff_and_a_failed_one_restarts_on_request(broker, connect_worker):
+    worker = connect_worker(broker.address)
+    flaky = datagen("flaky.users", connector="flaky_plugin:FlakyConnector", count=40, fail_at=20, failures=3,
+                    restart={"initial_backoff_ms": 50, "max_restarts": 1})
+    async with aiohttp.ClientSession() as http:
+        assert (await request(http, "PUT", f"{worker.url}/connectors/flaky/config", flaky))[0] == 201
+        failed = await poll(http, f"{worker.url}/connectors/flaky/status", lambda s: s["tasks"][0]["state"] == "FAILED")
+        assert "injected failure at record 20 (attempt 2)" in failed["tasks"][0]["trace"]
+        status, body = await request(http, "POST", f"{worker.url}/connectors/flaky/restart?includeTasks=true&onlyFailed=true")
+        assert status == 202 and body["tasks"][0]["state"] == "RESTARTING"
+        # Attempt 3 fails and is restarted by the runtime after its backoff; attempt 4 runs to the end.
+        await poll(http, f"{worker.url}/connectors/flaky/status", lambda s: s["tasks"][0]["state"] == "FINISHED")
+    assert await datagen_ids(broker.address, "flaky.users", "read_committed") == list(range(40))
+    assert "flaky-0 failed: RuntimeError: injected failure at record 20 (attempt 3); restarting in" in worker.log()
+
+
+async def test_worker_config_and_group_errors_are_clear(broker, connect_worker, tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text("group_id: g\nbootstrap_servers: 127.0.0.1:1\nsession.timout.ms: 5000\n")
+    wrong = subprocess.run([*CONNECT, "worker", "--config", str(config)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+    assert wrong.returncode == 2
+    assert "session.timout.ms: unknown key; did you mean 'session.timeout.ms'?" in wrong.stderr
+
+    # The broker refuses a session below its group.min.session.timeout.ms (6 s by default).
+    short = connect_worker(broker.address, wait=False, **{"session.timeout.ms": 2000})
+    assert short.wait() == 1
+    assert "refuses session.timeout.ms=2000" in short.log() and "group.min.session.timeout.ms" in short.log()
+
+    # A group that consumers use already is not the workers'.
+    consumer = AIOKafkaConsumer("anything", bootstrap_servers=broker.address, group_id="taken")
+    await consumer.start()
+    try:
+        await consumer.getmany(timeout_ms=3000)
+        taken = connect_worker(broker.address, wait=False, group_id="taken")
+        assert await asyncio.to_thread(taken.wait) == 1
+    finally:
+        await consumer.stop()
+    assert "group taken is in use by members of another kind" in taken.log()
