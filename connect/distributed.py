@@ -297,7 +297,12 @@ class DistributedWorker:
     def _spawn(self, work: Coroutine) -> None:
         task = asyncio.create_task(work)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed: %s", task.get_coro().__qualname__, task.exception(), exc_info=task.exception())
 
     # -- config records, as every worker reads them ---------------------------------------------------
 

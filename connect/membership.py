@@ -80,6 +80,11 @@ class GroupMember:
                 raise errors.InconsistentGroupProtocolError(
                     f"group {self.group_id} is in use by members of another kind (not binlake connect workers "
                     f"with protocol {protocol!r}); give these workers a group_id of their own") from None
+            except errors.KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                log.info("group %s: %s while joining; retrying", self.group_id, type(exc).__name__)
+                await asyncio.sleep(self.backoff)
 
     async def _join_and_sync(self, protocol: str, metadata: bytes, assign: Assign) -> bytes:
         join = await self._send(JoinGroupRequest(
@@ -110,7 +115,7 @@ class GroupMember:
             if isinstance(exc, errors.UnknownMemberIdError):
                 self.member_id = JoinGroupRequest.UNKNOWN_MEMBER_ID
             raise MembershipLost(f"group {self.group_id}: {type(exc).__name__}") from None
-        except _COORDINATOR_MOVED as exc:
+        except errors.KafkaError as exc:  # unreachable for longer than the session: the coordinator drops us
             log.info("group %s: heartbeat failed (%s); looking the coordinator up again", self.group_id,
                      type(exc).__name__)
             self._coordinator = None

@@ -103,7 +103,7 @@ class SchemaHistory:
     def recover(self, position: BinlogPosition) -> Schema:
         """Replay stored records at or before `position`, from the last reset before it."""
         records = [r for r in self.store.records() if _position(r) <= position]
-        self._seen = {(r["file"], r["pos"], r.get("ddl", "")) for r in self.store.records()}
+        self._seen = {_identity(r) for r in self.store.records()}
         start = max((k for k, r in enumerate(records) if r.get("reset")), default=0)
         self.schema = Schema()
         for r in records[start:]:
@@ -131,7 +131,13 @@ class SchemaHistory:
         return changes
 
     def _append(self, record: dict) -> None:
-        key = (record["file"], record["pos"], record.get("ddl", ""))
+        key = _identity(record)
         if key not in self._seen:      # a statement re-read after a restart is stored once
             self._seen.add(key)
             self.store.append(record)
+
+
+def _identity(record: dict) -> tuple[str, int, str, str]:
+    """What makes a record the same statement: a snapshot records every table at one position, and two
+    databases may hold tables created by the same text, so the database is part of it."""
+    return record["file"], record["pos"], record.get("db", ""), record.get("ddl", "")

@@ -91,3 +91,19 @@ def test_ddl_on_one_table_keeps_streaming_the_others(mariadb, db, capture):
     changes = Capture.changes(capture.run(config, offset=snapshot[-1].offset))
     assert [(c["source"]["table"], c["after"]) for c in changes] == [
         ("b", {"id": 1}), ("b", {"id": 2}), ("b", {"id": 3}), ("a", {"id": 1, "x": 1})]
+
+
+def test_a_snapshot_records_same_named_tables_of_every_database(tmp_path):
+    # A snapshot records every table at one position; two databases (tenants, shards) often hold tables
+    # created by the same text. Each must be stored, and found again on recovery.
+    store = FileHistoryStore(tmp_path / "history.jsonl")
+    history = SchemaHistory(store)
+    at = BinlogPosition("binlog.000001", 4)
+    history.reset(at)
+    for db in ("tenant1", "tenant2"):
+        history.record(at, db, f"CREATE DATABASE IF NOT EXISTS `{db}`")
+        history.record(at, db, "CREATE TABLE `a` (`id` int NOT NULL, PRIMARY KEY (`id`))")
+    history.record(at, "tenant1", "CREATE TABLE `a` (`id` int NOT NULL, PRIMARY KEY (`id`))")  # re-read: stored once
+    assert [r["db"] for r in store.records() if "CREATE TABLE" in r.get("ddl", "")] == ["tenant1", "tenant2"]
+    recovered = SchemaHistory(store).recover(at)
+    assert recovered.get("tenant1", "a") is not None and recovered.get("tenant2", "a") is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import os
 import random
 import threading
 import time
@@ -97,6 +98,16 @@ class Workload:
                     cur.execute("SELECT @@last_gtid")
                     self.committed[cur.fetchone()[0]] = changed
                 time.sleep(self.rng.uniform(0, 0.02))
+
+
+def seeded_workload(server) -> tuple[int, random.Random, str, Workload]:
+    """A fresh database with the workload's tables filled, and the run's seed (E2E_SEED replays one)."""
+    seed = int(os.environ.get("E2E_SEED", random.randrange(1 << 30)))
+    print(f"E2E_SEED={seed}")
+    db = server.new_database()
+    workload = Workload(server, db, random.Random(seed + 1))
+    workload.prepare()
+    return seed, random.Random(seed), db, workload
 
 
 async def committed_offset(address: str, name: str) -> dict | None:

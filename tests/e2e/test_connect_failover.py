@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import re
 import signal
 import subprocess
@@ -21,8 +20,8 @@ import aiohttp
 import pytest
 
 from e2e_harness import ROOT, ConnectorProcess, mysql_config, read_committed, wait_until, write_config
-from mysql_workload import (MAX_BATCH_RECORDS, TABLES, Workload, check, check_stable_offsets, committed_offset,
-                            sample_stable_offsets, snapshot_done)
+from mysql_workload import (MAX_BATCH_RECORDS, TABLES, check, check_stable_offsets, committed_offset,
+                            sample_stable_offsets, seeded_workload, snapshot_done)
 
 SESSION_TIMEOUT_MS = 3000
 CLI = [sys.executable, "-m", "binlake.cli"]
@@ -100,12 +99,7 @@ async def running_elsewhere(http, workers: Workers, name: str, not_on: str | Non
 
 
 async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: int) -> None:
-    seed = int(os.environ.get("E2E_SEED", random.randrange(1 << 30)))
-    rng = random.Random(seed)
-    print(f"E2E_SEED={seed}")
-    db = mariadb.new_database()
-    workload = Workload(mariadb, db, random.Random(seed + 1))
-    workload.prepare()
+    seed, rng, db, workload = seeded_workload(mariadb)
     name = "failover"
     config = write_config(tmp_path / "failover.yaml", **{
         k: v for k, v in mysql_config(name, broker, mariadb, [rf"{db}\.(a|b|c)"], topic_partitions=3,
@@ -114,51 +108,51 @@ async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: i
                                       restart={"initial_backoff_ms": 100, "max_backoff_ms": 1000}).items()
         if k != "bootstrap_servers"})  # the workers' own log
     workers = Workers(broker, tmp_path)
-    urls = await asyncio.gather(*(workers.start() for _ in range(3)))
-    submitted = subprocess.run([*CLI, "connect", "submit", str(config), "--url", urls[1]], cwd=ROOT,
-                               capture_output=True, text=True, timeout=60)
-    assert submitted.returncode == 0 and f"created connector {name}" in submitted.stdout, submitted.stderr
-    # Changes made during the snapshot land in it as reads; the checks count streamed transactions.
-    await wait_until(lambda: snapshot_done(broker.address, name), 60, "the end of the snapshot")
-
-    stop = threading.Event()
-    writer = threading.Thread(target=workload.run, args=(stop, 1000), daemon=True)
-    writer.start()
-    topics = [f"{name}.{db}.{t}" for t in TABLES]
-    sampler = asyncio.create_task(sample_stable_offsets(broker.address, topics, stop))
-    takeovers = []
     try:
-        async with aiohttp.ClientSession() as http:
-            holder = await running_elsewhere(http, workers, name, None)
-            rounds = ["kill"] * kills + ["freeze"] * zombies
-            rng.shuffle(rounds)
-            for how in rounds:
-                await asyncio.sleep(rng.uniform(0.3, 2.0))
-                victim = workers.by_worker_id(holder)
-                started = time.monotonic()
-                if how == "kill":
-                    victim.kill()
-                    await workers.start()  # three workers again
-                    holder = await running_elsewhere(http, workers, name, holder)
-                else:  # a zombie: alive, but cut off past its session; on waking it must give the task up
-                    os.kill(victim.proc.pid, signal.SIGSTOP)
-                    holder = await running_elsewhere(http, workers, name, holder)
-                    os.kill(victim.proc.pid, signal.SIGCONT)
-                    async def gave_up() -> bool:
-                        return "dropped from the group" in victim.log()
-                    await wait_until(gave_up, 30, "the zombie to learn it was dropped and stop its task")
-                takeovers.append((how, round(time.monotonic() - started, 1)))
-    finally:
-        stop.set()
-        await asyncio.to_thread(writer.join)
-        samples = await sampler
+        urls = await asyncio.gather(*(workers.start() for _ in range(3)))
+        submitted = subprocess.run([*CLI, "connect", "submit", str(config), "--url", urls[1]], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=60)
+        assert submitted.returncode == 0 and f"created connector {name}" in submitted.stdout, submitted.stderr
+        # Changes made during the snapshot land in it as reads; the checks count streamed transactions.
+        await wait_until(lambda: snapshot_done(broker.address, name), 60, "the end of the snapshot")
 
-    end = mariadb.sql("SHOW MASTER STATUS")[0][:2]
+        stop = threading.Event()
+        writer = threading.Thread(target=workload.run, args=(stop, 1000), daemon=True)
+        writer.start()
+        topics = [f"{name}.{db}.{t}" for t in TABLES]
+        sampler = asyncio.create_task(sample_stable_offsets(broker.address, topics, stop))
+        takeovers = []
+        try:
+            async with aiohttp.ClientSession() as http:
+                holder = await running_elsewhere(http, workers, name, None)
+                rounds = ["kill"] * kills + ["freeze"] * zombies
+                rng.shuffle(rounds)
+                for how in rounds:
+                    await asyncio.sleep(rng.uniform(0.3, 2.0))
+                    victim = workers.by_worker_id(holder)
+                    started = time.monotonic()
+                    if how == "kill":
+                        victim.kill()
+                        await workers.start()  # three workers again
+                        holder = await running_elsewhere(http, workers, name, holder)
+                    else:  # a zombie: alive, but cut off past its session; on waking it must give the task up
+                        os.kill(victim.proc.pid, signal.SIGSTOP)
+                        holder = await running_elsewhere(http, workers, name, holder)
+                        os.kill(victim.proc.pid, signal.SIGCONT)
+                        async def gave_up() -> bool:
+                            return "dropped from the group" in victim.log()
+                        await wait_until(gave_up, 30, "the zombie to learn it was dropped and stop its task")
+                    takeovers.append((how, round(time.monotonic() - started, 1)))
+        finally:
+            stop.set()
+            await asyncio.to_thread(writer.join)
+            samples = await sampler
 
-    async def caught_up():
-        offset = await committed_offset(broker.address, name)
-        return offset is not None and (offset["file"], offset["pos"]) >= tuple(end)
-    try:
+        end = mariadb.sql("SHOW MASTER STATUS")[0][:2]
+
+        async def caught_up():
+            offset = await committed_offset(broker.address, name)
+            return offset is not None and (offset["file"], offset["pos"]) >= tuple(end)
         await wait_until(caught_up, 90, f"the committed offset to reach {end}")
     finally:
         workers.kill_all()

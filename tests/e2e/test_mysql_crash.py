@@ -14,24 +14,17 @@ Set E2E_SEED to replay a run."""
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 import threading
 import time
 
 import pytest
 
 from e2e_harness import mysql_config, read_committed, wait_for_log, wait_until, write_config
-from mysql_workload import (MAX_BATCH_RECORDS, TABLES, Workload, check, check_stable_offsets, committed_offset,
-                            sample_stable_offsets, snapshot_done)
+from mysql_workload import (MAX_BATCH_RECORDS, TABLES, check, check_stable_offsets, committed_offset,
+                            sample_stable_offsets, seeded_workload, snapshot_done)
 
 async def run_crash_test(mariadb, broker, connector, tmp_path, *, seconds: float, kills: int, commit_interval_ms: int):
-    seed = int(os.environ.get("E2E_SEED", random.randrange(1 << 30)))
-    rng = random.Random(seed)
-    print(f"E2E_SEED={seed}")
-    db = mariadb.new_database()
-    workload = Workload(mariadb, db, random.Random(seed + 1))
-    workload.prepare()
+    seed, rng, db, workload = seeded_workload(mariadb)
     name = "crash"
     config = write_config(tmp_path / "crash.yaml", **mysql_config(
         name, broker, mariadb, [rf"{db}\.(a|b|c)"], topic_partitions=3, max_batch_records=MAX_BATCH_RECORDS,
