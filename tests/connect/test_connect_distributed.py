@@ -7,11 +7,18 @@ import json
 import subprocess
 
 import aiohttp
+import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from connect_testlib import CONNECT, ROOT, datagen_ids, poll, stored_offsets
 
 pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_worker, write_config
+
+
+@pytest.fixture
+def broker(broker_factory):
+    """A broker that completes a new group's first rebalance at once, not after 3 s waiting for more members."""
+    return broker_factory(config={"group.initial.rebalance.delay.ms": "0"})
 
 
 def datagen(topic: str, **keys) -> dict:
@@ -191,7 +198,9 @@ async def test_worker_config_and_group_errors_are_clear(broker, connect_worker, 
     consumer = AIOKafkaConsumer("anything", bootstrap_servers=broker.address, group_id="taken")
     await consumer.start()
     try:
-        await consumer.getmany(timeout_ms=3000)
+        async with asyncio.timeout(30):
+            while not consumer.assignment():
+                await consumer.getmany(timeout_ms=100)
         taken = connect_worker(broker.address, wait=False, group_id="taken")
         assert await asyncio.to_thread(taken.wait) == 1
     finally:

@@ -166,7 +166,9 @@ async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: i
 
 def failover_broker(broker_factory):
     # Kafka's group.min.session.timeout.ms (6 s) would make each takeover take twice as long as it needs here.
-    return broker_factory(config={"group.min.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+    # And a new group's first rebalance need not wait 3 s for more members.
+    return broker_factory(config={"group.min.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                                  "group.initial.rebalance.delay.ms": "0"})
 
 
 async def test_the_task_fails_over_across_worker_kills_exactly_once(mariadb, broker_factory, tmp_path):
