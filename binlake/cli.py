@@ -17,7 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("logcore.tools.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
     "topics": ("logcore.tools.topics_cmd:topics_command", "Create, list, describe, alter and delete topics."),
     "cluster": ("logcore.tools.cluster_cmd:cluster_command", "List the live brokers and say which one is the controller."),
-    "connect": ("connect.cli:connect_command", "Run source connectors (standalone mode), configured in YAML."),
+    "connect": ("connect.cli:connect_command",
+                "Run source connectors: standalone (`run`, configured in YAML) or on distributed workers (`worker`)."),
     "demo": ("binlake.demo.command:demo_command", "Run the whole pipeline on this machine, no Docker needed."),
     "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
@@ -54,6 +55,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                             "Move partition replicas between brokers (generate, execute, verify or cancel a plan)."),
     "replica-verification": ("logcore.tools.replica_verification:replica_verification_command",
                              "Check that the replicas of each partition are identical up to the high watermark."),
+    "streams-application-reset": ("logcore.tools.streams_reset_cmd:streams_reset_command",
+                                  "Make a stopped faust app start over: reset its input offsets, skip its "
+                                  "intermediate topics to their end, delete its internal topics (changelogs, "
+                                  "repartition topics)."),
     "streams": ("streams.worker:streams_command", "Run stream processors (faust-streaming apps) over change events, exactly once."),
     "sink": ("spark_sink.cli:sink_command", "Land change topics in Delta Lake or PostgreSQL tables with Spark, exactly once."),
 }

@@ -31,7 +31,7 @@ class MemberState:
 
     def encode(self) -> bytes:
         return json.dumps({"url": self.url, "config_offset": self.config_offset,
-                           "owned": sorted(self.owned, key=_order)}).encode()
+                           "owned": sorted(self.owned, key=unit_order)}).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> MemberState:
@@ -53,7 +53,7 @@ class Assignment:
 
     def encode(self) -> bytes:
         return json.dumps({"leader_url": self.leader_url, "config_offset": self.config_offset,
-                           "units": sorted(self.units, key=_order), "delay_ms": self.delay_ms}).encode()
+                           "units": sorted(self.units, key=unit_order), "delay_ms": self.delay_ms}).encode()
 
     @classmethod
     def decode(cls, data: bytes, generation: int) -> Assignment:
@@ -90,10 +90,10 @@ def assign(members: dict[str, MemberState], units: set[Unit], memory: LeaderMemo
         kind = {u for u in units if (u[1] is not None) == is_task}
         share = -(-len(kind) // len(ids))  # ceil: nobody runs more than this many
         for m in ids:
-            mine = sorted((u for u in keep[m] if u in kind), key=_order)
+            mine = sorted((u for u in keep[m] if u in kind), key=unit_order)
             keep[m] -= set(mine[share:])
 
-    free = sorted(units - owned_now, key=_order)
+    free = sorted(units - owned_now, key=unit_order)
     wait_ms = 0
     given_out = []
     for unit in free:
@@ -117,5 +117,11 @@ def assign(members: dict[str, MemberState], units: set[Unit], memory: LeaderMemo
     return {m: frozenset(keep[m]) for m in ids}, wait_ms
 
 
-def _order(unit: Unit) -> tuple[str, int]:
+def unit_order(unit: Unit) -> tuple[str, int]:
+    """Connectors before their tasks, tasks by id."""
     return unit[0], -1 if unit[1] is None else unit[1]
+
+
+def unit_label(unit: Unit) -> str:
+    """`shop` for a connector, `shop-0` for its task 0 (the task's label in logs)."""
+    return unit[0] if unit[1] is None else f"{unit[0]}-{unit[1]}"

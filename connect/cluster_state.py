@@ -25,8 +25,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 log = logging.getLogger(__name__)
 
-TARGET_STATES = ("STARTED", "PAUSED", "STOPPED")
-
 
 @dataclass
 class ClusterState:
@@ -130,7 +128,7 @@ class StateTopics:
             else:
                 state.statuses[key] = value
             return
-        kind, _, name = _split(key)
+        kind, name = split_config_key(key)
         if kind == "connector":
             if value is None:
                 state.configs.pop(name, None)
@@ -152,11 +150,12 @@ class StateTopics:
                 log.exception("acting on %s from %s failed", key, self.config_topic)
 
 
-def _split(key: str) -> tuple[str, str, str]:
+def split_config_key(key: str) -> tuple[str, str]:
+    """`target-state-shop` → ("target-state", "shop"); an unknown kind → ("", key)."""
     for kind in ("connector", "target-state", "restart"):
         if key.startswith(kind + "-"):
-            return kind, "-", key[len(kind) + 1:]
-    return "", "", key
+            return kind, key[len(kind) + 1:]
+    return "", key
 
 
 def _encode(value: Any) -> bytes | None:

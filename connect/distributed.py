@@ -28,8 +28,8 @@ from aiokafka.client import AIOKafkaClient
 
 from . import config as connect_config
 from .api import ConnectorConfig
-from .assignor import Assignment, LeaderMemory, MemberState, Unit, assign
-from .cluster_state import StateTopics
+from .assignor import Assignment, LeaderMemory, MemberState, Unit, assign, unit_label, unit_order
+from .cluster_state import StateTopics, split_config_key
 from .herder import BadRequest, Conflict, NotFound
 from .membership import GroupMember, MembershipLost
 from .producer import make_producer, start_producer
@@ -146,14 +146,14 @@ class DistributedWorker:
             raw = await self.member.join(PROTOCOL, metadata, self._assign)
             self.assignment = assignment = Assignment.decode(raw, self.member.generation)
             self._joined.set()
-            log.info("generation %d: %d unit(s) assigned (leader %s)", assignment.generation,
-                     len(assignment.units), assignment.leader_url)
+            log.info("generation %d: running %s (leader %s)", assignment.generation,
+                     ", ".join(map(unit_label, sorted(assignment.units, key=unit_order))) or "nothing",
+                     assignment.leader_url)
             await self.topics.catch_up(assignment.config_offset)
             self._applying = applying = asyncio.create_task(self._apply(assignment.units))
             rejoin_in = assignment.delay_ms / 1000 if assignment.delay_ms else None
             await self._heartbeat(applying, rejoin_in)
-            if await applying:
-                continue  # revoked units are stopped: join again so they go to their new owners
+            await applying  # done by now; raises what it raised
 
     async def _heartbeat(self, applying: asyncio.Task, rejoin_in: float | None) -> None:
         """Heartbeat every heartbeat.interval.ms until `applying` is done and the group rebalances (or this
@@ -222,7 +222,7 @@ class DistributedWorker:
         revoked = owned - units
         await asyncio.gather(*(self._stop_task(unit) for unit in revoked if unit[1] is not None))
         self.connectors -= {name for name, task in revoked if task is None}
-        for name, task in sorted(units - owned, key=lambda u: (u[0], -1 if u[1] is None else u[1])):
+        for name, task in sorted(units - owned, key=unit_order):
             if task is None:
                 self.connectors.add(name)
                 self._publish_connector(name)
@@ -243,10 +243,12 @@ class DistributedWorker:
             await self._stop_runner(unit)
 
     async def _restart_task(self, unit: Unit) -> None:
-        """A fresh runner with the connector's current config (a new attempt right away), if still ours."""
+        """A fresh runner with the connector's current config (a new attempt right away), if still ours. The
+        unit stays ours meanwhile: a rebalance during the restart must not give it to another worker."""
         async with self._lock(unit):
             if unit in self.runners:
-                await self._stop_runner(unit)
+                await self._halt(self.runners[unit])
+                del self.runners[unit]
                 self._start_runner(unit)
 
     def _start_runner(self, unit: Unit) -> None:
@@ -264,8 +266,10 @@ class DistributedWorker:
 
     async def _stop_runner(self, unit: Unit) -> None:
         runner = self.runners.pop(unit, None)
-        if runner is None:
-            return
+        if runner is not None:
+            await self._halt(runner)
+
+    async def _halt(self, runner: TaskRunner) -> None:
         runner.on_state = None  # its next owner reports its state from now on
         task = self._running.get(runner)
         if task is None:
@@ -307,13 +311,13 @@ class DistributedWorker:
     # -- config records, as every worker reads them ---------------------------------------------------
 
     def _on_config(self, key: str, value: Any) -> None:
-        kind, _, name = key.partition("-")
-        if kind == "target":
-            kind, name = "target-state", key.removeprefix("target-state-")
+        kind, name = split_config_key(key)
         if kind in ("connector", "target-state") and self.member is not None and self.member.is_leader:
             self._rejoin.set()  # connectors or task counts may have changed: rebalance
         mine = sorted(u for u in self.runners if u[0] == name)
         target = self.topics.state.target_state(name)
+        if kind == "connector" and value is None:
+            self._prepared.pop(name, None)
         if (kind == "connector" and value is None) or (kind == "target-state" and target == "STOPPED"):
             for unit in mine:  # deleted or stopped: its tasks stop now, not at the rebalance that follows
                 self._spawn(self._stop_task(unit))

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from brokerproc import read_to_end
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -63,6 +64,7 @@ def start_worker(tmp_path, address: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@pytest.mark.slow  # suite time: binlake's streams worker runs faust exactly once by default (tests/streams)
 def test_faust_exactly_once_across_a_worker_kill(broker_factory, tmp_path):
     broker = broker_factory(config=CONFIG)
     admin = AdminClient({"bootstrap.servers": broker.address})

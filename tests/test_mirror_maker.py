@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -45,8 +46,15 @@ def committed_count(address: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
-def test_a_killed_mirror_resumes_and_the_target_equals_the_source(broker_factory, tmp_path):
-    source, target = broker_factory(name="source"), broker_factory(name="target")
+# Against Apache Kafka (either side) the test is `slow`: a JVM broker's start is most of its time.
+@pytest.mark.parametrize("source_kind,target_kind", [
+    ("logcore", "logcore"),
+    pytest.param("logcore", "kafka", marks=[pytest.mark.kafka, pytest.mark.slow]),
+    pytest.param("kafka", "logcore", marks=[pytest.mark.kafka, pytest.mark.slow])])
+def test_a_killed_mirror_resumes_and_the_target_equals_the_source(request, tmp_path, source_kind, target_kind):
+    def start(kind: str, name: str):
+        return request.getfixturevalue("broker_factory" if kind == "logcore" else "apache_kafka_factory")(name=name)
+    source, target = start(source_kind, "source"), start(target_kind, "target")
     admin = AdminClient({"bootstrap.servers": source.address})
     for topic in ("shop.orders", "other"):
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)

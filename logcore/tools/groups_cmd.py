@@ -25,7 +25,7 @@ def _admin(bootstrap_server: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap_server, "client.id": "binlake-groups"})
 
 
-def _result(future: Future, doing: str):
+def result_of(future: Future, doing: str):
     try:
         return future.result()
     except KafkaException as exc:
@@ -40,18 +40,18 @@ def _echo_table(headers: list[str], rows: list[list]) -> None:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
-def _state(description) -> str:
+def group_state(description) -> str:
     return description.state.name  # ConsumerGroupState: STABLE, EMPTY, PREPARING_REBALANCING, ...
 
 
-def _describe(admin: AdminClient, group: str):
-    return _result(admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
+def describe_group(admin: AdminClient, group: str):
+    return result_of(admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
                    f"cannot describe group {group}")
 
 
-def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
     request = [ConsumerGroupTopicPartitions(group)]
-    found = _result(admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group],
+    found = result_of(admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group],
                     f"cannot fetch the offsets of group {group}")
     return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions if tp.offset >= 0}
 
@@ -60,7 +60,7 @@ def _list_offsets(admin: AdminClient, partitions, spec: OffsetSpec) -> dict[tupl
     if not partitions:
         return {}
     futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=TIMEOUT_S)
-    return {(tp.topic, tp.partition): _result(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
+    return {(tp.topic, tp.partition): result_of(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
             for tp, f in futures.items()}
 
 
@@ -75,7 +75,7 @@ def groups_command() -> None:
 def list_(bootstrap_server: str, show_state: bool) -> None:
     """List consumer groups."""
     admin = _admin(bootstrap_server)  # kept referenced: futures fail once the client is collected
-    listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT_S), "cannot list groups")
+    listed = result_of(admin.list_consumer_groups(request_timeout=TIMEOUT_S), "cannot list groups")
     groups = sorted(listed.valid, key=lambda g: g.group_id)
     if show_state:
         _echo_table(["GROUP", "STATE"], [[g.group_id, g.state.name] for g in groups])
@@ -91,8 +91,8 @@ def describe(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
     """Members, assignments, and per partition the committed offset, log-end offset and lag."""
     admin = _admin(bootstrap_server)
     for n, group in enumerate(group_ids):
-        description = _describe(admin, group)
-        committed = _committed(admin, group)
+        description = describe_group(admin, group)
+        committed = committed_offsets(admin, group)
         owner = {}
         for m in description.members:
             for tp in (m.assignment.topic_partitions if m.assignment else []):
@@ -101,7 +101,7 @@ def describe(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
         ends = _list_offsets(admin, partitions, OffsetSpec.latest())
         if n:
             click.echo()
-        click.echo(f"Group {group} is {_state(description)} with {len(description.members)} member(s)"
+        click.echo(f"Group {group} is {group_state(description)} with {len(description.members)} member(s)"
                    f"{f', assignor {description.partition_assignor}' if description.partition_assignor else ''}.")
         if partitions:
             click.echo()
@@ -135,7 +135,7 @@ def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
         raise click.BadParameter(f"expected TOPIC or TOPIC:P1,P2,..., got {spec!r}", param_hint="--topic") from None
 
 
-def _parse_datetime(value: str) -> int:
+def parse_datetime(value: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(value)
     except ValueError:
@@ -172,40 +172,52 @@ def reset_offsets(bootstrap_server: str, group: str, topics: tuple[str, ...], al
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic (repeatable) or --all-topics")
     admin = _admin(bootstrap_server)
-    state = _state(_describe(admin, group))
+    state = group_state(describe_group(admin, group))
     if state not in INACTIVE:
         raise click.ClickException(f"offsets of group {group} can only be reset while it is inactive, but it is "
                                    f"{state}; stop its consumers first")
-    committed = _committed(admin, group)
-    partitions = sorted(committed) if all_topics else _select_partitions(admin, topics)
-    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest())
-    latest = _list_offsets(admin, partitions, OffsetSpec.latest())
-    if to_earliest:
-        wanted = earliest
-    elif to_latest:
-        wanted = latest
-    elif to_datetime is not None:
-        found = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(_parse_datetime(to_datetime)))
-        wanted = {tp: (offset if offset >= 0 else latest[tp]) for tp, offset in found.items()}
-    elif to_offset is not None:
-        wanted = {tp: to_offset for tp in partitions}
-    else:
-        wanted = {tp: committed.get(tp, latest[tp]) + shift_by for tp in partitions}
-    # Like Kafka, stay inside what the log holds.
-    new = {tp: min(max(offset, earliest[tp]), latest[tp]) for tp, offset in wanted.items()}
+    committed = committed_offsets(admin, group)
+    partitions = sorted(committed) if all_topics else select_partitions(admin, topics)
+    new = planned_offsets(admin, partitions, committed, to_latest=to_latest, to_offset=to_offset,
+                          to_time_ms=None if to_datetime is None else parse_datetime(to_datetime), shift_by=shift_by)
     _echo_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [[group, t, p, o] for (t, p), o in sorted(new.items())])
     if not execute:
         click.echo("(dry run: nothing changed; add --execute to commit these offsets)")
         return
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])]
-    done = _result(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group],
+    commit_offsets(admin, group, new)
+
+
+def planned_offsets(admin: AdminClient, partitions: list[tuple[str, int]], committed: dict[tuple[str, int], int], *,
+                    to_latest: bool = False, to_offset: int | None = None, to_time_ms: int | None = None,
+                    shift_by: int | None = None) -> dict[tuple[str, int], int]:
+    """The offsets a reset sets (to the earliest unless told otherwise), kept inside what the log holds, as
+    Kafka's tools do."""
+    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest())
+    latest = _list_offsets(admin, partitions, OffsetSpec.latest())
+    if to_latest:
+        wanted = latest
+    elif to_time_ms is not None:
+        found = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(to_time_ms))
+        wanted = {tp: (offset if offset >= 0 else latest[tp]) for tp, offset in found.items()}
+    elif to_offset is not None:
+        wanted = {tp: to_offset for tp in partitions}
+    elif shift_by is not None:
+        wanted = {tp: committed.get(tp, latest[tp]) + shift_by for tp in partitions}
+    else:
+        wanted = earliest
+    return {tp: min(max(offset, earliest[tp]), latest[tp]) for tp, offset in wanted.items()}
+
+
+def commit_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])]
+    done = result_of(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group],
                    f"cannot reset the offsets of group {group}")
     failed = [tp for tp in done.topic_partitions if tp.error]
     if failed:
         raise click.ClickException("; ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in failed))
 
 
-def _select_partitions(admin: AdminClient, specs: tuple[str, ...]) -> list[tuple[str, int]]:
+def select_partitions(admin: AdminClient, specs: tuple[str, ...]) -> list[tuple[str, int]]:
     metadata = admin.list_topics(timeout=TIMEOUT_S)
     selected = []
     for spec in specs:
@@ -229,5 +241,5 @@ def delete(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
     admin = _admin(bootstrap_server)
     futures = admin.delete_consumer_groups(list(group_ids), request_timeout=TIMEOUT_S)
     for group in group_ids:
-        _result(futures[group], f"cannot delete group {group}")
+        result_of(futures[group], f"cannot delete group {group}")
         click.echo(f"Deleted group {group}.")

@@ -4,6 +4,7 @@ Real workers, a real broker, a real HTTP client. (The MySQL failover test is tes
 
 import asyncio
 import json
+import re
 import subprocess
 
 import aiohttp
@@ -29,6 +30,12 @@ async def request(http, method: str, url: str, body=None) -> tuple[int, object]:
     async with http.request(method, url, json=body) as response:
         data = await response.read()
         return response.status, json.loads(data) if data else None
+
+
+def last_word(log: str, task: str) -> str | None:
+    """"started" or "stopped": what the last line of `log` about `task` starting or stopping says."""
+    words = re.findall(rf"{task} (started \(|stopped on this worker)", log)
+    return words[-1].split()[0] if words else None
 
 
 def running_on(status: dict) -> set[str]:
@@ -119,9 +126,8 @@ async def test_connectors_are_created_changed_stopped_and_deleted_through_any_wo
         for worker in (one, two):
             assert (await request(http, "GET", f"{worker.url}/connectors/gen/status"))[0] == 404
             assert (await request(http, "GET", f"{worker.url}/connectors"))[1] == []
-        async with asyncio.timeout(20):  # every task instance that started has stopped
-            while sum(w.log().count("gen-0 started (") - w.log().count("gen-0 stopped on this worker")
-                      for w in (one, two)) > 0:
+        async with asyncio.timeout(20):  # on every worker the task's last word is that it stopped
+            while not all(last_word(w.log(), "gen-0") in (None, "stopped") for w in (one, two)):
                 await asyncio.sleep(0.1)
         committed = len(await datagen_ids(broker.address, "gen.users", "read_committed"))
         await asyncio.sleep(0.5)  # a task left running would add records meanwhile

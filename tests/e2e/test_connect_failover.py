@@ -128,13 +128,14 @@ async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: i
                 rounds = ["kill"] * kills + ["freeze"] * zombies
                 rng.shuffle(rounds)
                 for how in rounds:
-                    await asyncio.sleep(rng.uniform(0.3, 2.0))
+                    await asyncio.sleep(rng.uniform(0.3, 1.5))
                     victim = workers.by_worker_id(holder)
                     started = time.monotonic()
                     if how == "kill":
                         victim.kill()
-                        await workers.start()  # three workers again
+                        replacement = asyncio.create_task(workers.start())  # three workers again
                         holder = await running_elsewhere(http, workers, name, holder)
+                        await replacement
                     else:  # a zombie: alive, but cut off past its session; on waking it must give the task up
                         os.kill(victim.proc.pid, signal.SIGSTOP)
                         holder = await running_elsewhere(http, workers, name, holder)
