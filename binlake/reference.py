@@ -211,7 +211,9 @@ def start_kafka(base: Path, port: int | None = None, config: dict[str, str] | No
     kafka = ApacheKafka(base, port or free_port(), free_port(), heap)
     properties = base / "server.properties"
     properties.write_text(server_properties(base, kafka.port, kafka.controller_port, config or {}))
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster_id = "-"
+    while cluster_id.startswith("-"):  # the tool would read it as an option (Kafka's Uuid.randomUuid skips these too)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     formatted = run_tool("kafka-storage", "format", "-t", cluster_id, "-c", str(properties))
     if formatted.returncode != 0:
         raise SandboxError(f"formatting Apache Kafka's log directory failed:\n{formatted.stdout}{formatted.stderr}")
