@@ -14,6 +14,7 @@ import uuid
 from .allocator import release_freed_memory
 from .api import load_handlers
 from .cluster.local import LocalMetadataStore
+from .metrics import BrokerMetrics, serve_metrics
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
 from .cluster.assignment import assign_replicas
 from .cluster.view import Node, SingleBrokerView
@@ -87,6 +88,8 @@ class Broker:
             self.groups.led = set()
             self.transactions.led = set()
         self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
+        self.metrics = BrokerMetrics(self)
+        self.metrics_endpoint = None  # an aiohttp runner, when prometheus.listener is set
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0
 
@@ -130,11 +133,14 @@ class Broker:
                                            self.config)
             self.replication.on_role_change = self._coordinate
             await self.replication.start(self.node)
+            self.replication.isr.on_change = self.metrics.isr_changed
             await self.groups.start()
             await self.transactions.start()
             await self.server.serve()
         self.started_ms = int(time.time() * 1000)
         self.replicas.cleaner.start()
+        if listener := self.config.get("prometheus.listener"):
+            self.metrics_endpoint = await serve_metrics(self.metrics, listener)
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.apply_retention)),
@@ -153,6 +159,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.replicas.cleaner.stop()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.cleanup()
         await self.groups.stop()
         await self.transactions.stop()
         await self.server.stop()

@@ -68,6 +68,13 @@ def parse_connection_overrides(value: str) -> dict[str, int]:
     return overrides
 
 
+def _host_port(value: str | None) -> str | None:
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    return None if sep and port.isdigit() and int(port) < 65536 else f"must be HOST:PORT, e.g. 0.0.0.0:9308 (got {value!r})"
+
+
 def _one_of(*allowed: str, empty_ok: bool = False) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         values = v if isinstance(v, list) else [v]
@@ -160,6 +167,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.retention.hours", "int", 168, "retention.ms in hours, when log.retention.ms is unset"),
     ConfigDef("log.retention.minutes", "int", None, "retention.ms in minutes, when log.retention.ms is unset"),
     ConfigDef("advertised.listeners", "string", None, "host:port clients should connect to"),
+    ConfigDef("prometheus.listener", "string", None,
+              "HOST:PORT where the broker serves Prometheus metrics at /metrics (unset: no endpoint)",
+              check=_host_port),
     ConfigDef("broker.id", "int", 0, "this broker's id (--broker-id overrides it)", check=_at_least(0)),
     ConfigDef("broker.rack", "string", None, "the rack this broker is in, as Metadata and DescribeCluster show it"),
     # a replicated cluster (logcore/cluster, logcore/replication)

@@ -139,6 +139,7 @@ class KafkaServer:
                                   request.error.name, host, request.error_message)
             return request.error
         ctx = RequestContext(self.broker, request.api_version, request.client_id, host)
+        started = time.perf_counter()
         try:
             return await HANDLERS[request.api_key](ctx, request.body)
         except BrokerError as exc:
@@ -148,6 +149,8 @@ class KafkaServer:
                                   "handler for api %d v%d from %s failed", request.api_key, request.api_version,
                                   host, level=logging.ERROR, exc_info=True)
             return ErrorCode.unknown_server_error
+        finally:
+            self.broker.metrics.observe_request(request.api_key, time.perf_counter() - started)
 
     # -- connection accounting -------------------------------------------------------------------
 

@@ -41,6 +41,10 @@ async def fetch(ctx, request) -> dict:
         if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
         await broker.replicas.wait_for_data(wanted, remaining)
+    metrics = broker.metrics
+    for (key, _), result in results.items():
+        if result["records"]:
+            metrics.sent(names[key], len(result["records"]), to_follower=replica_id >= 0)
     chosen = context.respond(results)
     responses = []
     for key, group in itertools.groupby(chosen, key=lambda item: item[0].topic):

@@ -28,6 +28,7 @@ async def produce(ctx, request) -> dict | None:
                     ctx.broker.transactions.check_produce(request.transactional_id, (topic.name, data.index),
                                                           data.records or b"")
                 appended = replicas.append(topic.name, data.index, data.records or b"", required_acks=request.acks)
+                ctx.broker.metrics.appended(topic.name, appended.records, len(data.records))
                 result.update(error_code=ErrorCode.none, base_offset=appended.base_offset,
                               log_append_time=appended.log_append_time_ms,
                               log_start_offset=appended.log_start_offset)

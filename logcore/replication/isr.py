@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from .manager import ReplicaManager
@@ -29,6 +30,8 @@ class IsrKeeper:
         self.max_lag_ms = max_lag_ms
         self._changing: set[tuple[str, int]] = set()  # partitions with a change in flight
         replicas.on_caught_up = self._expand
+        self.on_change: Callable[[int, int], None] | None = None
+        """Called with the ISR's size before and after each change (the broker's metrics count them)."""
         self._task = asyncio.create_task(self._shrink_forever(), name="isr-shrink")
 
     async def stop(self) -> None:
@@ -59,6 +62,8 @@ class IsrKeeper:
             if await self.store.alter_isr(partition.topic, partition.index, epoch, isr):
                 if partition.is_leader and partition.leader_epoch == epoch:
                     log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, why)
+                    if self.on_change is not None:
+                        self.on_change(len(partition.isr), len(isr))
                     partition.set_isr(isr)
         except Exception:
             log.exception("%s-%d: cannot change the ISR to %s", partition.topic, partition.index, isr)
