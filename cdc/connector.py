@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Literal
@@ -195,6 +196,10 @@ class MySqlTask(SourceTask):
             if isinstance(item, BaseException):
                 raise item
             yield item
+
+    def metrics(self) -> dict[str, float]:
+        source = getattr(self, "_source", None)
+        return {} if source is None else source.metrics(time.time())
 
     async def stop(self) -> None:
         if getattr(self, "_source", None) is None:

@@ -43,6 +43,19 @@ class MySqlSource:
         self._follow = follow
         self._client_factory = client_factory or self._binlog_client
         self.engine = make_engine(self.config)
+        self.snapshot: SnapshotSource | None = None
+
+    def metrics(self, now: float) -> dict[str, float]:
+        """Gauges for the connector's metrics endpoint; read from another thread (plain numbers only)."""
+        found: dict[str, float] = {}
+        progress = self.snapshot.progress if self.snapshot is not None else None
+        if progress is not None:
+            found.update(snapshot_tables_total=progress.tables_total, snapshot_tables_done=progress.tables_done,
+                         snapshot_rows_read=progress.rows_read, snapshot_rows_estimated=progress.rows_estimated)
+        lag = self.streaming.lag_seconds(now)
+        if lag is not None:
+            found["binlog_lag_seconds"] = lag
+        return found
 
     def stop(self) -> None:
         self.streaming.stop()
@@ -69,7 +82,8 @@ class MySqlSource:
         available = self.check()
         offset = self._stored
         decision = Snapshotter(self.config.snapshot).decide(offset, available)
-        snapshot = SnapshotSource(self.config, self.engine, self.history, self.dispatcher, self.partitions)
+        self.snapshot = snapshot = SnapshotSource(self.config, self.engine, self.history, self.dispatcher,
+                                                  self.partitions)
         if decision.snapshot_data:
             resume = offset if decision.resume else None
             if resume is not None:

@@ -45,9 +45,18 @@ class StreamingSource:
             Rows: self._on_rows, TableMap: self._on_table_map, Commit: self._on_commit, Gtid: self._on_gtid,
             Begin: self._on_begin, Query: self._on_query, Rotate: self._on_rotate, Heartbeat: self._on_heartbeat}
         self._stopping = False
+        self.last_event_ts: int | None = None  # the server's timestamp (s) of the last transaction or DDL read
+        self.caught_up = False
 
     def stop(self) -> None:
         self._stopping = True
+
+    def lag_seconds(self, now: float) -> float | None:
+        """How far behind the server the stream is: 0 once a heartbeat said nothing more waits, else the
+        age of the last transaction read (None before the first)."""
+        if self.caught_up:
+            return 0.0
+        return None if self.last_event_ts is None else max(0.0, now - self.last_event_ts)
 
     def run(self, client: BinlogClient, offset: Offset) -> Iterator[Batch]:
         self._offset = offset                   # committed: where to restart between transactions
@@ -143,6 +152,7 @@ class StreamingSource:
         return Offset(BinlogPosition(event.file, event.end), str(self._gtids))
 
     def _end_group(self, event: Event) -> None:
+        self.last_event_ts, self.caught_up = event.ts, False
         self._offset = self._group_end_offset(event)
         self._in_group = self._dml_txn = False
         self._txn_gtid = None
@@ -168,6 +178,7 @@ class StreamingSource:
             self._offset = Offset(BinlogPosition(event.next_file, event.next_pos), str(self._gtids))
 
     def _on_heartbeat(self, event: Heartbeat) -> None:
+        self.caught_up = not self._in_group  # the server has sent everything it has
         if not self._in_group:
             self.dispatcher.heartbeat(self._offset)
 

@@ -137,6 +137,12 @@ class SourceTask(Task):
     written and committed first.
     """
 
+    def metrics(self) -> Mapping[str, float]:
+        """The source's own gauges for the metrics endpoint, e.g. {"binlog_lag_seconds": 0.4}; exported as
+        `binlake_connect_source_<name>{connector,task}`. Called on the event loop at each scrape: cheap
+        reads only."""
+        return {}
+
     @abstractmethod
     def batches(self) -> AsyncGenerator[Batch, None]:
         """An async generator: yield batches forever, or return when the source is exhausted (the task

@@ -55,25 +55,28 @@ def connect_command() -> None:
 @connect_command.command("run")
 @click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--rest", metavar="HOST:PORT", help="Serve the REST API (Kafka Connect's paths) here.")
+@click.option("--prometheus-listener", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics here.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def run_command(configs: tuple[str, ...], rest: str | None, log_level: str) -> None:
+def run_command(configs: tuple[str, ...], rest: str | None, prometheus_listener: str | None, log_level: str) -> None:
     """Run the connectors in CONFIGS in the foreground until SIGTERM/SIGINT, or until every task has
     ended; exits 1 when a task ended FAILED, 2 on a config error."""
     _logging(log_level)
     specs = _load_all(configs)
     try:
-        ok = asyncio.run(_run(specs, _address(rest)))
+        ok = asyncio.run(_run(specs, _address(rest), prometheus_listener and "%s:%d" % _address(prometheus_listener)))
     except ValueError as exc:  # a worker-level config problem (duplicate names, a sink plugin)
         click.echo(str(exc), err=True)
         sys.exit(2)
     sys.exit(0 if ok else 1)
 
 
-async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None) -> bool:
+async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None, metrics_at: str | None) -> bool:
     worker = Worker(specs)
     stop = _stop_on_signals()
     server = None
+    metrics_endpoint = await _serve_metrics(
+        lambda: [r for c in worker.connectors.values() for r in c.runners], metrics_at)
     if rest is not None:
         from .rest import bind, serve  # aiohttp only when asked for
         sock = bind(*rest)
@@ -89,10 +92,22 @@ async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None) 
         await worker.stop()
     stopped.cancel()
     ok = await done
-    if server is not None:
-        await server.cleanup()
+    for runner in (server, metrics_endpoint):
+        if runner is not None:
+            await runner.cleanup()
     log.info("stopped")
     return ok
+
+
+async def _serve_metrics(runners, listener: str | None):
+    """The metrics endpoint over these task runners, if a listener is given; its aiohttp runner."""
+    if listener is None:
+        return None
+    from logcore.metrics_endpoint import serve_metrics
+
+    from . import metrics
+    metrics.watch(runners)
+    return await serve_metrics(metrics.exposition, listener)
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -140,9 +155,10 @@ async def _run_worker(settings: worker_config.WorkerConfig) -> None:
     if host in ("0.0.0.0", "::"):
         host = socket.gethostname()
     worker = DistributedWorker(settings, settings.rest_advertised_url or f"http://{host}:{port}")
-    server = None
+    server = metrics_endpoint = None
     try:
         await worker.start()
+        metrics_endpoint = await _serve_metrics(lambda: list(worker.runners.values()), settings.prometheus_listener)
         server = await serve(worker, sock)  # once the config topic is read: answers are current
         log.info("REST API on %s (group %s)", worker.url, settings.group_id)
         running = asyncio.ensure_future(worker.wait())
@@ -154,8 +170,9 @@ async def _run_worker(settings: worker_config.WorkerConfig) -> None:
         log.info("stopping: tasks finish their current batch and commit, then the worker leaves its group")
     finally:
         await worker.shutdown()
-        if server is not None:
-            await server.cleanup()
+        for runner in (server, metrics_endpoint):
+            if runner is not None:
+                await runner.cleanup()
     log.info("stopped")
 
 

@@ -143,11 +143,12 @@ class Writer(ABC):
             await self._ship(tp)
         self._filling = None
 
-    async def commit(self) -> None:
-        """Commit what was written since the last commit. Under exactly-once, a source transaction
-        still open (its last batch not yet written) is aborted instead: it is repeated whole."""
+    async def commit(self) -> bool:
+        """Commit what was written since the last commit (False: there was nothing). Under exactly-once, a
+        source transaction still open (its last batch not yet written) is aborted instead: it is repeated
+        whole."""
         if self._since is None:
-            return
+            return False
         await self.flush()
         sent, offsets, inside = self._sent, list(self._offsets.values()), self._inside
         self._sent, self._offsets, self._since, self._inside = [], {}, None, False
@@ -155,6 +156,7 @@ class Writer(ABC):
             await self._abort(sent)
         else:
             await self._commit(sent, offsets)
+        return True
 
     async def _append(self, records: Sequence[SourceRecord]) -> None:
         builders = self._builders

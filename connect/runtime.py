@@ -16,10 +16,11 @@ import enum
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask, TaskContext
 from .config import ConnectorSpec
+from .metrics import TaskMetrics
 from .offsets import LogOffsetStore
 from .producer import Writer, make_producer, make_writer, start_producer
 from .transforms import chain
@@ -63,6 +64,8 @@ class TaskRunner:
         self._restart_requested = False
         self._changed = asyncio.Event()
         self._transform = chain(spec.runtime.transforms) if spec.runtime.transforms else None
+        self.metrics = TaskMetrics(spec.name, task_id)
+        self._source_task: SourceTask | None = None  # the running attempt's, for its metrics
         self.store = offset_store(spec)
         self.topics = self.store.topics  # one admin view (and partition-count cache) for offsets and tasks
 
@@ -116,6 +119,7 @@ class TaskRunner:
                 continue
             except Exception as exc:
                 self.failures += 1
+                self.metrics.failures.inc()
                 self.trace = "".join(traceback.format_exception(exc))
                 if isinstance(exc, FatalError):
                     self.state = State.FAILED
@@ -153,11 +157,12 @@ class TaskRunner:
         try:
             offsets = await self.store.load(self.spec.name)
             context = TaskContext(self.spec.name, self.task_id, offsets, self.topics)
-            task = self.spec.plugin.task_class(self.task_config, context)
+            task = self._source_task = self.spec.plugin.task_class(self.task_config, context)
             await task.start()
             log.info("%s started (%s, %d stored offset(s))", self.label, runtime.delivery, len(offsets.all()))
             return await self._pump(task, make_writer(producer, self.store, runtime))
         finally:
+            self._source_task = None
             if task is not None:
                 try:
                     await task.stop()
@@ -179,21 +184,21 @@ class TaskRunner:
                     await self._wait(pending, writer)
                     continue
                 if writer.commit_due_in(more_waiting=True) == 0:
-                    await writer.commit()
+                    await self._commit(writer)
                 try:
                     batch = pending.result()
                 except StopAsyncIteration:
-                    await writer.commit()
+                    await self._commit(writer)
                     return True
                 except Exception:
                     # The source failed, not the log: what was written is good, so commit it (the
                     # writer waits for the records' acks first; a source transaction left unfinished
                     # is aborted instead) and the restart repeats nothing that was committed.
-                    await writer.commit()
+                    await self._commit(writer)
                     raise
                 pending = None
                 await self._write(batch, writer)
-            await writer.commit()
+            await self._commit(writer)
             return False
         finally:
             if pending is not None and not pending.done():
@@ -205,7 +210,7 @@ class TaskRunner:
         """The source is idle: commit or send what is due, then wait for the next batch (unless paused),
         a control request, or the next commit or linger deadline."""
         if writer.commit_due_in() == 0:
-            await writer.commit()
+            await self._commit(writer)
         if writer.flush_due_in() == 0:
             await writer.flush()
         deadlines = [d for d in (writer.commit_due_in(), writer.flush_due_in()) if d is not None]
@@ -216,12 +221,32 @@ class TaskRunner:
         finally:
             wake.cancel()
 
+    async def _commit(self, writer: Writer) -> None:
+        started = time.perf_counter()
+        if await writer.commit():
+            self.metrics.commit_seconds.observe(time.perf_counter() - started)
+
+    def source_metrics(self) -> Mapping[str, float]:
+        """The running source task's own gauges (none between attempts, or when they cannot be read)."""
+        if self._source_task is None:
+            return {}
+        try:
+            return self._source_task.metrics()
+        except Exception:
+            log.exception("%s: reading the source's metrics failed", self.label)
+            return {}
+
     async def _write(self, batch: Batch, writer: Writer) -> None:
         records = batch.records
         if self._transform is not None:
             records = [out for record in records if (out := self._transform(record)) is not None]
         await writer.write(records, batch.source_partition, batch.source_offset, batch.ends_transaction)
         self.batches_written += 1
+        self.metrics.batches.inc()
+        if records:
+            self.metrics.records.inc(len(records))
+            if batch.ends_transaction:
+                self.metrics.transactions.inc()
         if self.failures:
             log.info("%s: recovered after %d failure(s)", self.label, self.failures)
             self.failures, self.trace = 0, None

@@ -30,6 +30,8 @@ class WorkerConfig(BaseModel):
     """HOST:PORT of the REST API (port 0 picks a free one). Other workers forward requests here."""
     rest_advertised_url: str | None = Field(None, alias="rest.advertised.url")
     """The URL other workers reach this one at; default http://HOST:PORT as bound."""
+    prometheus_listener: str | None = Field(None, alias="prometheus.listener")
+    """HOST:PORT where the worker serves Prometheus metrics at /metrics (docs/operations.md)."""
     config_topic: str = Field("binlake-connect-configs", alias="config.storage.topic")
     offset_topic: str = Field("binlake-offsets", alias="offset.storage.topic")
     status_topic: str = Field("binlake-connect-status", alias="status.storage.topic")
@@ -46,9 +48,11 @@ class WorkerConfig(BaseModel):
     them. Kafka Connect's default is 5 minutes; binlake's is 0, because a stopped binlog reader stops
     all capture: failover now beats waiting for a restart that may never come."""
 
-    @field_validator("rest")
+    @field_validator("rest", "prometheus_listener")
     @classmethod
-    def _host_port(cls, value: str) -> str:
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"{value!r} is not HOST:PORT, e.g. 127.0.0.1:8083")

@@ -14,7 +14,7 @@ import uuid
 from .allocator import release_freed_memory
 from .api import load_handlers
 from .cluster.local import LocalMetadataStore
-from .metrics import BrokerMetrics, serve_metrics
+from .metrics import BrokerMetrics
 from .cluster.topics import TopicInfo, check_assignment, check_topic_assignment
 from .cluster.assignment import assign_replicas
 from .cluster.view import Node, SingleBrokerView
@@ -140,7 +140,8 @@ class Broker:
         self.started_ms = int(time.time() * 1000)
         self.replicas.cleaner.start()
         if listener := self.config.get("prometheus.listener"):
-            self.metrics_endpoint = await serve_metrics(self.metrics, listener)
+            from .metrics_endpoint import serve_metrics  # aiohttp only for a broker that serves metrics
+            self.metrics_endpoint = await serve_metrics(self.metrics.exposition, listener)
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.apply_retention)),

@@ -1,5 +1,5 @@
 """The broker's Prometheus metrics (prometheus-client), served at http://HOST:PORT/metrics when
-`prometheus.listener` is set.
+`prometheus.listener` is set (`logcore.metrics_endpoint`).
 
 Two kinds, by what they cost:
 - Events are counted where they happen, once per request or per partition of a request, never per
@@ -11,7 +11,6 @@ Two kinds, by what they cost:
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -25,7 +24,6 @@ from .storage.log_cleaner import cleanable
 if TYPE_CHECKING:
     from .broker import Broker
 
-log = logging.getLogger(__name__)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -165,22 +163,3 @@ class BrokerState(Collector):
                                max(0, partition.high_watermark - committed.offset))
         return lag
 
-
-async def serve_metrics(metrics: BrokerMetrics, listener: str):
-    """Serve GET /metrics at `listener` (HOST:PORT) on the running event loop; returns the aiohttp runner
-    to clean up. The exposition is built on the loop, where the broker's state lives."""
-    from aiohttp import web  # only for a broker that serves metrics
-
-    async def scrape(request: web.Request) -> web.Response:
-        return web.Response(body=metrics.exposition(), content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Type-Options": "nosniff"})
-
-    app = web.Application()
-    app.router.add_get("/metrics", scrape)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, _, port = listener.rpartition(":")
-    await web.TCPSite(runner, host or "0.0.0.0", int(port)).start()
-    bound_host, bound_port = runner.addresses[0][:2]  # (port 0 picks a free one)
-    log.info("Prometheus metrics on http://%s:%d/metrics", bound_host, bound_port)
-    return runner

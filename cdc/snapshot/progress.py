@@ -13,9 +13,12 @@ class _RowsPerSecond(ProgressColumn):
 
 
 class SnapshotProgress:
-    """Used by one thread. A no-op when disabled, so the snapshot code has no branches for it."""
+    """Used by one thread (others may read the counts, for metrics). The bar is drawn only when enabled,
+    so the snapshot code has no branches for it; the counts are always kept."""
 
     def __init__(self, enabled: bool, tables: int) -> None:
+        self.tables_total, self.tables_done = tables, 0
+        self.rows_estimated = self.rows_read = 0  # tables begun so far: MySQL's TABLE_ROWS estimates, rows read
         self._progress = None
         if enabled:
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -25,14 +28,17 @@ class SnapshotProgress:
         self._task = None
 
     def table(self, name: str, estimated_rows: int) -> None:
+        self.rows_estimated += estimated_rows
         if self._progress is not None:
             self._task = self._progress.add_task(name, total=max(estimated_rows, 1))
 
     def rows(self, n: int) -> None:
+        self.rows_read += n
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n)
 
     def table_done(self) -> None:
+        self.tables_done += 1
         if self._progress is not None:
             task = self._progress.tasks[self._task] if self._task is not None else None
             if task is not None:

@@ -73,6 +73,7 @@ class SnapshotSource:
         self.history = history
         self.dispatcher = dispatcher
         self.partitions = partitions
+        self.progress: ProgressBar | None = None  # the data phase's counts, once it began
 
     def run(self, resume_from: Offset | None, record_schema: bool) -> Iterator[Batch]:
         with self._session() as s:
@@ -187,7 +188,7 @@ class SnapshotSource:
         todo = [t for t in todo if t is not None]
         estimates = dict(((str(a), str(b)), int(c or 0)) for a, b, c in s.read.exec_driver_sql(
             "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES").fetchall())
-        bar = ProgressBar(self.config.snapshot_progress, len(todo))
+        self.progress = bar = ProgressBar(self.config.snapshot_progress, len(todo))
         try:
             for n, definition in enumerate(todo):
                 after = None

@@ -57,11 +57,13 @@ class ConnectProcess:
 
 @pytest.fixture
 def connect_run(tmp_path):
-    """connect_run(config_path, ..., rest=None) starts a runtime; every one is killed at teardown."""
+    """connect_run(config_path, ..., rest=None, metrics=None) starts a runtime (REST API and metrics endpoint
+    at those HOST:PORTs); every one is killed at teardown."""
     started: list[ConnectProcess] = []
 
-    def start(*configs: Path, rest: str | None = None) -> ConnectProcess:
-        process = ConnectProcess(["run", *map(str, configs)] + (["--rest", rest] if rest else []),
+    def start(*configs: Path, rest: str | None = None, metrics: str | None = None) -> ConnectProcess:
+        process = ConnectProcess(["run", *map(str, configs)] + (["--rest", rest] if rest else [])
+                                 + (["--prometheus-listener", metrics] if metrics else []),
                                  tmp_path / f"connect-{len(started)}.log")
         started.append(process)
         return process

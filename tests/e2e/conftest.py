@@ -7,17 +7,19 @@ from __future__ import annotations
 import pytest
 
 from binlake.clusterproc import LocalCluster
-from e2e_harness import ConnectorProcess
+from e2e_harness import CONNECT_RUN, ConnectorProcess
 from mariadb_fixtures import mariadb, mariadb_factory, mariadb_template  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
 def connector(tmp_path):
-    """connector(config_path, env=None) -> a started ConnectorProcess; every one is killed at teardown."""
+    """connector(config_path, env=None, args=()) -> a started ConnectorProcess (`connect run CONFIG ARGS`);
+    every one is killed at teardown."""
     started: list[ConnectorProcess] = []
 
-    def start(config, env: dict[str, str] | None = None) -> ConnectorProcess:
-        process = ConnectorProcess(config, tmp_path / f"connect-{len(started)}.log", env).start()
+    def start(config, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> ConnectorProcess:
+        command = [*CONNECT_RUN, str(config), *args] if args else None
+        process = ConnectorProcess(config, tmp_path / f"connect-{len(started)}.log", env, command).start()
         started.append(process)
         return process
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import urllib.request
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e_harness import ROOT, mysql_config, mysql_rows, read_committed, replay, same_rows, wait_until, write_config
 
@@ -190,3 +193,39 @@ async def offsets(address: str, name: str) -> list[dict]:
     """The connector's offset records, one per committed Kafka transaction."""
     return [json.loads(m.value) for m in await messages(address, "binlake-offsets")
             if json.loads(m.key)[0] == name and m.value is not None]
+
+
+async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker, connector, tmp_path):
+    db = mariadb.new_database()
+    mariadb.sql("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t SELECT seq FROM seq_1_to_500", db=db)
+    config = write_config(tmp_path / "m.yaml", **mysql_config("metered", broker, mariadb, [rf"{db}\.t"]))
+    running = connector(config, args=("--prometheus-listener", "127.0.0.1:0"))
+
+    async def serving():
+        return re.search(r"Prometheus metrics on (http://\S+)", running.log())
+    url = (await wait_until(serving, 30, "the metrics endpoint")).group(1)
+    task = (("connector", "metered"), ("task", "0"))
+
+    def scrape() -> dict[str, float]:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+                if tuple(sorted(s.labels.items())) == task}
+
+    async def caught_up():  # a heartbeat after the snapshot: nothing more waits on the server
+        found = await asyncio.to_thread(scrape)
+        return found if found.get("binlake_connect_source_binlog_lag_seconds") == 0 else None
+    samples = await wait_until(caught_up, 60, "the stream to catch up")
+    assert samples["binlake_connect_source_snapshot_rows_read"] == 500
+    assert samples["binlake_connect_source_snapshot_tables_done"] == samples[
+        "binlake_connect_source_snapshot_tables_total"] == 1
+    assert samples["binlake_connect_source_snapshot_rows_estimated"] > 0  # MySQL's estimate, not exact
+    assert samples["binlake_connect_records_total"] >= 500
+
+    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (1001), (1002)", f"INSERT INTO `{db}`.t VALUES (1003)")
+
+    async def streamed():
+        found = await asyncio.to_thread(scrape)
+        return found if found["binlake_connect_records_total"] >= samples["binlake_connect_records_total"] + 3 else None
+    after = await wait_until(streamed, 60, "three streamed rows counted")
+    assert after["binlake_connect_source_transactions_total"] >= samples["binlake_connect_source_transactions_total"] + 2
