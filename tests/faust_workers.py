@@ -1,4 +1,4 @@
-"""`binlake streams worker` processes that a test can SIGKILL and restart."""
+"""`binlake streams worker` processes that a test can SIGKILL and restart, and waiting for their output."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from binlake.brokerproc import ROOT
+from brokerproc import read_to_end
 
 
 class Worker:
@@ -35,3 +37,24 @@ class Worker:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def wait_outputs(address: str, topic: str, count: int, timeout: float = 90) -> list[bytes]:
+    """The committed values of single-partition `topic` once it holds at least `count`."""
+    deadline = time.monotonic() + timeout
+    while len(got := read_to_end(address, {topic: 1}, "read_committed")) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} outputs in {topic}"
+        time.sleep(0.3)
+    return got
+
+
+def faust_broker(broker_factory, *topics: str):
+    """A broker sized for one faust app (small internal topics, no initial rebalance delay) with these
+    single-partition topics created."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    broker = broker_factory(config={"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
+                                    "group.initial.rebalance.delay.ms": "0"})
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+        future.result(30)
+    return broker

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from binlake.brokerproc import ROOT
-from brokerproc import read_to_end
-from faust_workers import Worker
+from faust_workers import Worker, faust_broker, wait_outputs
 
 COUNTER_APP = r'''
 import faust
@@ -34,25 +32,14 @@ async def count(stream):
 RESET = [sys.executable, "-m", "binlake.cli", "streams-application-reset"]
 
 
-def outputs(address: str, count: int, timeout: float = 90) -> list[bytes]:
-    deadline = time.monotonic() + timeout
-    while len(got := read_to_end(address, {"r-out": 1}, "read_committed")) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} outputs"
-        time.sleep(0.3)
-    return got
-
-
 def reset(address: str, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([*RESET, "--bootstrap-server", address, "--application-id", "counter",
                            "--input-topics", "r-in", *flags], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_a_reset_app_reprocesses_its_input_with_fresh_tables(broker_factory, tmp_path):
-    broker = broker_factory(config={"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
-                                    "group.initial.rebalance.delay.ms": "0"})
+    broker = faust_broker(broker_factory, "r-in", "r-out")
     admin = AdminClient({"bootstrap.servers": broker.address})
-    for future in admin.create_topics([NewTopic("r-in", 1, 1), NewTopic("r-out", 1, 1)]).values():
-        future.result(30)
     producer = Producer({"bootstrap.servers": broker.address})
     for value in [b"a", b"b", b"a", b"a", b"b"]:
         producer.produce("r-in", value=value)
@@ -61,7 +48,7 @@ def test_a_reset_app_reprocesses_its_input_with_fresh_tables(broker_factory, tmp
 
     worker = Worker(tmp_path, 0, "counter_app").start()
     try:
-        assert outputs(broker.address, 5) == [b"a:1", b"b:1", b"a:2", b"a:3", b"b:2"]
+        assert wait_outputs(broker.address, "r-out", 5) == [b"a:1", b"b:1", b"a:2", b"a:3", b"b:2"]
         refused = reset(broker.address)
         assert refused.returncode == 1 and "application counter is still active" in refused.stderr
     finally:
@@ -81,6 +68,6 @@ def test_a_reset_app_reprocesses_its_input_with_fresh_tables(broker_factory, tmp
     # Run again: the input from its start, the table from zero (not a:4, a:5, ...).
     again = Worker(tmp_path, 1, "counter_app").start()
     try:
-        assert outputs(broker.address, 10)[5:] == [b"a:1", b"b:1", b"a:2", b"a:3", b"b:2"]
+        assert wait_outputs(broker.address, "r-out", 10)[5:] == [b"a:1", b"b:1", b"a:2", b"a:3", b"b:2"]
     finally:
         again.kill()

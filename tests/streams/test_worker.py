@@ -16,13 +16,12 @@ import time
 import faust
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from mode import CrashingSupervisor
 
 from binlake.brokerproc import ROOT
 from binlake.cli import main
 from brokerproc import read_to_end
-from faust_workers import Worker
+from faust_workers import Worker, faust_broker, wait_outputs
 from streams.exactly_once import ExactlyOnceTransport, install
 
 
@@ -82,30 +81,18 @@ def feed(address: str, start: int, count: int) -> None:
     assert producer.flush(30) == 0
 
 
-def wait_outputs(address: str, count: int, timeout: float = 90) -> list[bytes]:
-    deadline = time.monotonic() + timeout
-    while len(got := read_to_end(address, {"z-out": 1}, "read_committed")) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} outputs"
-        time.sleep(0.5)
-    return got
-
-
 def test_a_zombie_worker_is_fenced_stops_and_its_uncommitted_output_stays_invisible(broker_factory, tmp_path):
-    broker = broker_factory(config={"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
-                                    "group.initial.rebalance.delay.ms": "0"})
-    admin = AdminClient({"bootstrap.servers": broker.address})
-    for future in admin.create_topics([NewTopic("z-in", 1, 1), NewTopic("z-out", 1, 1)]).values():
-        future.result(30)
+    broker = faust_broker(broker_factory, "z-in", "z-out")
     (tmp_path / "zombie_app.py").write_text(ZOMBIE_APP.format(address=broker.address))
     zombie = Worker(tmp_path, 0, "zombie_app").start()
     successor = Worker(tmp_path, 1, "zombie_app")
     try:
         feed(broker.address, 0, 100)
-        wait_outputs(broker.address, 100)
+        wait_outputs(broker.address, "z-out", 100)
         feed(broker.address, 100, 2000)
         zombie.proc.send_signal(signal.SIGSTOP)  # stalls mid-stream (GC, a swapped-out VM) past its session
         successor.start()
-        wait_outputs(broker.address, 2100)  # the successor took the partition over
+        wait_outputs(broker.address, "z-out", 2100)  # the successor took the partition over
         zombie.proc.send_signal(signal.SIGCONT)
         try:
             code = zombie.proc.wait(60)
@@ -113,7 +100,7 @@ def test_a_zombie_worker_is_fenced_stops_and_its_uncommitted_output_stays_invisi
             raise AssertionError(f"the zombie kept running:\n{zombie.log()[-3000:]}") from None
         assert code != 0 and "was taken over by a newer worker" in zombie.log(), zombie.log()[-3000:]
         feed(broker.address, 2100, 100)
-        wait_outputs(broker.address, 2200)
+        wait_outputs(broker.address, "z-out", 2200)
         time.sleep(2)  # anything late would be a duplicate
         got = read_to_end(broker.address, {"z-out": 1}, "read_committed")
     finally:
