@@ -52,7 +52,10 @@ class BrokerMetrics:
                                    registry=r)
         r.register(BrokerState(broker))
         ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
-        self._latency: dict[int, object] = {}  # api key -> its histogram child, looked up once
+        # Label children looked up once (a deleted topic's stay: its counts are history, as Kafka's meters)
+        self._latency: dict[int, object] = {}
+        self._in: dict[str, tuple] = {}
+        self._out: dict[tuple[str, bool], object] = {}
 
     def observe_request(self, api_key: int, seconds: float) -> None:
         child = self._latency.get(api_key)
@@ -62,12 +65,18 @@ class BrokerMetrics:
         child.observe(seconds)
 
     def appended(self, topic: str, records: int, size: int) -> None:
-        self.messages_in.labels(topic).inc(records)
-        self.bytes_in.labels(topic).inc(size)
+        children = self._in.get(topic)
+        if children is None:
+            children = self._in[topic] = (self.messages_in.labels(topic), self.bytes_in.labels(topic))
+        children[0].inc(records)
+        children[1].inc(size)
 
     def sent(self, topic: str, size: int, to_follower: bool) -> None:
-        if size:
-            (self.replication_bytes_out if to_follower else self.bytes_out).labels(topic).inc(size)
+        key = (topic, to_follower)
+        child = self._out.get(key)
+        if child is None:
+            child = self._out[key] = (self.replication_bytes_out if to_follower else self.bytes_out).labels(topic)
+        child.inc(size)
 
     def isr_changed(self, before: int, after: int) -> None:
         if after < before:
