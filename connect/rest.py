@@ -231,8 +231,9 @@ def make_app(herder: Herder) -> web.Application:
         plugin_name = request.match_info["plugin"]
         config = await _json(request)
         entries = _definitions(plugin_name, config)
+        alias, _ = _plugin(plugin_name)  # the URL may name the class, as Kafka Connect's users do
         try:
-            connect_config.validate(herder.completed({"connector": plugin_name, **config}),
+            connect_config.validate(herder.completed({"connector": alias, **config}),
                                     "validate", os.environ)
         except connect_config.ConfigError as exc:
             by_key = {e["definition"]["name"]: e for e in entries}

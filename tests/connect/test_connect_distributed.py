@@ -113,6 +113,9 @@ async def test_connectors_are_created_changed_stopped_and_deleted_through_any_wo
         assert status == 200 and checked["error_count"] == 1
         [wrong] = [c["value"] for c in checked["configs"] if c["value"]["errors"]]
         assert wrong["name"] == "batch_size"
+        status, checked = await request(http, "PUT", f"{one.url}/connector-plugins/connect.datagen.DatagenConnector"
+                                        "/config/validate", {"name": "v", "topic": "t"})  # by class name
+        assert status == 200 and checked["error_count"] == 0, checked
 
         # `connect submit` creates or updates from a `connect run` YAML file.
         config = write_config("submitted.yaml", name="gen", **datagen("gen.users", batch_size=3))
