@@ -5,34 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from brokerproc import ROOT
+from prometheus_scrape import endpoint, sample, scrape
 from waiting import wait_for
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    """{(sample name, sorted label items): value} of one scrape."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
 
 
 def test_the_broker_reports_traffic_state_lag_and_transactions(broker_factory):
     broker = broker_factory(config={"prometheus.listener": "127.0.0.1:0"})
-    wait_for(lambda: "Prometheus metrics on" in broker.log(), "the metrics endpoint")
-    url = re.search(r"Prometheus metrics on (http://\S+)", broker.log()).group(1)
+    url = wait_for(lambda: endpoint(broker.log()), "the metrics endpoint")
     admin = AdminClient({"bootstrap.servers": broker.address})
     for future in admin.create_topics([NewTopic("m", 3, 1), NewTopic("mc", 1, 1, config={
             "cleanup.policy": "compact"})]).values():
@@ -60,26 +45,26 @@ def test_the_broker_reports_traffic_state_lag_and_transactions(broker_factory):
     transactional.flush(30)  # left open: the coordinator holds it as Ongoing
 
     samples = scrape(url)
-    assert value(samples, "binlake_broker_messages_in_total", topic="m") == 101
-    assert value(samples, "binlake_broker_messages_in_total", topic="mc") == 100
-    assert value(samples, "binlake_broker_bytes_in_total", topic="m") > 100 * 50
-    assert value(samples, "binlake_broker_bytes_out_total", topic="m") > 100 * 50
-    assert value(samples, "binlake_broker_request_seconds_count", api="produce") >= 2
-    assert value(samples, "binlake_broker_request_seconds_count", api="fetch") >= 1
-    assert value(samples, "binlake_broker_request_seconds_count", api="create_topics") == 1
-    ends = [value(samples, "binlake_broker_log_end_offset", topic="m", partition=str(p)) for p in range(3)]
+    assert sample(samples, "binlake_broker_messages_in_total", topic="m") == 101
+    assert sample(samples, "binlake_broker_messages_in_total", topic="mc") == 100
+    assert sample(samples, "binlake_broker_bytes_in_total", topic="m") > 100 * 50
+    assert sample(samples, "binlake_broker_bytes_out_total", topic="m") > 100 * 50
+    assert sample(samples, "binlake_broker_request_seconds_count", api="produce") >= 2
+    assert sample(samples, "binlake_broker_request_seconds_count", api="fetch") >= 1
+    assert sample(samples, "binlake_broker_request_seconds_count", api="create_topics") == 1
+    ends = [sample(samples, "binlake_broker_log_end_offset", topic="m", partition=str(p)) for p in range(3)]
     assert ends == [35, 33, 33]  # 34 + the open transaction's record, 33, 33
-    assert value(samples, "binlake_broker_log_size_bytes", topic="m", partition="1") > 33 * 50
+    assert sample(samples, "binlake_broker_log_size_bytes", topic="m", partition="1") > 33 * 50
     # Lag against the high watermark: the open transaction's record counts, as in kafka-consumer-groups.
-    assert [value(samples, "binlake_broker_consumer_lag", group="readers", topic="m", partition=str(p))
+    assert [sample(samples, "binlake_broker_consumer_lag", group="readers", topic="m", partition=str(p))
             for p in range(3)] == [25, 0, 3]
     hosted = sum(len(t.partitions) for t in admin.list_topics(timeout=30).topics.values())  # internal ones too
-    assert value(samples, "binlake_broker_partitions", role="leader") == hosted
-    assert value(samples, "binlake_broker_under_replicated_partitions") == 0
-    assert value(samples, "binlake_broker_offline_partitions") == 0
-    assert value(samples, "binlake_broker_groups", state="Empty") == 1
-    assert value(samples, "binlake_broker_transactions", state="Ongoing") == 1
-    assert value(samples, "binlake_broker_cleaner_dirty_bytes", topic="mc", partition="0") == 0  # all in the active segment
+    assert sample(samples, "binlake_broker_partitions", role="leader") == hosted
+    assert sample(samples, "binlake_broker_under_replicated_partitions") == 0
+    assert sample(samples, "binlake_broker_offline_partitions") == 0
+    assert sample(samples, "binlake_broker_groups", state="Empty") == 1
+    assert sample(samples, "binlake_broker_transactions", state="Ongoing") == 1
+    assert sample(samples, "binlake_broker_cleaner_dirty_bytes", topic="mc", partition="0") == 0  # all in the active segment
     transactional.abort_transaction(30)
 
     # The example Grafana dashboard asks only for series the broker exports.

@@ -29,6 +29,7 @@ from logcore.cluster.zk_client import stop_client
 from logcore.cluster.zk_layout import decode_partition_state, partition_state_path
 from logcore.coordinator.offsets_codec import partition_for
 from logcore.replication.partition import FollowerProgress
+from prometheus_scrape import endpoint, sample, scrape
 from waiting import wait_for
 
 # A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
@@ -341,10 +342,12 @@ def test_with_two_brokers_down_acks_all_is_refused_and_nothing_is_lost(cluster):
 @pytest.mark.slow
 def test_a_stalled_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster):
     """While it is out, min.insync.replicas=3 refuses acks=all writes (and acks=1 goes on)."""
-    nodes = cluster(3, {"replica.lag.time.max.ms": "1500", "zookeeper.session.timeout.ms": "60000"})
+    nodes = cluster(3, {"replica.lag.time.max.ms": "1500", "zookeeper.session.timeout.ms": "60000",
+                        "prometheus.listener": "127.0.0.1:0"})
     admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
     leader, replicas, _ = create(admin, "events", 1, 3, **{"min.insync.replicas": "3"})[0]
     follower = next(b for b in replicas if b != leader)
+    metrics = wait_for(lambda: endpoint(nodes.brokers[leader].log()), "the leader's metrics endpoint")
 
     nodes.pause(follower)
     produce(nodes.brokers[leader].address, "events", 0, [b"while-stalled"], acks="1")
@@ -356,10 +359,17 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster):
     producer.produce("events", b"refused", partition=0, on_delivery=lambda err, _msg: errors.append(err))
     producer.flush(30)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
+    out = scrape(metrics)  # the leader's own view, as an operator's alert sees it
+    assert sample(out, "binlake_broker_under_replicated_partitions") == 1
+    assert sample(out, "binlake_broker_under_min_isr_partitions") == 1
+    assert sample(out, "binlake_broker_isr_shrinks_total") == 1
 
     nodes.resume(follower)
     wait_for(lambda: isr_in_zookeeper(nodes, "events", 0) == sorted(replicas), f"broker {follower} to rejoin the ISR")
     assert produce(nodes.bootstrap, "events", 0, [b"after"], acks="all") == [b"after"]
+    out = scrape(metrics)
+    assert sample(out, "binlake_broker_under_replicated_partitions") == 0
+    assert sample(out, "binlake_broker_isr_expands_total") == 1
 
 
 @pytest.mark.slow

@@ -2,27 +2,18 @@
 parsed with prometheus-client's own parser."""
 
 import asyncio
-import re
-import urllib.request
 
 from connect_testlib import datagen_ids
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_scrape import endpoint, scrape
 
 pytest_plugins = ["connect_fixtures"]  # its fixtures: connect_run, write_config
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 async def test_records_batches_commits_and_task_states_are_reported(broker, connect_run, write_config):
     process = connect_run(write_config(name="gen", connector="datagen", bootstrap_servers=broker.address,
                                        batch_size=5, interval_ms=10), metrics="127.0.0.1:0")
     process.wait_for_log("Prometheus metrics on")
-    url = re.search(r"Prometheus metrics on (http://\S+)", process.log()).group(1)
+    url = endpoint(process.log())
     task = (("connector", "gen"), ("task", "0"))
     async with asyncio.timeout(30):
         while (samples := scrape(url)).get(("binlake_connect_records_total", task), 0) < 100:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import urllib.request
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_scrape import endpoint, scrape
 
 from e2e_harness import ROOT, mysql_config, mysql_rows, read_committed, replay, same_rows, wait_until, write_config
 
@@ -202,18 +200,15 @@ async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker
     running = connector(config, args=("--prometheus-listener", "127.0.0.1:0"))
 
     async def serving():
-        return re.search(r"Prometheus metrics on (http://\S+)", running.log())
-    url = (await wait_until(serving, 30, "the metrics endpoint")).group(1)
+        return endpoint(running.log())
+    url = await wait_until(serving, 30, "the metrics endpoint")
     task = (("connector", "metered"), ("task", "0"))
 
-    def scrape() -> dict[str, float]:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-        return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
-                if tuple(sorted(s.labels.items())) == task}
+    def scrape_task() -> dict[str, float]:
+        return {name: value for (name, labels), value in scrape(url).items() if labels == task}
 
     async def caught_up():  # a heartbeat after the snapshot: nothing more waits on the server
-        found = await asyncio.to_thread(scrape)
+        found = await asyncio.to_thread(scrape_task)
         return found if found.get("binlake_connect_source_binlog_lag_seconds") == 0 else None
     samples = await wait_until(caught_up, 60, "the stream to catch up")
     assert samples["binlake_connect_source_snapshot_rows_read"] == 500
@@ -225,7 +220,7 @@ async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker
     mariadb.sql(f"INSERT INTO `{db}`.t VALUES (1001), (1002)", f"INSERT INTO `{db}`.t VALUES (1003)")
 
     async def streamed():
-        found = await asyncio.to_thread(scrape)
+        found = await asyncio.to_thread(scrape_task)
         return found if found["binlake_connect_records_total"] >= samples["binlake_connect_records_total"] + 3 else None
     after = await wait_until(streamed, 60, "three streamed rows counted")
     assert after["binlake_connect_source_transactions_total"] >= samples["binlake_connect_source_transactions_total"] + 2
