@@ -51,14 +51,14 @@ class Prepared:
         self.error: str | None = None
         self.spec: connect_config.ConnectorSpec | None = None
         self.task_configs: list[ConnectorConfig] = []
+        self.kind = "source"
         try:
-            self.spec = connect_config.validate(with_worker_defaults(raw, worker, name), f"connector {name}",
-                                                os.environ)
-            self.kind = self.spec.plugin.kind
-            _, self.task_configs = split_tasks(self.spec)
+            spec = connect_config.validate(with_worker_defaults(raw, worker, name), f"connector {name}", os.environ)
+            self.kind = spec.plugin.kind
+            _, self.task_configs = split_tasks(spec)
+            self.spec = spec  # only a config that also yields tasks counts as valid
         except (connect_config.ConfigError, ValueError) as exc:
             self.error = str(exc)
-            self.kind = "source"
 
 
 def with_worker_defaults(raw: dict[str, Any], worker: WorkerConfig, name: str) -> dict[str, Any]:
@@ -427,11 +427,9 @@ class DistributedWorker:
         exists = name in self.topics.state.configs
         if create_only and exists:
             raise Conflict(f"Connector {name} already exists")
-        try:
-            connect_config.validate(with_worker_defaults(config, self.settings, name), f"connector {name}",
-                                    os.environ)
-        except connect_config.ConfigError as exc:
-            raise BadRequest(str(exc)) from None
+        checked = Prepared("", config, self.settings, name)  # what every worker will do with it
+        if checked.error is not None:
+            raise BadRequest(checked.error)
         await self._write(f"connector-{name}", {**config, "name": name})
         return not exists
 
