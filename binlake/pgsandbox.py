@@ -27,6 +27,7 @@ from pathlib import Path
 
 import click
 
+from .lifetime import die_with_parent
 from .sandbox import SandboxError, free_port, run_in_foreground
 
 USER = "binlake"
@@ -75,10 +76,7 @@ class PostgreSQL:
     def stop(self, remove: bool = True) -> None:
         """Fast shutdown (SIGINT), or kill after 30 s; then remove the data directory unless told not to."""
         if self.proc.poll() is None:
-            try:
-                os.kill(self._postmaster_pid(), signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -87,18 +85,12 @@ class PostgreSQL:
         if remove:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def _postmaster_pid(self) -> int:
-        """The server's own pid, from the first line of postmaster.pid. As root `proc` is runuser, which
-        does not pass SIGINT on (every stop waited its 30 s, then killed)."""
-        try:
-            return int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
-        except (OSError, ValueError):
-            return self.proc.pid
 
 
-def _as_owner(args: list[str]) -> list[str]:
-    """PostgreSQL will not run as root: run its programs as the package's `postgres` user then."""
-    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+def _as_owner() -> dict:
+    """Popen's arguments that run a program as the package's `postgres` user when we are root
+    (PostgreSQL will not run as root)."""
+    return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
 
 
 def _new_data_dir(base: Path) -> Path:
@@ -121,25 +113,27 @@ def _own(path: Path) -> None:
                 os.chown(name, entry.pw_uid, entry.pw_gid)
 
 
-def start_postgres(base: Path, port: int | None = None) -> PostgreSQL:
+def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> PostgreSQL:
     """Start a server on a new data directory, on `port` (default: a free one), with database
-    `warehouse`; its log is `base`/postgres.log."""
+    `warehouse`; its log is `base`/postgres.log. `tied`: it dies with the calling process even
+    when that is SIGKILLed (binlake.lifetime)."""
     binaries = bin_dir()
     base.mkdir(parents=True, exist_ok=True)
     data_dir = _new_data_dir(base)
     data_dir.mkdir()
     _own(data_dir)
-    done = subprocess.run(_as_owner([str(binaries / "initdb"), "-D", str(data_dir), "-U", USER, "--auth=trust",
-                                     "--encoding=UTF8", "--locale=C.UTF-8"]), capture_output=True, text=True)
+    done = subprocess.run([str(binaries / "initdb"), "-D", str(data_dir), "-U", USER, "--auth=trust",
+                           "--encoding=UTF8", "--locale=C.UTF-8"], capture_output=True, text=True, **_as_owner())
     if done.returncode != 0:
         raise SandboxError(f"initdb failed:\n{done.stdout}{done.stderr}")
     port = port or free_port()
     log_path = base / "postgres.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            _as_owner([str(binaries / "postgres"), "-D", str(data_dir), "-p", str(port), "-k", str(data_dir),
-                       "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"]),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [str(binaries / "postgres"), "-D", str(data_dir), "-p", str(port), "-k", str(data_dir),
+             "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, **_as_owner(),
+            preexec_fn=die_with_parent() if tied else None)  # (after the user change, which would clear it)
     server = PostgreSQL(data_dir, port, proc, log_path)
     try:
         _wait_ready(server)

@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 import pymysql
 
+from .lifetime import die_with_parent
 
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
@@ -156,13 +157,14 @@ def initialize_datadir(data_dir: Path) -> None:
         raise SandboxError(f"mariadb-install-db failed:\n{output}")
 
 
-def start_mariadb(base: Path, template: Path | None = None,
-                  options: dict[str, str | None] = BINLOG_OPTIONS, port: int | None = None) -> MariaDB:
+def start_mariadb(base: Path, template: Path | None = None, options: dict[str, str | None] = BINLOG_OPTIONS,
+                  port: int | None = None, tied: bool = False) -> MariaDB:
     """Start mariadbd on `base`/data (a copy of `template`, else freshly initialized) with `options`
     (`--key=value`, or `--key` for None), on `port` (default: a free one); its log is `base`/mariadbd.log.
 
     The server runs in its own session, so a Ctrl-C meant for the caller does not reach it: the
-    caller stops it (`stop()`), or leaves it running on purpose.
+    caller stops it (`stop()`), or leaves it running on purpose. `tied`: it dies with the calling
+    process even when that is SIGKILLed (binlake.lifetime; call from the main thread).
     """
     if not installed():
         raise SandboxError(f"{MARIADBD} is not installed; run `make setup` (it installs the Debian package "
@@ -181,7 +183,7 @@ def start_mariadb(base: Path, template: Path | None = None,
     log_path = base / "mariadbd.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=die_with_parent() if tied else None)
     server = MariaDB(data_dir=data_dir, port=port, proc=proc, log_path=log_path)
     try:
         _wait_ready(server)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from .lifetime import die_with_parent
 from .sandbox import SandboxError, end_process, free_port, run_in_foreground
 
 JAVA = "/usr/bin/java"
@@ -75,9 +76,10 @@ class ZooKeeper:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_zookeeper(base: Path, port: int | None = None) -> ZooKeeper:
+def start_zookeeper(base: Path, port: int | None = None, tied: bool = False) -> ZooKeeper:
     """Start a standalone server with its data in `base`/data (kept if it is there: a restart),
-    on `port` (default: a free one); its log is `base`/zookeeper.log."""
+    on `port` (default: a free one); its log is `base`/zookeeper.log. `tied`: it dies with the
+    calling process even when that is SIGKILLed (binlake.lifetime)."""
     if not installed():
         raise SandboxError("ZooKeeper is not installed; run `make setup` (it installs the Debian package zookeeper)")
     base.mkdir(parents=True, exist_ok=True)
@@ -90,7 +92,8 @@ def start_zookeeper(base: Path, port: int | None = None) -> ZooKeeper:
     log_path = base / "zookeeper.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([JAVA, "-Xmx256m", "-cp", ":".join([str(base), *CLASSPATH]), MAIN, str(config)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent() if tied else None)
     server = ZooKeeper(base, port, proc, log_path)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not server.ok():

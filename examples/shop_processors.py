@@ -37,6 +37,7 @@ PARTITIONS = int(os.environ.get("PROCESSOR_PARTITIONS", "6"))  # of the app's ow
 app = faust.App(os.environ.get("PROCESSOR_APP_ID", "shop-processors"), broker=f"kafka://{BROKER}",
                 processing_guarantee="exactly_once", store="memory://", topic_partitions=PARTITIONS,
                 consumer_auto_offset_reset="earliest", web_enabled=False,
+                topic_replication_factor=int(os.environ.get("PROCESSOR_REPLICATION_FACTOR", "1")),
                 broker_session_timeout=10, broker_heartbeat_interval=1)  # a dead worker's partitions move in 10 s
 
 orders = change_topic(app, f"{SOURCE}.orders", SOURCE_FORMAT, partitions=SOURCE_PARTITIONS)

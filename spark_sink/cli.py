@@ -1,4 +1,4 @@
-"""`binlake sink run CONFIG.yaml`: the Spark sink on this machine (local[*]), or on `--master`."""
+"""`binlake sink run CONFIG.yaml ...`: the Spark sink on this machine (local[*]), or on `--master`."""
 
 from __future__ import annotations
 
@@ -14,19 +14,22 @@ def sink_command() -> None:
 
 
 @sink_command.command("run")
-@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("config_paths", metavar="CONFIG.yaml...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL")
-def run_command(config_path: Path, master: str) -> None:
+def run_command(config_paths: tuple[Path, ...], master: str) -> None:
     """Run the sink until Ctrl-C (or, with trigger: available_now, until it has merged everything
-    committed when it started)."""
+    committed when it started). Several configs run as several streaming queries of one Spark
+    application, each named binlake-sink-<file stem>."""
     from .config import SinkConfigError, load
+    from .job import SinkError, query_names
     from .session import MissingJars
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        config = load(config_path)
+        configs = dict(zip(query_names([str(p) for p in config_paths]), map(load, config_paths)))
         from .job import run
-        raise SystemExit(run(config, master))
-    except (SinkConfigError, MissingJars) as exc:
+        raise SystemExit(run(configs, master))
+    except (SinkConfigError, SinkError, MissingJars) as exc:
         raise click.ClickException(str(exc)) from None

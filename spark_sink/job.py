@@ -1,7 +1,9 @@
 """The Spark sink: Spark's Kafka source → each micro-batch decoded, planned and written to the target.
 
-    binlake sink run CONFIG.yaml                                  # local[*]
-    spark-submit --jars "$(python -m spark_sink.session)" spark_sink/job.py CONFIG.yaml   # any master
+    binlake sink run CONFIG.yaml [CONFIG.yaml ...]                # local[*]
+    spark-submit --jars "$(python -m spark_sink.session)" spark_sink/job.py CONFIG.yaml ...   # any master
+
+Several configs run as several streaming queries of one Spark application (one JVM, one driver).
 
 Reading is Spark's own: `readStream.format("kafka")` with `kafka.isolation.level=read_committed`
 (aborted transactions never reach a table) and offsets in the checkpoint. This file only wires
@@ -14,6 +16,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -59,8 +62,11 @@ class SinkJob:
         self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic) \
             if config.format == "debezium" else None
         self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
+        self.name = "binlake-sink"      # the streaming query's
 
-    def start(self) -> StreamingQuery:
+    def start(self, name: str = "binlake-sink") -> StreamingQuery:
+        """Start the query; `name` must be unique among the session's active queries."""
+        self.name = name
         c = self.config
         reader = (self.spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", c.bootstrap_servers)
@@ -75,7 +81,7 @@ class SinkJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{duration_ms(c.trigger['processing_time'])} milliseconds")
-        return writer.queryName("binlake-sink").start()
+        return writer.queryName(name).start()
 
     # -- one micro-batch ---------------------------------------------------------------------------
 
@@ -94,7 +100,7 @@ class SinkJob:
             done = time.monotonic()
             self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"),
                                  "read_decode": decoded - started, "plan": planned - decoded, "write": done - planned})
-            log.info("batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", batch_id,
+            log.info("%s batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", self.name, batch_id,
                      ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary if r.kind in ("row", "truncate"))
                      or "no changes", decoded - started, planned - decoded, done - planned)
         finally:
@@ -192,19 +198,36 @@ class SinkJob:
         return records.where(F.col("kind") != "bad")
 
 
-def run(config: SinkConfig, master: str | None = None) -> int:
-    """Run the job until it stops (available_now: once everything committed at the start is merged)."""
+def query_names(paths: list[str]) -> list[str]:
+    """One streaming query name per config file: `binlake-sink-<file stem>`."""
+    names = [f"binlake-sink-{Path(p).stem}" for p in paths]
+    if len(set(names)) < len(names):
+        raise SinkError(f"config files need distinct names (each names its streaming query): {paths}")
+    return names
+
+
+def run(configs: dict[str, SinkConfig], master: str | None = None) -> int:
+    """Run one query per config (by name) until they stop (available_now: once each has merged
+    everything committed at its start); the first query that fails stops the others, and the job."""
+    checkpoints = [c.checkpoint for c in configs.values()]
+    if len(set(checkpoints)) < len(checkpoints):
+        raise SinkError("each config needs its own checkpoint directory: Spark keeps one query's offsets in it")
     from spark_sink.session import builder
     spark = builder(master=master).getOrCreate()
-    query = SinkJob(spark, config).start()
+    queries = [SinkJob(spark, config).start(name) for name, config in configs.items()]
     try:
-        query.awaitTermination()
+        while any(q.isActive for q in queries):
+            spark.streams.awaitAnyTermination()  # (raises the failure of a query that failed)
+            spark.streams.resetTerminated()
     except KeyboardInterrupt:
-        query.stop()
+        pass
+    finally:
+        for q in queries:
+            q.stop()
     return 0
 
 
-if __name__ == "__main__":  # spark-submit spark_sink/job.py CONFIG.yaml
+if __name__ == "__main__":  # spark-submit spark_sink/job.py CONFIG.yaml ...
     from spark_sink.config import load
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sys.exit(run(load(sys.argv[1])))
+    sys.exit(run(dict(zip(query_names(sys.argv[1:]), map(load, sys.argv[1:])))))

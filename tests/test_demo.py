@@ -1,6 +1,9 @@
-"""`binlake demo` end to end: a throwaway MariaDB, ZooKeeper and three brokers (or one broker alone) and the
-mysql connector, run by the real command in a subprocess; its output must show events of every table and a
-summary where the change log matches MySQL, with the counts the workload implies. Nothing may be left behind."""
+"""`binlake demo` end to end: a throwaway MariaDB, ZooKeeper and three brokers (or one broker alone), the
+mysql connector, two faust processor workers, the Spark sink and a throwaway PostgreSQL, run by the real
+command in a subprocess; its output must show events of every table, a summary where the change log matches
+MySQL with the counts the workload implies, the processors' outputs and the sink's batches, and a closing
+table where Delta, PostgreSQL and the derived tables equal what MySQL holds. Nothing may be left behind,
+even when the demo is SIGKILLed."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from brokerproc import ROOT
 
 # table -> (rows in MySQL, events r/c/u/d, ddl) after the demo's snapshot and workload (binlake/demo/shop.py)
 EXPECTED = {
-    "debezium": {"shop.customers": ("4", "3/1/1/0", "1"), "shop.orders": ("5", "3/3/4/1", "2"),
+    "debezium": {"shop.customers": ("4", "3/1/1/0", "1"), "shop.orders": ("5", "0/6/4/1", "2"),
                  "shop.products": ("3", "3/1/1/1", "1")},
     # Canal has no snapshot op: snapshot rows are INSERTs
     "canal": {"shop.customers": ("4", "0/4/1/0", "1"), "shop.orders": ("5", "0/6/4/1", "2"),
@@ -30,9 +33,15 @@ DEMO = [sys.executable, "-m", "binlake.cli", "demo"]
 ENV = {**os.environ, "COLUMNS": "250", "PYTHONUNBUFFERED": "1"}      # rows unclipped, lines as they come
 
 
+def as_from_a_terminal() -> None:
+    """preexec_fn: Ctrl-C's default action back (pytest-xdist's workers ignore SIGINT, and a child
+    inherits an ignored signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_demo(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    result = subprocess.run([*DEMO, *args], capture_output=True, text=True, cwd=ROOT, timeout=120, env=ENV)
+    result = subprocess.run([*DEMO, *args], capture_output=True, text=True, cwd=ROOT, timeout=300, env=ENV)
     return result, time.monotonic() - started
 
 
@@ -41,25 +50,21 @@ def work_dir(output: str) -> Path:
 
 
 def processes_using(directory: Path) -> list[str]:
-    """Command lines that mention `directory` (mariadbd's datadir, the broker's, the connector's config)."""
+    """Command lines of the processes that mention `directory` (mariadbd's datadir, the brokers', the
+    connector's config) or run in it (the faust workers, the sink and its JVM)."""
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
-        if str(directory) in args:
+        if str(directory) in args or cwd.startswith(str(directory)):
             found.append(args)
     return found
 
 
-@pytest.mark.parametrize("fmt, brokers", [("debezium", "cluster"), ("canal", "single")])
-def test_demo_shows_every_table_and_the_log_matches_mysql(fmt, brokers):
-    """By default on ZooKeeper and three brokers, one of them SIGKILLed halfway; or one broker alone."""
-    result, elapsed = run_demo("--format", fmt, *(["--single-broker"] if brokers == "single" else []))
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
-    assert elapsed < 60
+def check_output(out: str, fmt: str, brokers: str) -> None:
     if brokers == "cluster":
         assert re.search(r"^ZooKeeper +127\.0\.0\.1:", out, re.M)
         assert [int(n) for n in re.findall(r"^broker (\d) +127\.0\.0\.1:", out, re.M)] == [0, 1, 2]
@@ -77,41 +82,90 @@ def test_demo_shows_every_table_and_the_log_matches_mysql(fmt, brokers):
     for table, (rows, ops, ddl) in EXPECTED[fmt].items():
         assert re.search(rf"^ +{re.escape(table)} +{rows} +{ops} +{ddl} +{rows} +yes", out, re.M), table
     assert "the log matches MySQL" in out
-    assert not work_dir(out).exists()
+    # the processors' derived events, read back from the log
+    assert re.search(r"^  derived\.shop\.orders_enriched +c +6 .*customer_name='Ada Lovelace'", out, re.M)
+    assert re.search(r"^  derived\.shop\.high_value_orders +c +6 ", out, re.M)      # 59.70 >= 20
+    assert re.search(r"^  derived\.shop\.revenue_per_minute +u +TEE-01,", out, re.M)
+    # the sink's batches, one line per batch of each of its three queries
+    for query in ("shop-delta", "shop-postgres", "derived-delta"):
+        assert re.search(rf"^  binlake-sink-{query} batch \d+: ", out, re.M), query
+    # the closing table: every table with its rows and checksum, equal everywhere
+    for table, rows in (("shop.customers", 4), ("shop.products", 3), ("shop.orders", 5)):
+        assert re.search(rf"^ +{re.escape(table)} +{rows} · (\w{{8}}) +{rows} · \1 +{rows} · \1 +yes", out, re.M), table
+    for table, rows in (("derived.orders_enriched", 5), ("derived.high_value_orders", 2),
+                        ("derived.revenue_per_minute", 2)):     # revenue: TEE-01 and MUG-02 (MUG-01's cancels out)
+        assert re.search(rf"^ +{re.escape(table)} +{rows} · (\w{{8}}) +{rows} · \1 +yes", out, re.M), table
+    assert "Delta and PostgreSQL match MySQL" in out
 
 
-def test_demo_keep_leaves_the_pipeline_running_and_says_how_to_stop_it():
-    result, _ = run_demo("--keep")
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
-    directory = work_dir(out)
-    stop = re.search(r"stop +kill ([\d ]+);", out)
-    pids = [int(p) for p in stop.group(1).split()]
+@pytest.mark.slow
+def test_demo_on_one_broker_in_canal_format():
+    result, _ = run_demo("--format", "canal", "--single-broker")
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_output(result.stdout, "canal", "single")
+    assert not work_dir(result.stdout).exists()
+
+
+def test_the_whole_pipeline_matches_mysql_then_keep_leaves_it_running_until_sigterm():
+    """The default demo (three brokers, one SIGKILLed halfway; Debezium) with --keep: once the closing table
+    matched, the pieces stay reachable as printed; SIGTERM then stops them all and removes the files."""
+    proc = subprocess.Popen([*DEMO, "--keep"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            env=ENV)
+    out = rest = ""
     try:
-        assert directory.exists()
+        for line in proc.stdout:
+            out += line
+            if line.startswith("  logs "):       # the last line of the instructions
+                break
+        assert "Left running" in out, out
+        check_output(out, "debezium", "cluster")
+        directory = work_dir(out)
         broker = re.search(r"binlake consume --bootstrap-server (\S+) --topic (\S+)", out)
         consumed = subprocess.run([sys.executable, "-m", "binlake.cli", "consume", "--bootstrap-server",
                                    broker.group(1), "--topic", broker.group(2), "--from-beginning",
                                    "--timeout-ms", "3000"], capture_output=True, text=True, timeout=60)
-        assert consumed.stdout.count('"op":"c"') == 3      # orders 4, 5, 6, read back from the kept broker
+        assert consumed.stdout.count('"op":"c"') == 3      # orders 4, 5, 6, read back from the kept cluster
+        psql = re.search(r"Postgres +(psql .*)$", out, re.M).group(1)
+        rows = subprocess.run(psql + " -At", shell=True, capture_output=True, text=True, timeout=60)
+        assert rows.returncode == 0 and len(rows.stdout.splitlines()) == 5, rows.stdout + rows.stderr
+        assert processes_using(directory)
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
     finally:
-        for pid in pids:
-            subprocess.run(["kill", str(pid)])
-        for pid in pids:
-            deadline = time.monotonic() + 30
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-        left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-        for pid in left:
-            subprocess.run(["kill", "-9", str(pid)])
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + rest
+    assert not directory.exists()
+    assert processes_using(directory) == []
+
+
+def test_a_sigkilled_demo_takes_every_child_with_it():
+    """Nothing can clean up after SIGKILL, but every server and worker the demo started dies with it
+    (PR_SET_PDEATHSIG), the JVMs included; only the files stay."""
+    proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV)
+    seen = ""
+    for line in proc.stdout:
+        seen += line
+        if line.startswith("processors "):
+            break
+    directory = work_dir(seen)
+    try:
+        assert len(processes_using(directory)) >= 8, processes_using(directory)  # servers, brokers, sink, workers
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while processes_using(directory) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_using(directory) == []
+    finally:
         subprocess.run(["rm", "-rf", str(directory)])
-    assert left == [], "the stop line left processes running (ZooKeeper stops first: brokers must still exit)"
 
 
 @pytest.mark.parametrize("when", [r"^broker( \d)? +127\.0\.0\.1:", r"streaming: changes"])
 def test_ctrl_c_stops_every_process_and_removes_the_files(when):
     """SIGINT while the pieces start (MariaDB and the broker are up) and while events stream."""
-    proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV)
+    proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV,
+                            preexec_fn=as_from_a_terminal)
     seen = ""
     for line in proc.stdout:
         seen += line

@@ -6,8 +6,7 @@ from binlake.pgsandbox import start_postgres
 
 
 def test_stop_shuts_the_server_down_rather_than_killing_it(tmp_path):
-    # As root the server runs under runuser, which does not pass a signal on: stop waited 30 s and
-    # then killed runuser, on every demo and test session.
+    # (As root it once ran under runuser, which did not pass the signal on: every stop waited 30 s.)
     server = start_postgres(tmp_path / "pg")
     assert server.sql("SELECT 1") == [(1,)]
     server.stop()

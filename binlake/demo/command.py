@@ -23,9 +23,10 @@ from rich.markup import escape
 
 from binlake.sandbox import SandboxError
 
-from . import shop
+from . import outputs, shop, warehouse
 from .events import TableState, normalized, parse
-from .services import STAGES, DemoError, Pipeline, interrupts_held, keep_instructions
+from .landing import Landing
+from .services import DERIVED, PROCESSOR_APP, STAGES, DemoError, Pipeline, Process, interrupts_held, keep_instructions
 from .view import event_line, summary_table
 
 WAIT_S = 40          # for the snapshot, and for the workload's last event
@@ -33,16 +34,16 @@ SETTLE_S = 0.25      # after a workload step: stop showing its events once none 
 
 
 class Watcher:
-    """Reads every change topic of the connector (read_committed) and prints each event."""
+    """Reads change topics (read_committed) in `fmt` and prints each event."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(self, pipeline: Pipeline, fmt: str) -> None:
+        self.pipeline, self.format = pipeline, fmt
         self.tables: dict[str, TableState] = defaultdict(TableState)
         self.consumer = AIOKafkaConsumer(bootstrap_servers=pipeline.bootstrap, isolation_level="read_committed",
                                          auto_offset_reset="earliest", enable_auto_commit=False)
 
-    async def start(self, topics: set[str]) -> None:
-        """Read every partition of `topics` from its start, once the connector has created them all (in a
+    async def start(self, topics: set[str], creator: str) -> None:
+        """Read every partition of `topics` from its start, once `creator` has created them all (in a
         cluster a new topic reaches the brokers one by one; assigned, not subscribed: without a group
         aiokafka would assign anew, and read again, whenever a subscribed topic appears)."""
         await self.consumer.start()
@@ -53,8 +54,8 @@ class Watcher:
             while (partitions := await self._partitions(admin, topics)) is None:
                 self.pipeline.check_alive()
                 if time.monotonic() > deadline:
-                    raise DemoError(f"the connector did not create {sorted(topics)} within {WAIT_S} s; its log "
-                                    f"ends:\n{self.pipeline.connector.log_tail()}")
+                    raise DemoError(f"the {creator} did not create {sorted(topics)} within {WAIT_S} s; "
+                                    f"see its log in {self.pipeline.work_dir}")
                 await asyncio.sleep(0.1)
         finally:
             await admin.close()
@@ -75,19 +76,19 @@ class Watcher:
         batches = await self.consumer.getmany(timeout_ms=int(timeout_s * 1000))
         for messages in batches.values():
             for msg in messages:
-                change = parse(msg.topic, msg.key, msg.value, self.pipeline.format)
+                change = parse(msg.topic, msg.key, msg.value, self.format)
                 event_line(self.pipeline.console, change)
                 if change.table is not None:
                     self.tables[change.table].apply(change)
         return sum(map(len, batches.values()))
 
-    async def read_until(self, done, what: str) -> None:
+    async def read_until(self, done, what: str, process: Process) -> None:
         deadline = time.monotonic() + WAIT_S
         while not done():
             self.pipeline.check_alive()
             if time.monotonic() > deadline:
-                raise DemoError(f"{what} did not arrive within {WAIT_S} s; the connector's log ends:\n"
-                                f"{self.pipeline.connector.log_tail()}")
+                raise DemoError(f"{what} did not arrive within {WAIT_S} s; the log of {process.name} ends:\n"
+                                f"{process.log_tail()}")
             await self.read(0.2)
 
     async def settle(self) -> None:
@@ -125,18 +126,39 @@ class Watcher:
 
 
 async def show(pipeline: Pipeline) -> bool:
-    """Snapshot, then the workload while streaming; returns whether the log matches MySQL."""
+    """Snapshot, then the workload while streaming, then the processors' outputs and the sink's
+    batches; returns whether every table downstream matches MySQL."""
+    console = pipeline.console
+    log_ok, mysql = await show_change_log(pipeline)
+    await show_processors(pipeline, mysql)
+    console.rule("Spark sink: micro-batches merged into Delta Lake and PostgreSQL")
+    landed = await asyncio.to_thread(Landing(pipeline, mysql).wait)
+    console.print(landed.table())
+    ok = log_ok and landed.ok
+    console.print("[green]every change arrived, exactly once: the log, the processors' outputs, Delta and "
+                  "PostgreSQL match MySQL[/]" if ok else "[red]something downstream does not match MySQL[/] (see above)",
+                  soft_wrap=True)
+    return ok
+
+
+async def show_change_log(pipeline: Pipeline) -> tuple[bool, dict[str, tuple]]:
+    """The connector's events, snapshot then streaming (a broker killed halfway); returns whether the
+    keys rebuilt from the log are MySQL's, and MySQL's tables at the end (warehouse.mysql_table)."""
     console, server = pipeline.console, pipeline.mariadb
     seeded = await asyncio.to_thread(shop.primary_keys, server)
-    watcher = Watcher(pipeline)
+    watcher, customers = Watcher(pipeline, pipeline.format), ProcessorCustomers(pipeline)
+    await customers.consumer.start()
     try:
-        await watcher.start(pipeline.topics(seeded))
+        await watcher.start(pipeline.topics(seeded), "connector")
         console.rule("snapshot: the rows that were there before the connector started")
-        await watcher.read_until(lambda: watcher.has_keys(seeded), "the snapshot's events")
+        await watcher.read_until(lambda: watcher.has_keys(seeded), "the snapshot's events", pipeline.connector)
         console.rule("streaming: changes as they are committed")
         for number, step in enumerate(shop.WORKLOAD):
             if number == len(shop.WORKLOAD) // 2 and len(pipeline.brokers) > 1:
                 kill_a_broker(pipeline)
+            if step.inserts_orders:
+                now = await asyncio.to_thread(shop.primary_keys, server)
+                await customers.wait_for(now[f"{shop.DATABASE}.customers"])
             console.print(f"[bold]▶ {step.title}[/]")
             for statement in step.statements:
                 console.print(f"  [dim]{escape(' '.join(statement.split()))}[/]", soft_wrap=True, highlight=False)
@@ -144,18 +166,70 @@ async def show(pipeline: Pipeline) -> bool:
             await watcher.settle()
         table, key = shop.LAST_CHANGE
         last = f"{shop.DATABASE}.{table}"
-        await watcher.read_until(lambda: normalized(key) in watcher.tables[last].keys, "the workload's last event")
+        await watcher.read_until(lambda: normalized(key) in watcher.tables[last].keys, "the workload's last event",
+                                 pipeline.connector)
         await watcher.drain()
         now = await asyncio.to_thread(shop.primary_keys, server)
         # (after a broker's death a transaction shows up on a partition once its marker reaches the new leader)
         await watcher.read_while(lambda: not watcher.matches(now), WAIT_S)
     finally:
         await watcher.consumer.stop()
+        await customers.consumer.stop()
     console.print(summary_table(watcher.tables, now))
     ok = watcher.matches(now)
     console.print("[green]every change arrived: the log matches MySQL[/]" if ok
                   else "[red]the log does not match MySQL[/] (see the table above)")
-    return ok
+    mysql = await asyncio.to_thread(lambda: {t: warehouse.mysql_table(server, shop.DATABASE, t, shop.JSON_COLUMNS)
+                                             for t in shop.TABLES})
+    return ok, mysql
+
+
+async def show_processors(pipeline: Pipeline, mysql: dict[str, tuple]) -> None:
+    """The processors' derived change events as they arrive, until they hold what MySQL implies."""
+    pipeline.console.rule(f"processors: derived change events ({len(pipeline.processors)} faust workers, exactly once)")
+    want = outputs.expected(mysql["orders"][2], mysql["customers"][2])
+    topics = {f"{DERIVED}.{table}" for table in want}
+    watcher = Watcher(pipeline, "canal")
+
+    def done() -> bool:
+        rebuilt = {name.partition(".")[2]: state.rows for name, state in watcher.tables.items()}
+        return (watcher.tables[f"derived.{outputs.ENRICHED}"].keys == _text_keys(want[outputs.ENRICHED])
+                and watcher.tables[f"derived.{outputs.HIGH_VALUE}"].keys == _text_keys(want[outputs.HIGH_VALUE])
+                and outputs.revenue_per_product(rebuilt.get(outputs.REVENUE, {})) == want[outputs.REVENUE])
+    try:
+        await watcher.start(topics, "processors")
+        await watcher.read_until(done, "the processors' outputs", pipeline.processors[0])
+    finally:
+        await watcher.consumer.stop()
+
+
+def _text_keys(rows: warehouse.Rows) -> set[tuple]:
+    return {tuple(str(v) for v in key) for key in rows}
+
+
+class ProcessorCustomers:
+    """The customers the processors know: their customers table (examples/shop_processors.py
+    materializes the customers' changes), read from its changelog. A stream-table join gives an order
+    the name its customer has when the order is processed, so orders wait until it is complete."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.rows: dict[str, bool] = {}  # customer id (JSON) → present
+        self.consumer = AIOKafkaConsumer(f"{PROCESSOR_APP}-customers-changelog", bootstrap_servers=pipeline.bootstrap,
+                                         isolation_level="read_committed", auto_offset_reset="earliest",
+                                         enable_auto_commit=False)
+
+    async def wait_for(self, ids: set[tuple]) -> None:
+        """Until the table holds every customer of `ids` (primary keys as text)."""
+        deadline = time.monotonic() + WAIT_S
+        while not {str(i[0]) for i in ids} <= {k for k, present in self.rows.items() if present}:
+            self.pipeline.check_alive()
+            if time.monotonic() > deadline:
+                raise DemoError(f"the processors did not learn every customer within {WAIT_S} s; the log of "
+                                f"{self.pipeline.processors[0].name} ends:\n{self.pipeline.processors[0].log_tail()}")
+            for messages in (await self.consumer.getmany(timeout_ms=200)).values():
+                for msg in messages:
+                    self.rows[msg.key.decode()] = msg.value is not None
 
 
 def kill_a_broker(pipeline: Pipeline) -> None:
@@ -172,11 +246,12 @@ def kill_a_broker(pipeline: Pipeline) -> None:
 @click.option("--format", "fmt", type=click.Choice(["debezium", "canal"]), default="debezium", show_default=True,
               help="the change events' format")
 @click.option("--keep", is_flag=True,
-              help="leave MariaDB, the brokers and the connector running, and print how to reach them")
+              help="once the run matched, leave every piece running and print how to reach it, until Ctrl-C")
 @click.option("--single-broker", is_flag=True,
               help="one broker alone instead of ZooKeeper and a three-broker cluster (no broker is killed)")
 def demo_command(fmt: str, keep: bool, single_broker: bool) -> None:
-    """Run the whole pipeline on this machine, no Docker needed."""
+    """Run the whole pipeline on this machine, no Docker needed: MariaDB → the mysql connector → the
+    brokers → stream processors and the Spark sink → Delta Lake and PostgreSQL."""
     console = Console()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # (its retries while a broker is down: the demo says it)
     signal.signal(signal.SIGTERM, signal.default_int_handler)     # SIGTERM cleans up like Ctrl-C
@@ -186,28 +261,49 @@ def demo_command(fmt: str, keep: bool, single_broker: bool) -> None:
             stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
         pipeline = Pipeline(work_dir, fmt, console, single_broker)
         ok = run(pipeline, stack)
+        if keep and ok:
+            console.print(keep_instructions(pipeline), highlight=False, soft_wrap=True)
+            wait_for_interrupt()
         signal.signal(signal.SIGINT, signal.SIG_IGN)              # a second Ctrl-C must not cut the cleanup short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if keep and ok:
-            stack.pop_all()
-            console.print(keep_instructions(pipeline), highlight=False, soft_wrap=True)
-        else:
-            console.print(f"stopping the connector, the brokers and MariaDB; removing {work_dir}", soft_wrap=True)
+        console.print(f"stopping every piece; removing {work_dir}", soft_wrap=True)
     sys.exit(0 if ok else 1)
+
+
+def wait_for_interrupt() -> None:
+    """Until Ctrl-C or SIGTERM."""
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            signal.pause()
 
 
 def run(pipeline: Pipeline, stack: contextlib.ExitStack) -> bool:
     """Start the stages and show the events; False (with the reason printed) on failure or Ctrl-C."""
     console = pipeline.console
     brokers = "a broker" if pipeline.single_broker else "a three-broker cluster"
-    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → {brokers} → you (format {pipeline.format}); "
-                  f"files in {pipeline.work_dir}", soft_wrap=True)
+    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → {brokers} → faust processors and the Spark "
+                  f"sink → Delta Lake and PostgreSQL (format {pipeline.format}); files in {pipeline.work_dir}",
+                  soft_wrap=True)
     try:
         for stage in STAGES:
             stage(pipeline, stack)
-        return asyncio.run(show(pipeline))
+        ok = asyncio.run(show(pipeline))
     except (DemoError, SandboxError) as exc:
         console.print(f"[red]demo failed:[/] {exc}", highlight=False)
+        ok = False
     except (KeyboardInterrupt, asyncio.CancelledError):  # (a Ctrl-C as asyncio.run starts surfaces as the latter)
         console.print("interrupted")
-    return False
+        return False
+    if not ok:
+        console.print(f"the logs of every piece are kept in {keep_logs(pipeline.work_dir)}", soft_wrap=True)
+    return ok
+
+
+def keep_logs(work_dir: Path) -> Path:
+    """Copies of the *.log files under `work_dir` (which goes), in a directory of their own."""
+    kept = Path(tempfile.mkdtemp(prefix="binlake-demo-logs-"))
+    for log in work_dir.rglob("*.log"):
+        target = kept / log.relative_to(work_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
+    return kept

@@ -26,11 +26,15 @@ class Change:
 
 def parse(topic: str, key: bytes | None, value: bytes | None, fmt: str) -> Change:
     """A consumed record in `fmt` ("debezium" or "canal") as a Change."""
-    key_values = tuple(json.loads(key).values()) if key else None
     if value is None:
-        return Change(topic, "tombstone", key=key_values)
+        return Change(topic, "tombstone", key=_json_key(key))
     body = json.loads(value)
-    return _canal(topic, key_values, body) if fmt == "canal" else _debezium(topic, key_values, body)
+    return _canal(topic, body) if fmt == "canal" else _debezium(topic, _json_key(key), body)
+
+
+def _json_key(key: bytes | None) -> tuple | None:
+    """The connector's keys are JSON objects of the primary key's columns."""
+    return tuple(json.loads(key).values()) if key else None
 
 
 def _debezium(topic: str, key: tuple | None, body: dict) -> Change:
@@ -43,12 +47,14 @@ def _debezium(topic: str, key: tuple | None, body: dict) -> Change:
     return Change(topic, body["op"], table, key, body.get("before"), body.get("after"), position)
 
 
-def _canal(topic: str, key: tuple | None, body: dict) -> Change:
+def _canal(topic: str, body: dict) -> Change:
+    """(the key from the message's own pkNames: a processor's derived messages have plain-text keys)"""
     table = f"{body['database']}.{body['table']}"
-    position = f"pos {body['id']}"
+    position = f"pos {body['id']}" if body.get("id") else ""  # (a processor's message has no binlog position)
     if body["isDdl"]:
         return Change(topic, "ddl", table=table, position=position, ddl=body["sql"])
     row = body["data"][0]
+    key = tuple(row[k] for k in body.get("pkNames") or ())
     op = CANAL_OPS[body["type"]]
     if op == "c":
         return Change(topic, op, table, key, None, row, position)
@@ -59,17 +65,21 @@ def _canal(topic: str, key: tuple | None, body: dict) -> Change:
 
 @dataclass
 class TableState:
-    """Per table: how many events of each op arrived, and which primary keys exist after them."""
+    """Per table: how many events of each op arrived, and the rows (by primary key) after them."""
 
     ops: Counter = field(default_factory=Counter)
-    keys: set[tuple] = field(default_factory=set)
+    rows: dict[tuple, dict] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> set[tuple]:
+        return set(self.rows)
 
     def apply(self, change: Change) -> None:
         self.ops[change.op] += 1
-        if change.op in ("r", "c"):
-            self.keys.add(normalized(change.key))
+        if change.op in ("r", "c", "u"):  # (an update's key is its row's: a key change is a delete and a create)
+            self.rows[normalized(change.key)] = change.after
         elif change.op == "d":
-            self.keys.discard(normalized(change.key))
+            self.rows.pop(normalized(change.key), None)
 
 
 def normalized(key: tuple) -> tuple[str, ...]:

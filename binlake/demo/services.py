@@ -2,13 +2,14 @@
 
 `STAGES` runs in order; each stage starts one piece, records what later stages and the user need in
 `Pipeline`, and registers how to stop it on the ExitStack (so stopping runs in reverse order, on
-success, on error and on Ctrl-C alike; `--keep` detaches the stack instead). The stream processor
-(streams/) and the Spark sink (spark_sink/) become further stages here.
+success, on error and on Ctrl-C alike). Every child dies with the demo, even when the demo is
+SIGKILLed (binlake.lifetime).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -20,16 +21,23 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from binlake import sandbox, zksandbox
+from binlake import pgsandbox, sandbox, zksandbox
+from binlake.brokerproc import ROOT
+from binlake.lifetime import die_with_parent
 
-from .shop import DATABASE, SCHEMA, SEED
+from .shop import DATABASE, HIGH_VALUE_TOTAL, SCHEMA, SEED
 
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
 STOP_TIMEOUT_S = 20
 BROKER_START_S = 30
 CLUSTER_SIZE = 3
 # A killed broker's partitions get new leaders once its ZooKeeper session ends: keep that short here.
-CLUSTER_OVERRIDES = ["--override", "zookeeper.session.timeout.ms=4000"]
+# Topics a client creates by asking for them (faust's outputs) get three replicas too.
+CLUSTER_OVERRIDES = ["--override", "zookeeper.session.timeout.ms=4000", "--override", "default.replication.factor=3"]
+PROCESSOR_WORKERS = 2
+PROCESSOR_APP = "shop-processors"  # examples/shop_processors.py: its faust app id and consumer group
+DERIVED = "derived.shop"           # the processors' output topics: derived.shop.<table>
+SINK_TRIGGER = "1s"
 
 
 class DemoError(RuntimeError):
@@ -44,13 +52,16 @@ class Process:
     name: str
     args: list[str]
     log_path: Path
+    env: dict[str, str] | None = None  # added to the demo's own environment
+    cwd: Path | None = None
     proc: subprocess.Popen | None = None
     killed: bool = False  # on purpose, by the demo: not a failure
 
     def start(self) -> "Process":
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=die_with_parent(), cwd=self.cwd,
+                                         env={**os.environ, **self.env} if self.env else None)
         return self
 
     @property
@@ -110,11 +121,14 @@ class Pipeline:
     console: Console
     single_broker: bool = False
     mariadb: sandbox.MariaDB | None = None
+    postgres: pgsandbox.PostgreSQL | None = None
     zookeeper: zksandbox.ZooKeeper | None = None
     bootstrap: str = ""
     brokers: list[Process] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
     connector: Process | None = None
+    processors: list[Process] = field(default_factory=list)
+    sink: Process | None = None
 
     @property
     def connector_name(self) -> str:
@@ -130,10 +144,15 @@ class Pipeline:
         """One line of progress, never wrapped (paths stay copyable)."""
         self.console.print(text, soft_wrap=True, highlight=False)
 
+    @property
+    def warehouse(self) -> Path:
+        """Where the sink's Delta tables land: <warehouse>/<db>/<table>."""
+        return self.work_dir / "warehouse"
+
     def pids(self) -> list[int]:
         """Of every process still running."""
         return [p.pid for p in self.processes if p.proc.poll() is None] + [
-            s.proc.pid for s in (self.mariadb, self.zookeeper) if s is not None and s.proc.poll() is None]
+            s.proc.pid for s in (self.mariadb, self.postgres, self.zookeeper) if s is not None and s.proc.poll() is None]
 
     def check_alive(self) -> None:
         for p in self.processes:
@@ -151,7 +170,7 @@ def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     base = pipeline.work_dir / "mariadb"
     base.mkdir()
     with interrupts_held():         # a Ctrl-C now takes effect once the server is up (about 2 s)
-        server = sandbox.start_mariadb(base)
+        server = sandbox.start_mariadb(base, tied=True)
         stack.callback(server.stop)
     pipeline.mariadb = server
     pipeline.say(f"[bold]MariaDB[/]   127.0.0.1:{server.port}  (binlog ROW, full row images and metadata; "
@@ -166,7 +185,7 @@ def start_brokers(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
         pipeline.say(f"[bold]broker[/]    {address}  (binlake broker, data in {pipeline.work_dir / 'broker'})")
         return
     with interrupts_held():
-        server = zksandbox.start_zookeeper(pipeline.work_dir / "zookeeper")
+        server = zksandbox.start_zookeeper(pipeline.work_dir / "zookeeper", tied=True)
         stack.callback(server.stop)
     pipeline.zookeeper = server
     pipeline.say(f"[bold]ZooKeeper[/] {server.connect_string}  (the cluster's metadata and its controller election)")
@@ -236,24 +255,86 @@ def create_shop(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     pipeline.say(f"[bold]database[/]  {DATABASE}: tables customers, products, orders and their first rows")
 
 
-# In order; each stage's stop runs in reverse. Next: the stream processor (streams/), the Spark sink.
-STAGES = (start_mariadb, create_shop, start_brokers, start_connector)
+def start_postgres(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    with interrupts_held():
+        server = pgsandbox.start_postgres(pipeline.work_dir / "postgres", tied=True)
+        stack.callback(server.stop)
+    pipeline.postgres = server
+    pipeline.say(f"[bold]PostgreSQL[/] 127.0.0.1:{server.port}  (the warehouse database {pgsandbox.DATABASE}; "
+                 f"data in {server.data_dir})")
+
+
+def sink_configs(pipeline: Pipeline) -> dict[str, dict]:
+    """`binlake sink run` configs by file name: the connector's tables into Delta and into PostgreSQL,
+    the processors' derived tables (Canal messages) into Delta. Topic patterns: the sink starts before
+    the topics exist and reads each from its start once it appears."""
+    def config(name: str, pattern: str, fmt: str, target: dict) -> dict:
+        return {"bootstrap_servers": pipeline.bootstrap, "topic_pattern": pattern, "format": fmt,
+                "schema_topic": pipeline.connector_name, "checkpoint": str(pipeline.work_dir / "checkpoints" / name),
+                "trigger": {"processing_time": SINK_TRIGGER}, "target": target}
+    source = rf"{pipeline.connector_name}\.{DATABASE}\..*"
+    delta = {"delta": {"path": str(pipeline.warehouse)}}
+    return {
+        "shop-delta": config("shop-delta", source, pipeline.format, delta),
+        "shop-postgres": config("shop-postgres", source, pipeline.format, {"jdbc": {
+            "url": pipeline.postgres.url, "user": pgsandbox.USER, "schema": DATABASE}}),
+        "derived-delta": config("derived-delta", DERIVED.replace(".", r"\.") + r"\..*", "canal", delta),
+    }
+
+
+def start_sink(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    """One Spark application (local[2]) running three streaming queries: it starts early, so the JVM
+    is up by the time the first change events are on the log."""
+    paths = []
+    for name, config in sink_configs(pipeline).items():
+        paths.append(pipeline.work_dir / f"{name}.yaml")
+        paths[-1].write_text(yaml.safe_dump(config, sort_keys=False))
+    pipeline.sink = pipeline.launch(Process("sink", [*BINLAKE, "sink", "run", *map(str, paths), "--master", "local[2]"],
+                                            pipeline.work_dir / "sink.log", cwd=pipeline.work_dir), stack)
+    pipeline.say(f"[bold]Spark sink[/] binlake sink run {' '.join(p.name for p in paths)}  (Spark's Kafka source → "
+                 f"MERGE into Delta tables in {pipeline.warehouse} and PostgreSQL schema {DATABASE}, exactly once)")
+
+
+def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    """Two faust workers of examples/shop_processors.py, exactly once, sharing its partitions."""
+    env = {"BOOTSTRAP_SERVERS": pipeline.bootstrap, "SHOP_TOPIC_PREFIX": f"{pipeline.connector_name}.{DATABASE}",
+           "SHOP_FORMAT": pipeline.format, "DERIVED_TOPIC_PREFIX": DERIVED, "PROCESSOR_APP_ID": PROCESSOR_APP,
+           "HIGH_VALUE_TOTAL": str(HIGH_VALUE_TOTAL), "PROCESSOR_REPLICATION_FACTOR": str(len(pipeline.brokers)),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")]))}
+    for n in range(PROCESSOR_WORKERS):
+        cwd = pipeline.work_dir / f"processor-{n}"   # (faust keeps its data directory in the working directory)
+        cwd.mkdir()
+        pipeline.processors.append(pipeline.launch(Process(
+            f"processor-{n}", [*BINLAKE, "streams", "worker", "shop_processors", "-l", "info", "--without-web"],
+            pipeline.work_dir / f"processor-{n}.log", env, cwd), stack))
+    pipeline.say(f"[bold]processors[/] {PROCESSOR_WORKERS} × binlake streams worker shop_processors  (faust, exactly "
+                 f"once: orders enriched with their customer, high-value orders, revenue per minute → {DERIVED}.*)")
+
+
+# In order; each stage's stop runs in reverse. The sink starts before the connector: Spark is the slowest to start.
+STAGES = (start_mariadb, create_shop, start_postgres, start_brokers, start_sink, start_connector, start_processors)
 
 
 def keep_instructions(pipeline: Pipeline) -> str:
-    """How to reach what `--keep` left running, and how to stop it."""
-    server, b = pipeline.mariadb, pipeline.bootstrap
+    """How to reach what `--keep` leaves running."""
+    server, b, pg = pipeline.mariadb, pipeline.bootstrap, pipeline.postgres
     topic = f"{pipeline.connector_name}.{DATABASE}.orders"
-    pids = " ".join(map(str, pipeline.pids()))
+    delta = ("--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension "
+             "--conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
     return "\n".join([
-        "Left running:",
+        "Left running (Ctrl-C stops every piece and removes the files):",
         f"  SQL      mariadb -h 127.0.0.1 -P {server.port} -u root {DATABASE}",
         f"  events   kcat -b {b} -C -t {topic} -o beginning -f '%k %s\\n'",
         f"           binlake consume --bootstrap-server {b} --topic {topic} --from-beginning "
         "--property print.key=true",
+        f"  derived  binlake consume --bootstrap-server {b} --topic {DERIVED}.orders_enriched --from-beginning",
         f"  topics   binlake topics list --bootstrap-server {b}",
+        f"  groups   binlake groups describe --bootstrap-server {b} --group {PROCESSOR_APP}",
         *([f"  cluster  binlake cluster --bootstrap-server {b}    (ZooKeeper: {pipeline.zookeeper.connect_string})"]
           if pipeline.zookeeper else []),
+        f"  Delta    pyspark --jars \"$(python -m spark_sink.session)\" {delta}",
+        f"           >>> spark.read.format('delta').load('{pipeline.warehouse}/{DATABASE}/orders').show()",
+        f"  Postgres psql -h 127.0.0.1 -p {pg.port} -U {pgsandbox.USER} {pgsandbox.DATABASE} "
+        f"-c 'SELECT * FROM {DATABASE}.orders'",
         f"  logs     {pipeline.work_dir}/*.log",
-        f"  stop     kill {pids}; sleep 3; rm -rf {pipeline.work_dir}",
     ])

@@ -1,11 +1,16 @@
 """The demo's data: a `shop` database, the rows it starts with (the connector's snapshot reads them)
 and a workload that runs while the connector streams the binlog.
 
+Orders come only in the workload: the processors join each order with its customer as the customers
+table stands when the order is processed (a stream-table join), so the demo lets them learn the
+customers first (`Step.inserts_orders`).
+
 The tables use the types whose mapping is worth seeing: DECIMAL (exact strings), DATETIME, JSON, ENUM.
 """
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 
 from binlake.sandbox import MariaDB
@@ -13,6 +18,8 @@ from binlake.sandbox import MariaDB
 from .events import normalized
 
 DATABASE = "shop"
+TABLES = ("customers", "products", "orders")
+JSON_COLUMNS = frozenset({"attributes"})
 
 SCHEMA = (
     """CREATE TABLE customers (
@@ -45,10 +52,6 @@ SEED = (
          ('MUG-01', 'Binlog mug', 12.50, '{"color": "teal", "ml": 350}'),
          ('TEE-01', 'Exactly-once tee', 19.90, '{"sizes": ["S", "M", "L"]}'),
          ('STK-01', 'Sticker pack', 3.00, NULL)""",
-    """INSERT INTO orders VALUES
-         (1, 1, 'MUG-01', 2, 25.00, 'shipped', '2024-04-01 10:00:00'),
-         (2, 2, 'STK-01', 5, 15.00, 'paid', '2024-04-02 11:30:00'),
-         (3, 3, 'TEE-01', 1, 19.90, 'new', '2024-04-03 12:45:00')""",
 )
 
 
@@ -59,8 +62,17 @@ class Step:
     title: str
     statements: tuple[str, ...]
 
+    @property
+    def inserts_orders(self) -> bool:
+        return any(s.startswith("INSERT INTO orders") for s in self.statements)
+
 
 WORKLOAD = (
+    Step("the first orders",
+         ("""INSERT INTO orders VALUES
+               (1, 1, 'MUG-01', 2, 25.00, 'shipped', '2024-04-01 10:00:00'),
+               (2, 2, 'STK-01', 5, 15.00, 'paid', '2024-04-02 11:30:00'),
+               (3, 3, 'TEE-01', 1, 19.90, 'new', '2024-04-03 12:45:00')""",)),
     Step("insert: a customer signs up",
          ("INSERT INTO customers VALUES (4, 'Edsger Dijkstra', 'edsger@example.com', 'basic', NOW(3))",)),
     Step("update: a price change", ("UPDATE products SET price = 14.00 WHERE sku = 'MUG-01'",)),
@@ -77,6 +89,9 @@ WORKLOAD = (
     Step("insert using the new column",
          ("INSERT INTO orders VALUES (6, 1, 'TEE-01', 3, 59.70, 'new', NOW(), 'happy birthday')",)),
 )
+
+HIGH_VALUE_TOTAL = decimal.Decimal("20")
+"""The processors' high-value threshold in the demo (its orders are small)."""
 
 LAST_CHANGE = ("orders", (6,))
 """Table and key of the workload's last row change: once its event is read, everything before it is

@@ -35,7 +35,7 @@ def summary(change: Change) -> str:
     if change.op == "u":
         changed = [f"{k}: {_value(change.before.get(k))} → {_value(v)}"
                    for k, v in change.after.items() if change.before.get(k) != v]
-        return "; ".join(changed) or "(no column changed)"
+        return "; ".join(changed) or _row(change.after)  # (a processor's update may carry no old values)
     return _row(change.after if change.after is not None else change.before)
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from e2e_harness import mysql_config, read_committed, write_config
 
+from binlake.demo import warehouse
+
 from spark_sink.config import validate
 from spark_sink.job import SinkJob
 
@@ -123,58 +125,23 @@ def run_sink(spark, raw: dict) -> None:
     SinkJob(spark, validate(raw)).start().awaitTermination()
 
 
-# -- comparing ------------------------------------------------------------------------------------
+# -- comparing: MySQL, Delta and PostgreSQL tables as binlake.demo.warehouse reads them ------------
 
-def normalized(value, column: str = ""):
-    """A value as both sides can agree on it: JSON parsed, bytes as bytes, aware times as naive UTC."""
-    if value is None:
-        return None
-    if column == "j":
-        return json.loads(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
-        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    if isinstance(value, decimal.Decimal):
-        return value.normalize() if value == value.to_integral_value() else value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return decimal.Decimal(value).normalize()
-    return value
+JSON_COLUMNS = frozenset({"j"})
 
 
-def rows_of(records, key: tuple[str, ...], columns: list[str]) -> dict[tuple, dict]:
-    return {tuple(normalized(r[k]) for k in key): {c: normalized(r[c], c) for c in columns} for r in records}
+def mysql_table(server, db: str, table: str):
+    return warehouse.mysql_table(server, db, table, JSON_COLUMNS)
 
 
-def mysql_table(server, db: str, table: str) -> tuple[list[str], tuple[str, ...], dict]:
-    with server.connect(db=db) as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM {table}")
-        columns = [d[0] for d in cur.description]
-        records = [dict(zip(columns, row)) for row in cur.fetchall()]
-        cur.execute("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s "
-                    "AND table_name = %s AND constraint_name = 'PRIMARY' ORDER BY ordinal_position", (db, table))
-        key = tuple(r[0] for r in cur.fetchall())
-    return columns, key, rows_of(records, key, columns)
+def delta_table(spark, path: str, key: tuple[str, ...], columns: list[str]):
+    return warehouse.delta_table(spark, path, key, columns, JSON_COLUMNS)
 
 
-def delta_table(spark, path: str, key: tuple[str, ...], columns: list[str]) -> dict:
-    records = [r.asDict() for r in spark.read.format("delta").load(path).where("NOT __deleted").collect()]
-    return rows_of(records, key, columns)
-
-
-def postgres_table(postgres, schema: str, table: str, key: tuple[str, ...], columns: list[str]) -> dict:
-    with postgres.connect() as conn:
-        cur = conn.execute(f'SELECT * FROM "{schema}"."{table}"')
-        names = [d.name for d in cur.description]
-        records = [dict(zip(names, row)) for row in cur.fetchall()]
-    return rows_of(records, key, columns)
+def postgres_table(postgres, schema: str, table: str, key: tuple[str, ...], columns: list[str]):
+    return warehouse.postgres_table(postgres, schema, table, key, columns, JSON_COLUMNS)
 
 
 def assert_same(expected: dict, actual: dict, where: str) -> None:
-    missing, extra = expected.keys() - actual.keys(), actual.keys() - expected.keys()
-    wrong = [k for k in expected.keys() & actual.keys() if expected[k] != actual[k]]
-    assert not (missing or extra or wrong), (
-        f"{where}: {len(missing)} missing, {len(extra)} extra, {len(wrong)} different of {len(expected)} rows; "
-        f"e.g. missing {sorted(missing)[:3]}, extra {sorted(extra)[:3]}, "
-        f"different {[(expected[k], actual[k]) for k in wrong[:2]]}")
-
+    difference = warehouse.differences(expected, actual)
+    assert not difference, f"{where}: {difference}"

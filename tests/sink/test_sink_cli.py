@@ -35,3 +35,20 @@ def test_missing_jars_name_the_make_target(tmp_path):
                                 "target": {"delta": {"path": str(tmp_path / "w")}}}))
     done = sink_run(path, env={"BINLAKE_SPARK_JARS": str(tmp_path / "no-jars")})
     assert done.returncode == 1 and "run `make spark-jars`" in done.stderr, done.stderr
+
+
+def test_several_configs_need_distinct_names_and_checkpoints(tmp_path):
+    """Each config is a streaming query of one Spark application: named after its file, with its own
+    checkpoint (Spark keeps one query's offsets there)."""
+    config = {"bootstrap_servers": "127.0.0.1:1", "topics": ["a.b.c"], "checkpoint": str(tmp_path / "ck"),
+              "target": {"delta": {"path": str(tmp_path / "w")}}}
+    for directory in ("one", "two"):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "sink.yaml").write_text(json.dumps(config))
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "sink", "run", str(tmp_path / "one" / "sink.yaml"),
+                           str(tmp_path / "two" / "sink.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 1 and "config files need distinct names" in done.stderr, done.stderr
+    (tmp_path / "two" / "sink.yaml").rename(tmp_path / "two" / "lake.yaml")
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "sink", "run", str(tmp_path / "one" / "sink.yaml"),
+                           str(tmp_path / "two" / "lake.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 1 and "each config needs its own checkpoint" in done.stderr, done.stderr

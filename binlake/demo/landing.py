@@ -1,0 +1,164 @@
+"""The end of the demo: the Spark sink's batches as it logs them, until its Delta and PostgreSQL tables
+hold what MySQL holds (and the processors' derived tables what MySQL implies), then the closing
+side-by-side table.
+
+Delta tables are read with a SparkSession of the demo's own (local[1], its JVM's output in
+spark-check.log): Spark is the reader that knows every Delta feature the sink uses.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from . import outputs, shop, warehouse
+from .services import DemoError, Pipeline
+
+WAIT_S = 120          # for the sink to land everything (its first batches create the tables)
+POLL_S = 1.0
+BATCH_LINE = re.compile(r"spark_sink\.job: (binlake-sink-\S+) (batch \d+: .*?)(?: \(read\+decode|$)")
+
+
+@dataclass
+class Side:
+    """One system's copy of a table: its rows, or why they could not be read."""
+
+    rows: warehouse.Rows | None = None
+    error: str = ""
+
+    def cell(self) -> str:
+        return f"{len(self.rows)} · {warehouse.checksum(self.rows)}" if self.rows is not None else "—"
+
+
+@dataclass
+class Comparison:
+    table: str
+    expected: Side
+    delta: Side
+    postgres: Side | None  # None: not landed in PostgreSQL
+
+    @property
+    def ok(self) -> bool:
+        return all(side.rows == self.expected.rows for side in (self.delta, self.postgres) if side is not None)
+
+
+class Landing:
+    def __init__(self, pipeline: Pipeline, mysql: dict[str, tuple]) -> None:
+        self.pipeline, self.mysql = pipeline, mysql
+        self.derived = outputs.expected(mysql["orders"][2], mysql["customers"][2])
+        self.comparisons: list[Comparison] = []
+        self._log_offset = 0
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.comparisons) and all(c.ok for c in self.comparisons)
+
+    def wait(self) -> "Landing":
+        """Show the sink's batches until every table matches, or WAIT_S passed (then the table shows
+        what differs)."""
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            starting = pool.submit(check_session, self.pipeline)
+            spark = None
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                self.pipeline.check_alive()
+                self.show_batches()
+                if spark is None and starting.done():
+                    spark = starting.result()
+                if spark is not None:
+                    self.comparisons = self.compare(spark)
+                    if self.ok:
+                        break
+                if time.monotonic() > deadline:
+                    if spark is None:
+                        raise DemoError(f"the Spark session that reads the Delta tables did not start within "
+                                        f"{WAIT_S} s; see {self.pipeline.work_dir / 'spark-check.log'}")
+                    break
+                time.sleep(POLL_S)
+            self.show_batches()
+            spark.stop()
+        return self
+
+    def show_batches(self) -> None:
+        """Print the batch lines the sink logged since the last call."""
+        with open(self.pipeline.sink.log_path, "rb") as log:
+            log.seek(self._log_offset)
+            text = log.read()
+        end = text.rfind(b"\n") + 1          # (a line being written is read next time)
+        self._log_offset += end
+        for line in text[:end].decode(errors="replace").splitlines():
+            if match := BATCH_LINE.search(line):
+                self.pipeline.console.print(f"  [cyan]{escape(match.group(1))}[/] {escape(match.group(2))}",
+                                            soft_wrap=True, highlight=False)
+
+    def compare(self, spark) -> list[Comparison]:
+        pipeline, found = self.pipeline, []
+        for table, (columns, key, rows) in self.mysql.items():
+            delta = _read(lambda: warehouse.delta_table(spark, str(pipeline.warehouse / shop.DATABASE / table), key,
+                                                        columns, shop.JSON_COLUMNS))
+            postgres = _read(lambda: warehouse.postgres_table(pipeline.postgres, shop.DATABASE, table, key, columns,
+                                                              shop.JSON_COLUMNS))
+            found.append(Comparison(f"{shop.DATABASE}.{table}", Side(rows), delta, postgres))
+        for table, rows in self.derived.items():
+            key = ("sku", "minute") if table == outputs.REVENUE else ("id",)
+            delta = _read(lambda: warehouse.delta_table(spark, str(pipeline.warehouse / "derived" / table), key,
+                                                        outputs.columns(table)))
+            if table == outputs.REVENUE and delta.rows is not None:
+                delta.rows = outputs.revenue_per_product(delta.rows)
+            found.append(Comparison(f"derived.{table}", Side(rows), delta, None))
+        return found
+
+    def table(self) -> Table:
+        t = Table(title="MySQL vs the warehouse (rows · checksum)", box=box.SIMPLE_HEAD,
+                  caption="derived.*: the processors' outputs, expected values computed from MySQL's tables "
+                          "(revenue: summed per product)")
+        for column in ("table", "MySQL", "Delta", "PostgreSQL", "match"):
+            t.add_column(column, justify="left" if column == "table" else "right", no_wrap=True)
+        for c in self.comparisons:
+            t.add_row(c.table, c.expected.cell(), c.delta.cell(), c.postgres.cell() if c.postgres else "",
+                      "[green]yes[/]" if c.ok else "[red]NO[/]")
+        for c in self.comparisons:
+            for where, side in (("Delta", c.delta), ("PostgreSQL", c.postgres)):
+                if side is not None and side.rows != c.expected.rows:
+                    why = side.error or warehouse.differences(c.expected.rows, side.rows)
+                    t.add_row(f"[red]{c.table} in {where}[/]", escape(why[:300]), "", "", "")
+        return t
+
+
+def _read(read) -> Side:
+    try:
+        return Side(read())
+    except Exception as exc:  # (not there yet: the sink's first batch of it creates it)
+        return Side(error=" ".join(str(exc).split())[:300])
+
+
+def check_session(pipeline: Pipeline):
+    """A SparkSession (local[1]) to read the Delta tables; its JVM writes to spark-check.log, not the
+    demo's console."""
+    from spark_sink.session import builder
+    log_path = pipeline.work_dir / "spark-check.log"
+    with open(log_path, "ab") as log, _stderr_to(log.fileno()):
+        spark = builder("binlake-demo-check", master="local[1]").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextlib.contextmanager
+def _stderr_to(fd: int):
+    """The JVM inherits file descriptor 2 when it starts: point it at `fd` while it does."""
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
