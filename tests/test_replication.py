@@ -9,6 +9,7 @@ variants are `slow` (`pytest -m slow tests/test_replication.py`)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import signal
 import threading
@@ -31,6 +32,7 @@ from logcore.coordinator.offsets_codec import partition_for
 from logcore.replication.partition import FollowerProgress
 from prometheus_scrape import endpoint, sample, scrape
 from waiting import wait_for
+from wire import WireClient
 
 # A killed broker's ZooKeeper session ends after this; the controller then elects new leaders.
 FAST_FAILOVER = {"zookeeper.session.timeout.ms": "6000"}
@@ -708,3 +710,27 @@ def test_a_new_replica_starts_at_the_leaders_log_start(cluster, tmp_path):
     finally:
         consumer.close()
     assert got == values[150:]
+
+
+def test_created_topics_are_answered_once_their_partitions_have_leaders(cluster):
+    """As Kafka: CreateTopics returns when the broker's metadata has a leader for every partition, so
+    the client's next Metadata request finds the topic whole (aiokafka keeps a leaderless topic out
+    of its metadata until its next refresh, minutes later: faust then assigned nothing of it)."""
+    from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i16, i32
+
+    nodes = cluster(3)
+    for broker in nodes.brokers:                       # each broker, whether it is the controller or not
+        topic = TopicName(f"fresh-{broker.broker_id}")
+        with WireClient(broker.address) as client:     # (one connection: the same broker answers both)
+            created = client.call(CreateTopicsRequest(topics=(CreatableTopic(
+                name=topic, num_partitions=i32(12), replication_factor=i16(3), assignments=(), configs=()),),
+                timeout=datetime.timedelta(seconds=30), validate_only=False))
+            assert created.topics[0].error_code == 0, created
+            found = client.call(MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                                                allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False)).topics[0]
+        assert found.error_code == 0 and len(found.partitions) == 12
+        assert all(p.leader_id >= 0 and p.error_code == 0 for p in found.partitions), found.partitions

@@ -3,12 +3,14 @@ its own; a refused topic gets its error code and a message saying what to change
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections import Counter
 
 from ..config import TOPIC_CONFIGS, format_value
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import (BrokerError, InvalidPartitions, InvalidReplicaAssignment, InvalidRequest,
+from ..protocol.errors import (BrokerError, InvalidPartitions, InvalidReplicaAssignment, InvalidRequest, RequestTimedOut,
                                UnknownTopicId)
 from . import handles
 
@@ -17,6 +19,7 @@ ZERO_UUID = uuid.UUID(int=0)
 # this, before placing any replica (KAFKA-17870); here it also keeps one request from making a
 # million directories.
 MAX_NEW_PARTITIONS = 10_000
+LEADERS_POLL_S = 0.01
 
 
 def split_repeated(items, name_of) -> tuple[list, list[dict]]:
@@ -52,6 +55,7 @@ async def create_topics(ctx, request) -> dict:
     asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in topics)
     if asked > MAX_NEW_PARTITIONS:
         return {"topics": results + [{"name": t.name, **error_fields(_too_many(asked))} for t in topics]}
+    created = []
     for topic in topics:
         try:
             info = broker.create_topic(
@@ -59,9 +63,34 @@ async def create_topics(ctx, request) -> dict:
                 assignments=_assignments(topic.assignments),
                 configs=_configs(topic.configs), validate_only=request.validate_only)
             results.append(created_topic(broker, info, request.validate_only))
+            created.append(info)
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})
+    if created and not request.validate_only:
+        timeout_s = request.timeout.total_seconds()
+        leaderless = await _without_leaders(broker, created, timeout_s)
+        for result in results:
+            if result["name"] in leaderless:
+                result.update(error_fields(RequestTimedOut(
+                    f"topic {result['name']} was created, but not all its partitions had a leader within the "
+                    f"request's timeout ({timeout_s:g} s); it will be usable once they do")))
     return {"topics": results}
+
+
+async def _without_leaders(broker, infos, timeout_s: float) -> set[str]:
+    """As Kafka, a created topic is answered once its partitions have leaders in this broker's view of
+    the cluster (at most the request's timeout): a client's next Metadata request then finds it whole
+    (aiokafka, for one, drops a topic without leaders from its metadata until its next refresh, minutes
+    later). In a cluster the controller elects them a moment after the topic is written; every broker
+    learns them from the same ZooKeeper nodes. Returns the names of the topics still without."""
+    deadline = time.monotonic() + max(timeout_s, 0)
+
+    def leaderless() -> set[str]:
+        return {info.name for info in infos for index in range(info.partitions)
+                if (view := broker.cluster.partition(info.name, index)) is None or view.leader < 0}
+    while (waiting := leaderless()) and time.monotonic() < deadline:
+        await asyncio.sleep(LEADERS_POLL_S)
+    return waiting
 
 
 def _too_many(asked: int) -> InvalidPartitions:
