@@ -16,8 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import click
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.markup import escape
 
@@ -26,7 +25,8 @@ from binlake.sandbox import SandboxError
 from . import outputs, shop, warehouse
 from .events import TableState, normalized, parse
 from .landing import Landing
-from .services import DERIVED, PROCESSOR_APP, STAGES, DemoError, Pipeline, Process, interrupts_held, keep_instructions
+from .services import (DERIVED, PROCESSOR_APP, STAGES, DemoError, Pipeline, Process, interrupts_held, keep_instructions,
+                       partitions_of)
 from .view import event_line, summary_table
 
 WAIT_S = 40          # for the snapshot, and for the workload's last event
@@ -42,34 +42,12 @@ class Watcher:
         self.consumer = AIOKafkaConsumer(bootstrap_servers=pipeline.bootstrap, isolation_level="read_committed",
                                          auto_offset_reset="earliest", enable_auto_commit=False)
 
-    async def start(self, topics: set[str], creator: str) -> None:
-        """Read every partition of `topics` from its start, once `creator` has created them all (in a
-        cluster a new topic reaches the brokers one by one; assigned, not subscribed: without a group
-        aiokafka would assign anew, and read again, whenever a subscribed topic appears)."""
+    async def start(self, topics: set[str], creator: Process) -> None:
+        """Read every partition of `topics` from its start, once `creator` has created them all
+        (assigned, not subscribed: without a group aiokafka would assign anew, and read again,
+        whenever a subscribed topic appears)."""
         await self.consumer.start()
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.pipeline.bootstrap)
-        await admin.start()
-        try:
-            deadline = time.monotonic() + WAIT_S
-            while (partitions := await self._partitions(admin, topics)) is None:
-                self.pipeline.check_alive()
-                if time.monotonic() > deadline:
-                    raise DemoError(f"the {creator} did not create {sorted(topics)} within {WAIT_S} s; "
-                                    f"see its log in {self.pipeline.work_dir}")
-                await asyncio.sleep(0.1)
-        finally:
-            await admin.close()
-        self.consumer.assign(partitions)
-
-    @staticmethod
-    async def _partitions(admin: AIOKafkaAdminClient, topics: set[str]) -> list[TopicPartition] | None:
-        """Every partition of `topics`, or None while one is not known yet."""
-        if not topics <= set(await admin.list_topics()):
-            return None
-        described = await admin.describe_topics(sorted(topics))
-        if any(d["error_code"] or not d["partitions"] for d in described):
-            return None
-        return [TopicPartition(d["topic"], p["partition"]) for d in described for p in d["partitions"]]
+        self.consumer.assign(await partitions_of(self.pipeline, topics, creator))
 
     async def read(self, timeout_s: float) -> int:
         """Show what arrives within `timeout_s`; returns how many records."""
@@ -149,7 +127,7 @@ async def show_change_log(pipeline: Pipeline) -> tuple[bool, dict[str, tuple]]:
     watcher, customers = Watcher(pipeline, pipeline.format), ProcessorCustomers(pipeline)
     await customers.consumer.start()
     try:
-        await watcher.start(pipeline.topics(seeded), "connector")
+        await watcher.start(pipeline.topics(seeded), pipeline.connector)
         console.rule("snapshot: the rows that were there before the connector started")
         await watcher.read_until(lambda: watcher.has_keys(seeded), "the snapshot's events", pipeline.connector)
         console.rule("streaming: changes as they are committed")
@@ -197,7 +175,7 @@ async def show_processors(pipeline: Pipeline, mysql: dict[str, tuple]) -> None:
                 and watcher.tables[f"derived.{outputs.HIGH_VALUE}"].keys == _text_keys(want[outputs.HIGH_VALUE])
                 and outputs.revenue_per_product(rebuilt.get(outputs.REVENUE, {})) == want[outputs.REVENUE])
     try:
-        await watcher.start(topics, "processors")
+        await watcher.start(topics, pipeline.processors[0])
         await watcher.read_until(done, "the processors' outputs", pipeline.processors[0])
     finally:
         await watcher.consumer.stop()
@@ -215,12 +193,14 @@ class ProcessorCustomers:
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self.rows: dict[str, bool] = {}  # customer id (JSON) → present
-        self.consumer = AIOKafkaConsumer(f"{PROCESSOR_APP}-customers-changelog", bootstrap_servers=pipeline.bootstrap,
-                                         isolation_level="read_committed", auto_offset_reset="earliest",
-                                         enable_auto_commit=False)
+        self.consumer = AIOKafkaConsumer(bootstrap_servers=pipeline.bootstrap, isolation_level="read_committed",
+                                         auto_offset_reset="earliest", enable_auto_commit=False)
 
     async def wait_for(self, ids: set[tuple]) -> None:
         """Until the table holds every customer of `ids` (primary keys as text)."""
+        if not self.consumer.assignment():
+            self.consumer.assign(await partitions_of(self.pipeline, {f"{PROCESSOR_APP}-customers-changelog"},
+                                                     self.pipeline.processors[0]))
         deadline = time.monotonic() + WAIT_S
         while not {str(i[0]) for i in ids} <= {k for k, present in self.rows.items() if present}:
             self.pipeline.check_alive()

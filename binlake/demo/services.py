@@ -8,6 +8,7 @@ SIGKILLed (binlake.lifetime).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from rich.console import Console
 
 from binlake import pgsandbox, sandbox, zksandbox
@@ -30,6 +33,7 @@ from .shop import DATABASE, HIGH_VALUE_TOTAL, SCHEMA, SEED
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
 STOP_TIMEOUT_S = 20
 BROKER_START_S = 30
+TOPICS_WAIT_S = 40
 CLUSTER_SIZE = 3
 # A killed broker's partitions get new leaders once its ZooKeeper session ends: keep that short here.
 # Topics a client creates by asking for them (faust's outputs) get three replicas too.
@@ -295,8 +299,32 @@ def start_sink(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
                  f"MERGE into Delta tables in {pipeline.warehouse} and PostgreSQL schema {DATABASE}, exactly once)")
 
 
+async def partitions_of(pipeline: Pipeline, topics: set[str], creator: Process) -> list[TopicPartition]:
+    """Every partition of `topics`, once `creator` has created them all and each has a leader (in a
+    cluster a new topic reaches the brokers one by one)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=pipeline.bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + TOPICS_WAIT_S
+        while True:
+            if topics <= set(await admin.list_topics()):
+                described = await admin.describe_topics(sorted(topics))
+                if not any(d["error_code"] or not d["partitions"] for d in described):
+                    return [TopicPartition(d["topic"], p["partition"]) for d in described for p in d["partitions"]]
+            pipeline.check_alive()
+            if time.monotonic() > deadline:
+                raise DemoError(f"{creator.name} did not create {sorted(topics)} within {TOPICS_WAIT_S} s; its log "
+                                f"({creator.log_path}) ends:\n{creator.log_tail()}")
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
 def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
-    """Two faust workers of examples/shop_processors.py, exactly once, sharing its partitions."""
+    """Two faust workers of examples/shop_processors.py, exactly once, sharing its partitions; once
+    the connector has created the topics they read (a faust app subscribes to topics that exist)."""
+    asyncio.run(partitions_of(pipeline, {f"{pipeline.connector_name}.{DATABASE}.{t}" for t in ("customers", "orders")},
+                              pipeline.connector))
     env = {"BOOTSTRAP_SERVERS": pipeline.bootstrap, "SHOP_TOPIC_PREFIX": f"{pipeline.connector_name}.{DATABASE}",
            "SHOP_FORMAT": pipeline.format, "DERIVED_TOPIC_PREFIX": DERIVED, "PROCESSOR_APP_ID": PROCESSOR_APP,
            "HIGH_VALUE_TOTAL": str(HIGH_VALUE_TOTAL), "PROCESSOR_REPLICATION_FACTOR": str(len(pipeline.brokers)),
