@@ -124,7 +124,7 @@ def test_the_whole_pipeline_matches_mysql_then_keep_leaves_it_running_until_sigt
         consumed = subprocess.run([sys.executable, "-m", "binlake.cli", "consume", "--bootstrap-server",
                                    broker.group(1), "--topic", broker.group(2), "--from-beginning",
                                    "--timeout-ms", "3000"], capture_output=True, text=True, timeout=60)
-        assert consumed.stdout.count('"op":"c"') == 3      # orders 4, 5, 6, read back from the kept cluster
+        assert consumed.stdout.count('"op":"c"') == 6      # orders 1 to 6, read back from the kept cluster
         psql = re.search(r"Postgres +(psql .*)$", out, re.M).group(1)
         rows = subprocess.run(psql + " -At", shell=True, capture_output=True, text=True, timeout=60)
         assert rows.returncode == 0 and len(rows.stdout.splitlines()) == 5, rows.stdout + rows.stderr
