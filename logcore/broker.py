@@ -33,6 +33,9 @@ from .protocol.fetch_session import FetchSessionCache
 from .replication.cluster import Replication
 from .replication.manager import ReplicaManager
 from .replication.partition import Partition
+from .security.credentials import FileCredentials, ZooKeeperCredentials
+from .security.listeners import Listener, listeners_from
+from .security.per_listener import sasl_sessions, tls_context
 from .server import KafkaServer, ServerLimits
 
 log = logging.getLogger(__name__)
@@ -87,7 +90,15 @@ class Broker:
         if self.zookeeper is not None:  # (a cluster's coordinators load the partitions this broker leads)
             self.groups.led = set()
             self.transactions.led = set()
-        self.server = KafkaServer(self, host, port, load_handlers(), ServerLimits.from_config(self.config))
+        self.credentials = FileCredentials(self.data_dir) if self.zookeeper is None \
+            else ZooKeeperCredentials(self.zookeeper.zk)
+        self.listeners, inter_broker = listeners_from(self.config, host, port)
+        handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
+        self.servers = {listener.name: KafkaServer(self, listener.host, listener.port, handlers, limits, listener.name,
+                                                   tls_context(self.config, listener),
+                                                   sasl_sessions(self.config, listener, self.credentials))
+                        for listener in self.listeners}
+        self.server = self.servers[inter_broker.name]  # the one brokers replicate over, registered as host:port
         self.metrics = BrokerMetrics(self)
         self.metrics_endpoint = None  # an aiohttp runner, when prometheus.listener is set
         self._tasks: list[asyncio.Task] = []
@@ -95,13 +106,14 @@ class Broker:
 
     # -- addresses -----------------------------------------------------------------------------
 
+    def endpoint(self, listener: Listener) -> tuple[str, int]:
+        """Where clients of `listener` are told to connect: its advertised address, else the bound one."""
+        server = self.servers[listener.name]
+        return listener.advertised_host or server.host, listener.advertised_port or server.port
+
     @property
     def advertised(self) -> tuple[str, int]:
-        configured = self.config.get("advertised.listeners")
-        if configured:
-            host, _, port = configured.rpartition("//")[2].rpartition(":")
-            return host, int(port)
-        return self.server.host, self.server.port
+        return self.endpoint(next(l for l in self.listeners if self.servers[l.name] is self.server))
 
     @property
     def address(self) -> str:
@@ -111,7 +123,8 @@ class Broker:
     @property
     def node(self) -> Node:
         host, port = self.advertised
-        return Node(self.broker_id, host, port, self.config.get("broker.rack"))
+        endpoints = tuple((listener.name, *self.endpoint(listener)) for listener in self.listeners)
+        return Node(self.broker_id, host, port, self.config.get("broker.rack"), endpoints)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -125,10 +138,12 @@ class Broker:
             self.replicas.started()
             await self.groups.start()
             await self.transactions.start()
-            await self.server.start()
+            for server in self.servers.values():
+                await server.start()
         else:
-            # The port is bound first (it is the one registered), clients served once the broker has joined.
-            await self.server.start(serving=False)
+            # The ports are bound first (they are the ones registered), clients served once the broker has joined.
+            for server in self.servers.values():
+                await server.start(serving=False)
             self.replication = Replication(self.zookeeper, self.metadata, self.replicas, self.topic_config,
                                            self.config)
             self.replication.on_role_change = self._coordinate
@@ -136,7 +151,8 @@ class Broker:
             self.replication.isr.on_change = self.metrics.isr_changed
             await self.groups.start()
             await self.transactions.start()
-            await self.server.serve()
+            for server in self.servers.values():
+                await server.serve()
         self.started_ms = int(time.time() * 1000)
         self.replicas.cleaner.start()
         if listener := self.config.get("prometheus.listener"):
@@ -150,7 +166,9 @@ class Broker:
             asyncio.create_task(self._every(max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 1),
                                             self.replicas.checkpoint)),
         ]
-        log.info("broker %d listening on %s (data dir %s)", self.broker_id, self.address, self.data_dir)
+        log.info("broker %d listening on %s (data dir %s)", self.broker_id, ", ".join(
+            f"{l.name}://{host}:{port}" if len(self.listeners) > 1 else f"{host}:{port}"
+            for l in self.listeners for host, port in [self.endpoint(l)]), self.data_dir)
 
     async def stop(self) -> None:
         if self.replication is not None and self.config.get("controlled.shutdown.enable"):
@@ -164,7 +182,8 @@ class Broker:
             await self.metrics_endpoint.cleanup()
         await self.groups.stop()
         await self.transactions.stop()
-        await self.server.stop()
+        for server in self.servers.values():
+            await server.stop()
         if self.replication is not None:
             await self.replication.stop()
         self.replicas.shutdown()

@@ -19,8 +19,10 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .allocator import keep_freed_memory
 from .api import HANDLERS, RequestContext
@@ -28,6 +30,9 @@ from .bad_input import BadInputLog
 from .protocol.codec import ApiKey, ErrorCode, FileRegion
 from .protocol.connection import NEED_DATA, RemoteProtocolError, Request, ServerConnection
 from .protocol.errors import BrokerError
+from .security.sasl import SaslSession
+
+ANONYMOUS = "User:ANONYMOUS"
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +63,19 @@ class ServerLimits:
 
 
 class KafkaServer:
+    """One listener: its address, its TLS context (SSL, SASL_SSL) and its SASL sessions (SASL_*)."""
+
     def __init__(self, broker, host: str, port: int, supported: dict[int, tuple[int, int]],
-                 limits: ServerLimits = ServerLimits()) -> None:
+                 limits: ServerLimits = ServerLimits(), listener: str = "PLAINTEXT",
+                 ssl_context: ssl.SSLContext | None = None,
+                 sasl_session: Callable[[], SaslSession] | None = None) -> None:
         self.broker = broker
         self.host, self.port = host, port
         self.supported = supported
         self.limits = limits
+        self.listener = listener
+        self.ssl_context = ssl_context
+        self.sasl_session = sasl_session  # a new session per connection; None: no authentication
         self.bad_input = BadInputLog(log)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[_Connection] = set()
@@ -82,7 +94,7 @@ class KafkaServer:
             log.info("cannot tune malloc here (not glibc): large produce requests will cost more CPU")
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port, reuse_address=True,
-                                                start_serving=serving)
+                                                start_serving=serving, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.limits.idle_ms >= 0:
             self._idle_sweeper = loop.create_task(self._close_idle_connections())
@@ -102,9 +114,9 @@ class KafkaServer:
             await self._server.wait_closed()
         self.bad_input.close()
 
-    def dispatch(self, request: Request, host: str) -> asyncio.Task:
+    def dispatch(self, request: Request, host: str, principal: str) -> asyncio.Task:
         """Start `request`'s handler; it counts as queued until it first runs."""
-        task = asyncio.get_running_loop().create_task(self.handle(request, host))
+        task = asyncio.get_running_loop().create_task(self.handle(request, host, principal))
         self._queued.add(task)
         task.add_done_callback(self._dequeue)  # also when it is cancelled before it ever ran
         return task
@@ -132,13 +144,13 @@ class KafkaServer:
         """`conn` stopped reading because the queue is full; `_dequeue` wakes it."""
         self._starved.add(conn)
 
-    async def handle(self, request: Request, host: str) -> dict | None | ErrorCode:
+    async def handle(self, request: Request, host: str, principal: str) -> dict | None | ErrorCode:
         self._dequeue(asyncio.current_task())
         if request.error is not None:
             self.bad_input.report(host, request.error_kind, "answering %s to %s: %s",
                                   request.error.name, host, request.error_message)
             return request.error
-        ctx = RequestContext(self.broker, request.api_version, request.client_id, host)
+        ctx = RequestContext(self.broker, request.api_version, request.client_id, host, self.listener, principal)
         started = time.perf_counter()
         try:
             return await HANDLERS[request.api_key](ctx, request.body)
@@ -192,6 +204,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.conn = ServerConnection(server.supported, server.limits.max_frame)
+        self.sasl = server.sasl_session() if server.sasl_session else None
         self.pending: collections.deque[tuple[Request, asyncio.Future] | None] = collections.deque()
         self.wakeup: asyncio.Future | None = None  # set while the responder waits for a request
         self.writable: asyncio.Future | None = None  # set while the transport is over its high water mark
@@ -235,7 +248,8 @@ class _Connection(asyncio.Protocol):
             self.stopped_reading = True
             self.conn.receive_data(b"")
             self._frame_requests()
-        return True  # keep the transport: the responder answers what was read, then closes it
+        # keep the transport: the responder answers what was read, then closes it (TLS cannot half-close)
+        return self.server.ssl_context is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -255,7 +269,13 @@ class _Connection(asyncio.Protocol):
                 if event is None:  # the peer closed between frames
                     self._queue(None)
                     return
-                self._queue((event, self.server.dispatch(event, self.peer[0])))
+                if self.sasl is not None and not self.sasl.authenticated and event.api_key != ApiKey.API_VERSIONS:
+                    self._authenticate(event)
+                    if self.stopped_reading:
+                        break
+                    continue
+                principal = self.sasl.principal if self.sasl is not None else ANONYMOUS
+                self._queue((event, self.server.dispatch(event, self.peer[0], principal)))
                 if len(self.pending) >= MAX_PIPELINE or self.server.saturated:
                     break  # the rest stays buffered until the responder or the broker catches up
         except RemoteProtocolError as exc:
@@ -264,6 +284,33 @@ class _Connection(asyncio.Protocol):
             self.stopped_reading = True
             self._queue(None)  # answer what was read, then close
         self.update_reading()
+
+    def _authenticate(self, request: Request) -> None:
+        """Before a SASL connection has authenticated, only SaslHandshake and SaslAuthenticate (and
+        ApiVersions) are served, here. A failed or malformed one is answered with its error, then the
+        connection closes; any other request closes it unanswered, as Kafka does. Other connections
+        carry on."""
+        answer: dict | ErrorCode | None = None
+        if request.error is not None:
+            answer = request.error
+        elif request.api_key == ApiKey.SASL_HANDSHAKE and request.api_version == 0:
+            answer = ErrorCode.unsupported_version  # (v0's bare tokens are not read: docs/security.md)
+        elif request.api_key == ApiKey.SASL_HANDSHAKE:
+            answer = self.sasl.handshake(request.body.mechanism)
+        elif request.api_key == ApiKey.SASL_AUTHENTICATE:
+            answer = self.sasl.authenticate(request.body.auth_bytes)
+        if answer is not None:
+            done = self.loop.create_future()
+            done.set_result(answer)
+            self._queue((request, done))
+        if answer is None or isinstance(answer, ErrorCode) or self.sasl.failed:
+            why = ("a request other than SaslHandshake/SaslAuthenticate" if answer is None
+                   else answer.name if isinstance(answer, ErrorCode) else answer.get("error_message") or answer["error_code"].name)
+            self.server.bad_input.report(self.peer[0], "failed SASL authentication",
+                                         "closing connection from %s on listener %s: api %d before authentication "
+                                         "ended: %s", self.peer, self.server.listener, request.api_key, why)
+            self.stopped_reading = True
+            self._queue(None)  # answer what was answered, then close
 
     def _queue(self, item: tuple[Request, asyncio.Future] | None) -> None:
         if item is not None:

@@ -230,8 +230,10 @@ def kill_a_broker(pipeline: Pipeline) -> None:
 @click.option("--single-broker", is_flag=True,
               help="one broker alone instead of ZooKeeper and a three-broker cluster (no broker is killed)")
 def demo_command(fmt: str, keep: bool, single_broker: bool) -> None:
-    """Run the whole pipeline on this machine, no Docker needed: MariaDB → the mysql connector → the
-    brokers → stream processors and the Spark sink → Delta Lake and PostgreSQL."""
+    """Run the whole pipeline on this machine, no Docker needed.
+
+    MariaDB → the mysql connector → the brokers → stream processors and the Spark sink → Delta Lake
+    and PostgreSQL; it ends with each MySQL table beside its copies."""
     console = Console()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # (its retries while a broker is down: the demo says it)
     signal.signal(signal.SIGTERM, signal.default_int_handler)     # SIGTERM cleans up like Ctrl-C

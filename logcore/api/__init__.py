@@ -29,6 +29,8 @@ class RequestContext:
     api_version: int
     client_id: str | None
     client_host: str
+    listener: str = "PLAINTEXT"        # the listener the request came in on: Metadata answers with its addresses
+    principal: str = "User:ANONYMOUS"  # who sent it: the SASL user, else Kafka's anonymous principal
 
 
 def handles(api_key: ApiKey, min_version: int, max_version: int) -> Callable[[Handler], Handler]:

@@ -32,8 +32,9 @@ async def describe_cluster(ctx, request) -> dict:
         "endpoint_type": endpoint_type,
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.cluster.controller_id,
-        "brokers": [{"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack,
-                     "is_fenced": False} for node in broker.cluster.live_nodes()],
+        "brokers": [{"broker_id": node.node_id, "host": address[0], "port": address[1], "rack": node.rack,
+                     "is_fenced": False} for node in broker.cluster.live_nodes()
+                    if (address := node.address(ctx.listener)) is not None],
         "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                           else NOT_REQUESTED),
     }

@@ -68,13 +68,14 @@ def _is_this_broker(broker, name: str) -> bool:
 
 def _entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict:
     definition = entry.definition
+    sensitive = definition.type == "password"  # (as Kafka: never shown, only whether it is set)
     return {
         "name": definition.name,
-        "value": format_value(entry.value),
+        "value": None if sensitive else format_value(entry.value),
         "read_only": entry.read_only,
         "config_source": entry.source,
-        "is_sensitive": False,
-        "synonyms": [{"name": name, "value": format_value(value), "source": source}
+        "is_sensitive": sensitive,
+        "synonyms": [{"name": name, "value": None if sensitive else format_value(value), "source": source}
                      for name, value, source in entry.synonyms] if include_synonyms else [],
         "config_type": CONFIG_TYPES[definition.type],
         "documentation": definition.doc if include_documentation else None,

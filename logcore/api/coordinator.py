@@ -31,7 +31,11 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     if node is None:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"{topic}-{partition}, which holds {key!r}, has no leader yet; retry"}
-    return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
+    address = node.address(ctx.listener)
+    if address is None:
+        return {**missing, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": f"the coordinator of {key!r}, broker {node.node_id}, has no listener {ctx.listener}"}
+    return {"key": key, "node_id": node.node_id, "host": address[0], "port": address[1],
             "error_code": ErrorCode.none, "error_message": None}
 
 

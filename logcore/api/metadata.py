@@ -80,8 +80,8 @@ async def metadata(ctx, request) -> dict:
             topics.append({"error_code": exc.code, "name": name, "is_internal": False, "partitions": []})
     return {
         "error_code": ErrorCode.none,
-        "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}
-                    for node in broker.cluster.live_nodes()],
+        "brokers": [{"node_id": node.node_id, "host": address[0], "port": address[1], "rack": node.rack}
+                    for node in broker.cluster.live_nodes() if (address := node.address(ctx.listener)) is not None],
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.cluster.controller_id,
         "topics": topics,

@@ -14,9 +14,17 @@ from ..protocol.errors import (BrokerError, ElectionNotNeeded, InvalidReplicaAss
 @dataclass(frozen=True)
 class Node:
     node_id: int
-    host: str
+    host: str   # on the listener brokers replicate over
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()  # (listener name, host, port) of every listener
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of `listener` reach this broker (Kafka answers each listener with its own
+        addresses); None if the broker has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        return next(((host, port) for name, host, port in self.endpoints if name == listener), None)
 
 
 @dataclass(frozen=True)

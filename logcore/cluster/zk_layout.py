@@ -27,17 +27,24 @@ def broker_path(broker_id: int) -> str:
 
 
 def encode_broker(node: Node, timestamp_ms: int) -> bytes:
-    """A broker's registration, as Kafka writes it (version 5: endpoints, rack, features)."""
-    endpoint = f"PLAINTEXT://{node.host}:{node.port}"
-    return _json({"version": 5, "host": node.host, "port": node.port, "endpoints": [endpoint],
-                  "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "rack": node.rack,
-                  "jmx_port": -1, "features": {}, "timestamp": str(timestamp_ms)})
+    """A broker's registration, as Kafka writes it (version 5: endpoints, rack, features). Brokers
+    read only the endpoints back; the protocol map names each listener after itself."""
+    endpoints = node.endpoints or (("PLAINTEXT", node.host, node.port),)
+    return _json({"version": 5, "host": node.host, "port": node.port,
+                  "endpoints": [f"{name}://{host}:{port}" for name, host, port in endpoints],
+                  "listener_security_protocol_map": {name: name for name, _, _ in endpoints},
+                  "rack": node.rack, "jmx_port": -1, "features": {}, "timestamp": str(timestamp_ms)})
 
 
 def decode_broker(broker_id: int, data: bytes) -> Node:
     value = _parse(broker_path(broker_id), data)
     try:
-        return Node(broker_id, value["host"], int(value["port"]), value.get("rack"))
+        endpoints = []
+        for endpoint in value.get("endpoints") or ():
+            name, _, address = endpoint.partition("://")
+            host, _, port = address.rpartition(":")
+            endpoints.append((name, host, int(port)))
+        return Node(broker_id, value["host"], int(value["port"]), value.get("rack"), tuple(endpoints))
     except (KeyError, TypeError, ValueError) as exc:
         raise LayoutError(f"{broker_path(broker_id)} holds no broker registration ({exc!r}): {data[:200]!r}") from None
 

@@ -11,6 +11,7 @@ import click
 from ..broker import Broker
 from ..config import BROKER_CONFIGS, BrokerConfig
 from ..protocol.errors import InvalidConfig
+from ..security.per_listener import is_listener_setting
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,14 @@ def broker_command(data_dir: str, listen: str, broker_id: int | None, zookeeper:
             config.set("zookeeper.connect", zookeeper)
     except InvalidConfig as exc:
         raise click.ClickException(str(exc)) from None
-    for key in sorted(set(config.raw) - set(BROKER_CONFIGS)):
+    for key in sorted(k for k in set(config.raw) - set(BROKER_CONFIGS) if not is_listener_setting(k)):
         log.warning("broker setting %r is not one binlake knows: it has no effect (a typo, or a Kafka setting "
                     "binlake does not have)", key)
-    asyncio.run(_run(Broker(data_dir, host, port, config)))
+    try:
+        broker = Broker(data_dir, host, port, config)
+    except InvalidConfig as exc:  # (listeners, TLS files, SASL users: checked as the broker is built)
+        raise click.ClickException(str(exc)) from None
+    asyncio.run(_run(broker))
 
 
 async def _run(broker: Broker) -> None:

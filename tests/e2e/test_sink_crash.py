@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -42,7 +43,7 @@ class SinkProcess:
         self.proc.wait()
 
     def batches(self) -> int:
-        return self.log_path.read_text(errors="replace").count("INFO spark_sink.job: batch") \
+        return len(re.findall(r"INFO spark_sink\.job: \S+ batch \d+: ", self.log_path.read_text(errors="replace"))) \
             if self.log_path.exists() else 0
 
     def wait_batches(self, count: int, timeout: float = 300) -> None:

@@ -1,0 +1,216 @@
+"""Listeners with Kafka's security protocols on a real broker: TLS (the standard library's ssl, PEM
+files made here with openssl), SASL PLAIN with users from Kafka's JAAS line, SASL SCRAM-SHA-256/512
+with users managed through AlterUserScramCredentials; each mechanism with aiokafka, confluent-kafka
+and kcat, right and wrong credentials, a client that skips authentication, client certificates."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
+from aiokafka.helpers import create_ssl_context
+from confluent_kafka import Producer
+from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                   UserScramCredentialUpsertion)
+
+from binlake.brokerproc import ROOT
+from binlake.sandbox import free_port
+from brokerproc import BrokerProcess
+
+PLAIN_USERS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_admin="a\\"b";'
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A CA, a broker certificate for 127.0.0.1 and a client certificate, as PEM files."""
+    d = tmp_path_factory.mktemp("certs")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=binlake test CA")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for name in ("broker", "client"):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={name}")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", "san.ext")
+        (d / f"{name}.pem").write_text((d / f"{name}.key").read_text() + (d / f"{name}.crt").read_text())
+    return d
+
+
+class SecureBroker:
+    """A broker process with all four protocols: PLAINTEXT on `address` (where the test harness
+    waits for it), SASL_PLAINTEXT, SSL and SASL_SSL on ports of their own."""
+
+    def __init__(self, tmp_path, certs, **config: str) -> None:
+        self.ports = {name: free_port() for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")}
+        listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.ports.items())
+        self.process = BrokerProcess(tmp_path / "secure", port=self.ports["PLAINTEXT"], config={
+            "listeners": listeners, "ssl.keystore.location": str(certs / "broker.pem"),
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_USERS, **config})
+
+    def address(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.ports[protocol]}"
+
+
+@pytest.fixture
+def secure_broker(tmp_path, certs):
+    started = []
+
+    def make(**config: str) -> SecureBroker:
+        (tmp_path / f"b{len(started)}").mkdir()
+        broker = SecureBroker(tmp_path / f"b{len(started)}", certs, **config)
+        started.append(broker)
+        broker.process.start()
+        return broker
+    yield make
+    for broker in started:
+        broker.process.kill()
+
+
+def aiokafka_settings(broker: SecureBroker, protocol: str, certs, mechanism: str | None = None, user: str = "",
+                      password: str = "") -> dict:
+    settings = {"bootstrap_servers": broker.address(protocol), "security_protocol": protocol}
+    if "SSL" in protocol:
+        settings["ssl_context"] = create_ssl_context(cafile=str(certs / "ca.pem"))
+    if mechanism:
+        settings.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    return settings
+
+
+async def produce_and_read_back(settings: dict, topic: str, value: bytes) -> list[bytes]:
+    producer = AIOKafkaProducer(**settings)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **settings)
+    await consumer.start()
+    try:
+        batches = await consumer.getmany(timeout_ms=5000)
+        return [m.value for messages in batches.values() for m in messages]
+    finally:
+        await consumer.stop()
+
+
+async def refused(settings: dict) -> bool:
+    producer = AIOKafkaProducer(request_timeout_ms=5000, **settings)
+    try:
+        await producer.start()
+    except KafkaConnectionError:
+        return True
+    finally:
+        await producer.stop()
+    return False
+
+
+def confluent(broker: SecureBroker, protocol: str, certs, mechanism: str | None = None, user: str = "",
+              password: str = "", **extra) -> dict:
+    settings = {"bootstrap.servers": broker.address(protocol), "security.protocol": protocol, **extra}
+    if "SSL" in protocol:
+        settings["ssl.ca.location"] = str(certs / "ca.pem")
+    if mechanism:
+        settings.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return settings
+
+
+def confluent_produces(settings: dict, topic: str) -> tuple[bool, list[str]]:
+    """Whether one message is acknowledged within 10 s (a refused authentication ends the wait), and
+    the client's errors."""
+    errors: list[str] = []
+    delivered: list[bool] = []
+    producer = Producer({**settings, "error_cb": lambda e: errors.append(str(e)), "message.timeout.ms": 10000})
+    producer.produce(topic, b"x", on_delivery=lambda err, _msg: delivered.append(err is None))
+    deadline = time.monotonic() + 12
+    while not delivered and time.monotonic() < deadline and not any(
+            "_AUTHENTICATION" in e or "SSL handshake failed" in e for e in errors):
+        producer.poll(0.1)
+    return delivered == [True], errors
+
+
+def test_each_protocol_with_right_credentials_works_and_wrong_ones_are_refused(secure_broker, certs):
+    broker = secure_broker()
+    for protocol, mechanism in (("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "PLAIN")):
+        settings = aiokafka_settings(broker, protocol, certs, mechanism, "admin", 'a"b')  # (a quote in the JAAS value)
+        assert asyncio.run(produce_and_read_back(settings, f"t-{protocol}", protocol.encode())) == [protocol.encode()]
+    for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        assert asyncio.run(refused(aiokafka_settings(broker, protocol, certs, "PLAIN", "alice", "wrong")))
+        assert asyncio.run(refused(aiokafka_settings(broker, protocol, certs, "PLAIN", "mallory", "alice-secret")))
+    # a client that skips authentication is disconnected unanswered; others carry on
+    assert asyncio.run(refused({"bootstrap_servers": broker.address("SASL_PLAINTEXT"), "security_protocol": "PLAINTEXT"}))
+    ok, errors = confluent_produces(confluent(broker, "SASL_PLAINTEXT", certs, "PLAIN", "alice", "alice-secret"), "t")
+    assert ok, errors
+    ok, errors = confluent_produces(confluent(broker, "SASL_PLAINTEXT", certs, "PLAIN", "alice", "nope"), "t")
+    assert not ok and any("Authentication failed: Invalid username or password" in e for e in errors), errors
+    assert "before authentication ended: Authentication failed: Invalid username or password" in broker.process.log()
+
+
+def test_scram_users_are_managed_by_the_admin_api_and_authenticate(secure_broker, certs):
+    broker = secure_broker()
+    admin = AdminClient({"bootstrap.servers": broker.address("PLAINTEXT")})
+    upserts = [UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"bob-secret"),
+               UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-secret")]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        assert future.result(30) is None
+    described = admin.describe_user_scram_credentials(["bob"])["bob"].result(30)
+    assert sorted((i.mechanism, i.iterations) for i in described.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 4096)]
+    for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            ok, errors = confluent_produces(confluent(broker, protocol, certs, mechanism, "bob", "bob-secret"), "s")
+            assert ok, (protocol, mechanism, errors)
+            ok, errors = confluent_produces(confluent(broker, protocol, certs, mechanism, "bob", "wrong"), "s")
+            assert not ok and any("Authentication failed" in e for e in errors), errors
+        settings = aiokafka_settings(broker, protocol, certs, "SCRAM-SHA-512", "bob", "bob-secret")
+        assert asyncio.run(produce_and_read_back(settings, f"scram-{protocol}", b"v")) == [b"v"]
+    # kcat (librdkafka) with SCRAM over TLS reads back what was written
+    read = subprocess.run(["kcat", "-b", broker.address("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
+                           "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=bob", "-X", "sasl.password=bob-secret",
+                           "-X", f"ssl.ca.location={certs / 'ca.pem'}", "-C", "-t", "scram-SASL_SSL", "-o", "beginning",
+                           "-e", "-q"], capture_output=True, text=True, timeout=60)
+    assert read.returncode == 0 and read.stdout.split() == ["v"], read.stderr
+    # a deleted credential no longer authenticates; describing it says so
+    deletion = admin.alter_user_scram_credentials([UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)])
+    assert deletion["bob"].result(30) is None
+    ok, errors = confluent_produces(confluent(broker, "SASL_PLAINTEXT", certs, "SCRAM-SHA-256", "bob", "bob-secret"), "s")
+    assert not ok, errors
+    missing = admin.describe_user_scram_credentials(["nobody"])["nobody"]
+    with pytest.raises(Exception, match="does not exist"):
+        missing.result(30)
+
+
+def test_client_certificates_are_required_when_the_listener_asks(secure_broker, certs):
+    broker = secure_broker(**{"ssl.client.auth": "required", "ssl.truststore.location": str(certs / "ca.pem")})
+    ok, errors = confluent_produces(confluent(broker, "SSL", certs), "c")
+    assert not ok and errors, "a client without a certificate got through"
+    ok, errors = confluent_produces(confluent(broker, "SSL", certs, **{
+        "ssl.certificate.location": str(certs / "client.crt"), "ssl.key.location": str(certs / "client.key")}), "c")
+    assert ok, errors
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "binlake offers PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; GSSAPI cannot be used"),
+    ({"ssl.keystore.type": "JKS"}, "binlake reads PEM files only"),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "PlainLoginModule required user_a=\"b\""},
+     "the JAAS line must end with ';'"),
+    ({"listeners": "SECRET://127.0.0.1:0"}, "listener SECRET has no security protocol"),
+    ({"connections.max.reauth.ms": "60000"}, "does not offer re-authentication"),
+])
+def test_a_wrong_security_setting_stops_the_broker_saying_what_to_fix(tmp_path, certs, config, message):
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
+                "ssl.keystore.location": str(certs / "broker.pem"), **config}
+    if "ssl.keystore.type" in config:
+        settings["listeners"] += f",SSL://127.0.0.1:{free_port()}"
+    args = [arg for key, value in settings.items() for arg in ("--override", f"{key}={value}")]
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "broker", "--data-dir", str(tmp_path / "d"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
