@@ -214,3 +214,25 @@ def test_a_wrong_security_setting_stops_the_broker_saying_what_to_fix(tmp_path, 
     done = subprocess.run([sys.executable, "-m", "binlake.cli", "broker", "--data-dir", str(tmp_path / "d"), *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_binlake_configs_manages_scram_users_as_kafka_configs_does(secure_broker, certs):
+    from click.testing import CliRunner
+
+    from binlake.cli import main
+    broker = secure_broker()
+    base = ["configs", "--bootstrap-server", broker.address("PLAINTEXT"), "--entity-type", "users"]
+    done = CliRunner().invoke(main, [*base, "--alter", "--entity-name", "carol", "--add-config",
+                                     "SCRAM-SHA-256=[iterations=8192,password=carol-secret],SCRAM-SHA-512=[password=carol-secret]"])
+    assert done.exit_code == 0 and "Completed updating config for user carol." in done.output, done.output
+    done = CliRunner().invoke(main, [*base, "--describe", "--entity-name", "carol"])
+    assert ("SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192, "
+            "SCRAM-SHA-512=iterations=4096") in done.output, done.output
+    ok, errors = confluent_produces(confluent(broker, "SASL_SSL", certs, "SCRAM-SHA-512", "carol", "carol-secret"), "u")
+    assert ok, errors
+    done = CliRunner().invoke(main, [*base, "--alter", "--entity-name", "carol", "--delete-config", "SCRAM-SHA-512"])
+    assert done.exit_code == 0, done.output
+    ok, errors = confluent_produces(confluent(broker, "SASL_SSL", certs, "SCRAM-SHA-512", "carol", "carol-secret"), "u")
+    assert not ok, errors
+    done = CliRunner().invoke(main, [*base, "--alter", "--entity-name", "carol", "--add-config", "SCRAM-SHA-1=[password=x]"])
+    assert done.exit_code != 0 and "users take SCRAM-SHA-256 or SCRAM-SHA-512 configs, not SCRAM-SHA-1" in done.output

@@ -1,13 +1,16 @@
-"""`binlake configs`: kafka-configs.sh for topics and brokers. Describes an entity's configs (the
-ones set on it, or `--all`) and alters them with IncrementalAlterConfigs (`--add-config k=v,...`,
-`--delete-config k,...`). Broker configs are static in binlake (the `--config` file): describing
-them works, altering is refused by the broker with its reason."""
+"""`binlake configs`: kafka-configs.sh for topics, brokers and users. Describes an entity's configs
+(the ones set on it, or `--all`) and alters them with IncrementalAlterConfigs (`--add-config
+k=v,...`, `--delete-config k,...`). Broker configs are static in binlake (the `--config` file):
+describing them works, altering is refused by the broker with its reason. Users' configs are their
+SCRAM credentials (scram_users.py)."""
 
 from __future__ import annotations
 
 import click
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+from . import scram_users
 
 TIMEOUT_S = 30
 ENTITY_TYPES = {"topics": ("topic", ConfigResource.Type.TOPIC), "brokers": ("broker", ConfigResource.Type.BROKER)}
@@ -34,8 +37,9 @@ def _pairs(_ctx, _param, value: str | None) -> dict[str, str]:
 
 @click.command("configs")
 @click.option("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]", help="brokers to connect to")
-@click.option("--entity-type", required=True, type=click.Choice(sorted(ENTITY_TYPES)), help="what to configure")
-@click.option("--entity-name", help="the topic name or broker id (default for --describe: every one)")
+@click.option("--entity-type", required=True, type=click.Choice(sorted([*ENTITY_TYPES, "users"])),
+              help="what to configure")
+@click.option("--entity-name", help="the topic name, broker id or user (default for --describe: every one)")
 @click.option("--describe", is_flag=True, help="print the configs")
 @click.option("--all", "all_configs", is_flag=True, help="with --describe: every config, defaults included")
 @click.option("--alter", is_flag=True, help="change configs with --add-config / --delete-config")
@@ -43,16 +47,22 @@ def _pairs(_ctx, _param, value: str | None) -> dict[str, str]:
 @click.option("--delete-config", metavar="K,K", help="configs to remove (back to their defaults)")
 def configs_command(bootstrap_server: str, entity_type: str, entity_name: str | None, describe: bool,
                     all_configs: bool, alter: bool, add_config: dict[str, str], delete_config: str | None) -> None:
-    """Describe or alter the configs of topics and brokers."""
+    """Describe or alter the configs of topics and brokers, and users' SCRAM credentials."""
     if describe == alter:
         raise click.UsageError("give exactly one of --describe and --alter")
     if alter and not (entity_name and (add_config or delete_config)):
         raise click.UsageError("--alter needs --entity-name and --add-config and/or --delete-config")
-    label, kind = ENTITY_TYPES[entity_type]
     admin = AdminClient({"bootstrap.servers": bootstrap_server})
+    deletes = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
     try:
+        if entity_type == "users":
+            if alter:
+                scram_users.alter(admin, entity_name, add_config, deletes, TIMEOUT_S)
+            else:
+                scram_users.describe(admin, entity_name, TIMEOUT_S)
+            return
+        label, kind = ENTITY_TYPES[entity_type]
         if alter:
-            deletes = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
             entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in add_config.items()]
             entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
             resource = ConfigResource(kind, entity_name, incremental_configs=entries)
