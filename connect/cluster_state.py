@@ -23,6 +23,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from binlake.kafka_security import KafkaSecurity
+
 log = logging.getLogger(__name__)
 
 
@@ -54,8 +56,9 @@ class StateTopics:
     """Tails the config and status topics into a `ClusterState` and writes records to them."""
 
     def __init__(self, bootstrap_servers: str | list[str], config_topic: str, status_topic: str,
-                 on_config: ConfigListener) -> None:
+                 on_config: ConfigListener, security: KafkaSecurity = KafkaSecurity()) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.config_topic = config_topic
         self.status_topic = status_topic
         self.state = ClusterState()
@@ -68,9 +71,10 @@ class StateTopics:
 
     async def start(self, status_partitions: int) -> None:
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
-                                          auto_offset_reset="earliest", isolation_level="read_committed")
+                                          auto_offset_reset="earliest", isolation_level="read_committed",
+                                          **self.security.aiokafka())
         self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all",
-                                          enable_idempotence=True)
+                                          enable_idempotence=True, **self.security.aiokafka())
         await self._consumer.start()
         await self._producer.start()
         self._config_tp = TopicPartition(self.config_topic, 0)

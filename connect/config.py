@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from binlake import yamlfile
+from binlake.kafka_security import KafkaSecurity
 
 from . import plugins
 from .api import Connector, ConnectorConfig
@@ -83,6 +84,8 @@ class RuntimeConfig(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,200}$")
     connector: str
     bootstrap_servers: str | list[str]
+    security: KafkaSecurity = KafkaSecurity()
+    """How the runtime's clients reach the brokers: TLS and SASL (binlake/kafka_security.py)."""
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
     commit_interval_ms: int | None = Field(None, ge=0)
     """How long batches collect before their offsets are committed. None: 0 for exactly_once (one

@@ -66,7 +66,7 @@ def with_worker_defaults(raw: dict[str, Any], worker: WorkerConfig, name: str) -
     offsets = {"topic": worker.offset_topic, "partitions": worker.offset_partitions,
                "replication_factor": worker.offset_replication_factor}
     given = raw.get("offsets")
-    return {"bootstrap_servers": worker.bootstrap_servers, **raw, "name": name,
+    return {"bootstrap_servers": worker.bootstrap_servers, "security": worker.security.as_yaml(), **raw, "name": name,
             "offsets": {**offsets, **given} if isinstance(given, dict) else given or offsets}
 
 
@@ -81,7 +81,7 @@ class DistributedWorker:
         self.url = url
         self.worker_id = url.removeprefix("http://").removeprefix("https://")
         self.topics = StateTopics(config.bootstrap_servers, config.config_topic, config.status_topic,
-                                  self._on_config)
+                                  self._on_config, config.security)
         self.memory = LeaderMemory()
         self.assignment: Assignment | None = None
         self.connectors: set[str] = set()  # connector units this worker owns
@@ -105,12 +105,12 @@ class DistributedWorker:
                 (c.config_topic, 1, c.config_replication_factor, "config topic"),
                 (c.status_topic, c.status_partitions, c.status_replication_factor, "status topic"),
                 (c.offset_topic, c.offset_partitions, c.offset_replication_factor, "offsets topic")):
-            await LogTopics(c.bootstrap_servers, replication).ensure_topic(
+            await LogTopics(c.bootstrap_servers, replication, security=c.security).ensure_topic(
                 topic, partitions, compact=True, label=label, loss="the connectors' state")
-        await self.topics.start(await LogTopics(c.bootstrap_servers).partitions(c.status_topic))
+        await self.topics.start(await LogTopics(c.bootstrap_servers, security=c.security).partitions(c.status_topic))
         # A JoinGroup waits at the coordinator for every member, up to the rebalance timeout.
         self.client = AIOKafkaClient(bootstrap_servers=c.bootstrap_servers,
-                                     request_timeout_ms=c.rebalance_timeout_ms + 10_000)
+                                     request_timeout_ms=c.rebalance_timeout_ms + 10_000, **c.security.aiokafka())
         await self.client.bootstrap()
         self.member = GroupMember(self.client, c.group_id, PROTOCOL_TYPE, session_timeout_ms=c.session_timeout_ms,
                                   rebalance_timeout_ms=c.rebalance_timeout_ms)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .api import Json
+from binlake.kafka_security import KafkaSecurity
+
 from .topics import LogTopics
 
 log = logging.getLogger(__name__)
@@ -70,10 +72,11 @@ class LogOffsetStore:
     """Offsets in a compacted topic; created (compact, `partitions`, `replication_factor`) if missing."""
 
     def __init__(self, bootstrap_servers: str | list[str], topic: str, partitions: int,
-                 replication_factor: int | None, request_timeout_ms: int = 30_000) -> None:
+                 replication_factor: int | None, request_timeout_ms: int = 30_000,
+                 security: KafkaSecurity = KafkaSecurity()) -> None:
         self.topic = topic
         self.partitions = partitions
-        self.topics = LogTopics(bootstrap_servers, replication_factor, request_timeout_ms)
+        self.topics = LogTopics(bootstrap_servers, replication_factor, request_timeout_ms, security)
 
     def record(self, connector: str, source_partition: Mapping[str, Json],
                offset: Mapping[str, Json] | None) -> OffsetRecord:

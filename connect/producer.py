@@ -65,6 +65,7 @@ def make_producer(runtime: RuntimeConfig, task_id: int) -> AIOKafkaProducer:
         request_timeout_ms=settings.request_timeout_ms,
         transactional_id=transactional_id(runtime.name, task_id) if exactly_once else None,
         transaction_timeout_ms=settings.transaction_timeout_ms,
+        **runtime.security.aiokafka(),
     )
 
 

@@ -42,7 +42,7 @@ def offset_store(spec: ConnectorSpec) -> LogOffsetStore:
     """Where the connector of `spec` keeps its source offsets."""
     runtime = spec.runtime
     return LogOffsetStore(runtime.bootstrap_servers, runtime.offsets.topic, runtime.offsets.partitions,
-                          runtime.offsets.replication_factor, runtime.producer.request_timeout_ms)
+                          runtime.offsets.replication_factor, runtime.producer.request_timeout_ms, runtime.security)
 
 
 class TaskRunner:

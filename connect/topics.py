@@ -17,6 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import IncompatibleBrokerVersion, for_code
 
+from binlake.kafka_security import KafkaSecurity
+
 log = logging.getLogger(__name__)
 TOPIC_ALREADY_EXISTS = 36
 # A topic just created in a cluster reaches the brokers one by one; until then they answer these.
@@ -32,15 +34,16 @@ class LogTopics:
     per call, so an idle runtime holds no extra connections."""
 
     def __init__(self, bootstrap_servers: str | list[str], replication_factor: int | None = None,
-                 request_timeout_ms: int = 30_000) -> None:
+                 request_timeout_ms: int = 30_000, security: KafkaSecurity = KafkaSecurity()) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.replication_factor = replication_factor
         self.timeout = request_timeout_ms / 1000
         self._partitions: dict[str, int] = {}
 
     def _admin(self) -> AIOKafkaAdminClient:
         return AIOKafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                   request_timeout_ms=int(self.timeout * 1000))
+                                   request_timeout_ms=int(self.timeout * 1000), **self.security.aiokafka())
 
     async def partitions(self, topic: str, create: int = 1) -> int:
         if topic not in self._partitions:
@@ -119,7 +122,7 @@ class LogTopics:
             await self.ensure_topic(topic)
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
                                     isolation_level="read_committed", auto_offset_reset="earliest",
-                                    request_timeout_ms=int(self.timeout * 1000))
+                                    request_timeout_ms=int(self.timeout * 1000), **self.security.aiokafka())
         await consumer.start()
         records: list[tuple[bytes | None, bytes | None]] = []
         try:

@@ -59,7 +59,7 @@ class SinkJob:
         else:
             from spark_sink.postgres_target import PostgresTables
             self.target = PostgresTables(spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
-        self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic) \
+        self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic, config.security) \
             if config.format == "debezium" else None
         self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
         self.name = "binlake-sink"      # the streaming query's
@@ -73,6 +73,8 @@ class SinkJob:
                   .option("kafka.isolation.level", "read_committed")
                   .option("startingOffsets", c.starting_offsets)
                   .option("failOnDataLoss", "true"))
+        for key, value in c.security.java().items():  # TLS and SASL, as the Java client takes them
+            reader = reader.option(f"kafka.{key}", value)
         reader = reader.option("subscribe", ",".join(c.topics)) if c.topics else reader.option("subscribePattern", c.topic_pattern)
         if c.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", c.max_offsets_per_trigger)

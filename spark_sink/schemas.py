@@ -12,6 +12,8 @@ import json
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from binlake.kafka_security import KafkaSecurity
+
 from .changes import Column, MySqlType, SchemaHistory, TableSchema, debezium_sequence
 
 
@@ -20,8 +22,9 @@ class DebeziumSchemas:
     librdkafka reports a partition's end only once per consumer, so a long-lived one could not tell
     "nothing new" from "not there yet"."""
 
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, security: KafkaSecurity = KafkaSecurity()) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.topic = topic
         self.history = SchemaHistory()
         consumer = self._consumer()
@@ -37,7 +40,7 @@ class DebeziumSchemas:
     def _consumer(self) -> Consumer:
         return Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "binlake-sink-schemas",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+                         "enable.partition.eof": True, "fetch.wait.max.ms": 10, **self.security.confluent()})
 
     def catch_up(self) -> SchemaHistory:
         """Apply every schema change committed since the last call, in source order."""

@@ -95,3 +95,27 @@ def zookeeper(tmp_path):
     server = start_zookeeper(tmp_path / "zookeeper")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """TLS files for `secure_broker` (tests/secure_broker.py)."""
+    from secure_broker import make_certs
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def secure_broker(tmp_path, certs):
+    """secure_broker(**config) -> a started SecureBroker: PLAINTEXT, SASL_PLAINTEXT, SSL and SASL_SSL."""
+    from secure_broker import SecureBroker
+    started = []
+
+    def make(**config: str):
+        (tmp_path / f"b{len(started)}").mkdir()
+        broker = SecureBroker(tmp_path / f"b{len(started)}", certs, **config)
+        started.append(broker)
+        broker.process.start()
+        return broker
+    yield make
+    for broker in started:
+        broker.process.kill()

@@ -20,59 +20,8 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
 
 from binlake.brokerproc import ROOT
 from binlake.sandbox import free_port
-from brokerproc import BrokerProcess
+from secure_broker import PLAIN_USERS, SecureBroker
 
-PLAIN_USERS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_admin="a\\"b";'
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    """A CA, a broker certificate for 127.0.0.1 and a client certificate, as PEM files."""
-    d = tmp_path_factory.mktemp("certs")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=binlake test CA")
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name in ("broker", "client"):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN={name}")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{name}.crt", "-days", "2", "-extfile", "san.ext")
-        (d / f"{name}.pem").write_text((d / f"{name}.key").read_text() + (d / f"{name}.crt").read_text())
-    return d
-
-
-class SecureBroker:
-    """A broker process with all four protocols: PLAINTEXT on `address` (where the test harness
-    waits for it), SASL_PLAINTEXT, SSL and SASL_SSL on ports of their own."""
-
-    def __init__(self, tmp_path, certs, **config: str) -> None:
-        self.ports = {name: free_port() for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")}
-        listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.ports.items())
-        self.process = BrokerProcess(tmp_path / "secure", port=self.ports["PLAINTEXT"], config={
-            "listeners": listeners, "ssl.keystore.location": str(certs / "broker.pem"),
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
-            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_USERS, **config})
-
-    def address(self, protocol: str) -> str:
-        return f"127.0.0.1:{self.ports[protocol]}"
-
-
-@pytest.fixture
-def secure_broker(tmp_path, certs):
-    started = []
-
-    def make(**config: str) -> SecureBroker:
-        (tmp_path / f"b{len(started)}").mkdir()
-        broker = SecureBroker(tmp_path / f"b{len(started)}", certs, **config)
-        started.append(broker)
-        broker.process.start()
-        return broker
-    yield make
-    for broker in started:
-        broker.process.kill()
 
 
 def aiokafka_settings(broker: SecureBroker, protocol: str, certs, mechanism: str | None = None, user: str = "",

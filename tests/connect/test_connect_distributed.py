@@ -215,3 +215,23 @@ async def test_worker_config_and_group_errors_are_clear(broker, connect_worker, 
     finally:
         await consumer.stop()
     assert "group taken is in use by members of another kind" in taken.log()
+
+
+async def test_a_worker_and_its_connectors_reach_a_sasl_ssl_listener_from_the_worker_yaml(secure_broker, certs,
+                                                                                          connect_worker):
+    """The worker's `security` block serves its own clients (group membership, config and status
+    topics) and the connectors it runs; the datagen connector's records arrive exactly once."""
+    broker = secure_broker(**{"group.initial.rebalance.delay.ms": "0"})
+    security = {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "username": "alice", "password": "alice-secret",
+                "ca_file": str(certs / "ca.pem")}
+    worker = connect_worker(broker.address("SASL_SSL"), security=security)
+    async with aiohttp.ClientSession() as http:
+        status, _ = await request(http, "PUT", f"{worker.url}/connectors/secure/config", datagen("secure.users"))
+        assert status == 201
+        await poll(http, f"{worker.url}/connectors/secure/status", running_on)
+    plaintext = broker.address("PLAINTEXT")   # (the checks read over the broker's PLAINTEXT listener)
+    async with asyncio.timeout(30):
+        while len(ids := await datagen_ids(plaintext, "secure.users", "read_committed")) < 20:
+            await asyncio.sleep(0.2)
+    assert ids == list(range(len(ids)))
+    assert "failed SASL authentication" not in broker.process.log()
