@@ -254,8 +254,9 @@ class DistributedWorker:
     def _start_runner(self, unit: Unit) -> None:
         name, task = unit
         prepared = self._prepare(name) if name in self.topics.state.configs else None
-        if unit in self.runners or prepared is None or prepared.spec is None or task >= len(prepared.task_configs):
-            return  # running already, or deleted or reconfigured since the assignment (the next rebalance drops it)
+        if (unit in self.runners or prepared is None or prepared.spec is None or task >= len(prepared.task_configs)
+                or self.topics.state.target_state(name) == "STOPPED"):
+            return  # running already, or deleted, reconfigured or stopped since the assignment (the next rebalance drops it)
         runner = TaskRunner(prepared.spec, task, prepared.task_configs[task])
         runner.on_state = self._publish_task
         if self.topics.state.target_state(name) == "PAUSED":

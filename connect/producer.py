@@ -83,6 +83,15 @@ async def start_producer(producer: AIOKafkaProducer, runtime: RuntimeConfig) -> 
         raise
 
 
+async def stop_producer(producer: AIOKafkaProducer) -> None:
+    """Stop it, and take the failure aiokafka leaves on its transaction manager's waiter when the
+    producer was fenced (nothing awaits that future: asyncio would log it as never retrieved)."""
+    await producer.stop()
+    waiter = getattr(getattr(producer, "_txn_manager", None), "_transaction_waiter", None)
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        waiter.exception()
+
+
 class Writer(ABC):
     """Sends a task's batches and commits their offsets every `commit_interval_ms`: a commit covers
     every batch written since the last one. Subclasses decide what a commit is. Event loop only.

@@ -18,11 +18,13 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 
+from aiokafka.errors import ProducerFenced
+
 from .api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask, TaskContext
 from .config import ConnectorSpec
 from .metrics import TaskMetrics
 from .offsets import LogOffsetStore
-from .producer import Writer, make_producer, make_writer, start_producer
+from .producer import Writer, make_producer, make_writer, start_producer, stop_producer
 from .transforms import chain
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,11 @@ class TaskRunner:
                     self.state = State.FAILED
                     log.error("%s failed and will not be restarted: %s", self.label, exc)
                     return self.state
+                if isinstance(exc, ProducerFenced):  # (as Kafka Connect: a fenced instance is a zombie)
+                    self.state = State.FAILED
+                    log.error("%s was fenced: another instance of it started (a rebalance elsewhere), or its "
+                              "offsets were changed; this one stops for good", self.label)
+                    return self.state
                 if restart.max_restarts is not None and self.failures > restart.max_restarts:
                     self.state = State.FAILED
                     log.error("%s failed %d times in a row, giving up: %s", self.label, self.failures, _why(exc))
@@ -168,7 +175,7 @@ class TaskRunner:
                     await task.stop()
                 except Exception:
                     log.exception("%s: task.stop() raised", self.label)
-            await producer.stop()
+            await stop_producer(producer)
 
     async def _pump(self, task: SourceTask, writer: Writer) -> bool:
         source = task.batches()

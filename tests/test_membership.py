@@ -56,7 +56,7 @@ def test_brokers_register_in_kafkas_layout_and_see_each_other(zookeeper):
     try:
         wait_for(lambda: [n.node_id for n in one.live_nodes()] == [1, 2] == [n.node_id for n in two.live_nodes()],
                  "both brokers to see both")
-        assert one.live_nodes()[0] == Node(1, "127.0.0.1", 9091, "r1")
+        assert one.live_nodes()[0] == Node(1, "127.0.0.1", 9091, "r1", (("PLAINTEXT", "127.0.0.1", 9091),))
         registration = json.loads(one.zk.get("/brokers/ids/1")[0])  # what zkCli shows a Kafka operator
         assert registration["endpoints"] == ["PLAINTEXT://127.0.0.1:9091"] and registration["rack"] == "r1"
         assert registration["version"] == 5 and registration["port"] == 9091
