@@ -185,3 +185,37 @@ def test_binlake_configs_manages_scram_users_as_kafka_configs_does(secure_broker
     assert not ok, errors
     done = CliRunner().invoke(main, [*base, "--alter", "--entity-name", "carol", "--add-config", "SCRAM-SHA-1=[password=x]"])
     assert done.exit_code != 0 and "users take SCRAM-SHA-256 or SCRAM-SHA-512 configs, not SCRAM-SHA-1" in done.output
+
+
+def test_on_the_wire_a_bad_sasl_exchange_gets_its_error_and_closes_only_its_connection(secure_broker):
+    """Raw frames, as no well-behaved client sends them: a malformed PLAIN token, an unknown mechanism,
+    a SaslAuthenticate before any handshake, and a request before authentication."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from wire import WireClient
+    broker = secure_broker()
+    address = broker.address("SASL_PLAINTEXT")
+    with WireClient(address) as bystander:   # authenticated, and left alone by the others' failures
+        assert bystander.call(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+        assert bystander.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret")).error_code == 0
+        with WireClient(address) as client:
+            answer = client.call(SaslHandshakeRequest(mechanism="PLAIN"))
+            assert answer.error_code == 0 and set(answer.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+            answer = client.call(SaslAuthenticateRequest(auth_bytes=b"no separators at all"))
+            assert answer.error_code == 58 and "expected 3 tokens" in answer.error_message   # SASL_AUTHENTICATION_FAILED
+            assert client.read_frame() is None                                                  # then closed
+        with WireClient(address) as client:
+            assert client.call(SaslHandshakeRequest(mechanism="GSSAPI")).error_code == 33     # UNSUPPORTED_SASL_MECHANISM
+            assert client.read_frame() is None
+        with WireClient(address) as client:
+            assert client.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret")).error_code == 34  # ILLEGAL_SASL_STATE
+            assert client.read_frame() is None
+        with WireClient(address) as client:
+            client.send(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                        include_topic_authorized_operations=False))
+            assert client.read_frame() is None                                                  # closed unanswered
+        metadata = bystander.call(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False))
+        assert [b.port for b in metadata.brokers] == [broker.ports["SASL_PLAINTEXT"]]       # its listener's address
