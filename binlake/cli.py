@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
     "broker-api-versions": ("logcore.tools.api_versions_cmd:broker_api_versions_command",
                             "Print the API versions each live broker supports."),
-    "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics and brokers."),
+    "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics and brokers, and users' SCRAM credentials."),
     "delete-records": ("logcore.tools.delete_records_cmd:delete_records_command",
                        "Delete the records before an offset in each listed partition (move its log start offset)."),
     "producer-perf-test": ("logcore.tools.perf_test:producer_perf_test_command",

@@ -100,7 +100,7 @@ def zookeeper(tmp_path):
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory):
     """TLS files for `secure_broker` (tests/secure_broker.py)."""
-    from secure_broker import make_certs
+    from binlake.tlssandbox import make_certs
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 

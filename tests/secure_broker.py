@@ -3,29 +3,10 @@ the pipeline's runs against a secured broker (fixtures `certs` and `secure_broke
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 from binlake.sandbox import free_port
 from brokerproc import BrokerProcess
 
 PLAIN_USERS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_admin="a\\"b";'
-
-
-def make_certs(d: Path) -> Path:
-    """A CA, a broker certificate for 127.0.0.1 and a client certificate, as PEM files in `d`."""
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=binlake test CA")
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name in ("broker", "client"):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN={name}")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{name}.crt", "-days", "2", "-extfile", "san.ext")
-        (d / f"{name}.pem").write_text((d / f"{name}.key").read_text() + (d / f"{name}.crt").read_text())
-    return d
 
 
 class SecureBroker:

@@ -11,6 +11,7 @@ from .shop import HIGH_VALUE_TOTAL
 from .warehouse import Rows
 
 ENRICHED, HIGH_VALUE, REVENUE = "orders_enriched", "high_value_orders", "revenue_per_minute"
+DERIVED_TABLES = (ENRICHED, HIGH_VALUE, REVENUE)
 ORDER_COLUMNS = ("id", "customer_id", "sku", "quantity", "total", "status", "ordered_at")
 
 

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import yaml
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from rich.console import Console
 
 from binlake import pgsandbox, sandbox, zksandbox
 from binlake.brokerproc import ROOT
 from binlake.lifetime import die_with_parent
 
+from . import outputs
 from .shop import DATABASE, HIGH_VALUE_TOTAL, SCHEMA, SEED
 
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
@@ -320,11 +321,25 @@ async def partitions_of(pipeline: Pipeline, topics: set[str], creator: Process) 
         await admin.close()
 
 
+async def create_topics(pipeline: Pipeline, names: list[str]) -> None:
+    """Topics with a replica on every broker, made now: one a client creates by sending to it after a
+    broker died could not get its replicas (Kafka refuses such a topic too)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=pipeline.bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        await admin.create_topics([NewTopic(name, 1, len(pipeline.brokers)) for name in names if name not in existing])
+    finally:
+        await admin.close()
+
+
 def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     """Two faust workers of examples/shop_processors.py, exactly once, sharing its partitions; once
-    the connector has created the topics they read (a faust app subscribes to topics that exist)."""
+    the connector has created the topics they read (a faust app subscribes to topics that exist),
+    and with their output topics made (as an operator makes them: before anything can fail)."""
     asyncio.run(partitions_of(pipeline, {f"{pipeline.connector_name}.{DATABASE}.{t}" for t in ("customers", "orders")},
                               pipeline.connector))
+    asyncio.run(create_topics(pipeline, [f"{DERIVED}.{table}" for table in outputs.DERIVED_TABLES]))
     env = {"BOOTSTRAP_SERVERS": pipeline.bootstrap, "SHOP_TOPIC_PREFIX": f"{pipeline.connector_name}.{DATABASE}",
            "SHOP_FORMAT": pipeline.format, "DERIVED_TOPIC_PREFIX": DERIVED, "PROCESSOR_APP_ID": PROCESSOR_APP,
            "HIGH_VALUE_TOTAL": str(HIGH_VALUE_TOTAL), "PROCESSOR_REPLICATION_FACTOR": str(len(pipeline.brokers)),
