@@ -59,7 +59,9 @@ def consume(settings: dict, topic: str, messages: int) -> float:
                          "enable.auto.commit": False, "fetch.max.bytes": 50 * 1024 * 1024})
     consumer.subscribe([topic])
     got, started = 0, None
+    deadline = time.monotonic() + 300
     while got < messages:
+        assert time.monotonic() < deadline, f"only {got:,} of {messages:,} messages consumed from {topic}"
         batch = consumer.consume(10_000, timeout=5)
         if batch and started is None:
             started = time.perf_counter()

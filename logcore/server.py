@@ -415,7 +415,7 @@ class _Connection(asyncio.Protocol):
         for chunk in chunks:
             if not isinstance(chunk, FileRegion):
                 self.unsent.append(chunk)
-            elif chunk.length < SENDFILE_MIN:
+            elif chunk.length < SENDFILE_MIN or self.server.ssl_context is not None:  # (TLS encrypts in user space)
                 self.unsent.append(chunk.read())
             else:
                 await self._flush()

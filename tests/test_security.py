@@ -89,7 +89,8 @@ def test_each_protocol_with_right_credentials_works_and_wrong_ones_are_refused(s
     broker = secure_broker()
     for protocol, mechanism in (("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "PLAIN")):
         settings = aiokafka_settings(broker, protocol, certs, mechanism, "admin", 'a"b')  # (a quote in the JAAS value)
-        assert asyncio.run(produce_and_read_back(settings, f"t-{protocol}", protocol.encode())) == [protocol.encode()]
+        value = protocol.encode() * 20_000  # (a fetch response large enough for the broker's sendfile path)
+        assert asyncio.run(produce_and_read_back(settings, f"t-{protocol}", value)) == [value]
     for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         assert asyncio.run(refused(aiokafka_settings(broker, protocol, certs, "PLAIN", "alice", "wrong")))
         assert asyncio.run(refused(aiokafka_settings(broker, protocol, certs, "PLAIN", "mallory", "alice-secret")))
