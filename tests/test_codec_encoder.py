@@ -5,7 +5,6 @@ import io
 import os
 import random
 import struct
-import uuid
 
 import pytest
 from kio.serial import entity_writer
@@ -13,7 +12,7 @@ from kio.serial import entity_writer
 from kio.schema.index import api_key_map
 
 from logcore.protocol import codec
-from logcore.protocol.codec import ErrorCode, FileRegion
+from logcore.protocol.codec import FileRegion
 from samples import sample
 
 
