@@ -22,7 +22,8 @@ from rich.table import Table
 from . import outputs, shop, warehouse
 from .services import DemoError, Pipeline
 
-WAIT_S = 120          # for the sink to land everything (its first batches create the tables)
+WAIT_S = 120          # for the sink's next batch (its first batches create the tables; a loaded machine
+                      # takes a minute for one): the wait ends when the sink stops making progress
 POLL_S = 1.0
 BATCH_LINE = re.compile(r"spark_sink\.job: (binlake-sink-\S+) (batch \d+: .*?)(?: \(read\+decode|$)")
 
@@ -62,15 +63,16 @@ class Landing:
         return bool(self.comparisons) and all(c.ok for c in self.comparisons)
 
     def wait(self) -> "Landing":
-        """Show the sink's batches until every table matches, or WAIT_S passed (then the table shows
-        what differs)."""
+        """Show the sink's batches until every table matches, or the sink landed no batch for WAIT_S
+        (then the table shows what differs)."""
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             starting = pool.submit(check_session, self.pipeline)
-            spark = None
-            deadline = time.monotonic() + WAIT_S
+            spark, started = None, time.monotonic()
+            deadline = started + WAIT_S
             while True:
                 self.pipeline.check_alive()
-                self.show_batches()
+                if self.show_batches():
+                    deadline = time.monotonic() + WAIT_S
                 if spark is None and starting.done():
                     spark = starting.result()
                 if spark is not None:
@@ -79,25 +81,28 @@ class Landing:
                         break
                 if time.monotonic() > deadline:
                     if spark is None:
-                        raise DemoError(f"the Spark session that reads the Delta tables did not start within "
-                                        f"{WAIT_S} s; see {self.pipeline.work_dir / 'spark-check.log'}")
+                        waited = time.monotonic() - started
+                        raise DemoError(f"the Spark session that reads the Delta tables did not start in {waited:.0f} s;"
+                                        f" see {self.pipeline.work_dir / 'spark-check.log'}")
                     break
                 time.sleep(POLL_S)
             self.show_batches()
             spark.stop()
         return self
 
-    def show_batches(self) -> None:
-        """Print the batch lines the sink logged since the last call."""
+    def show_batches(self) -> int:
+        """Print the batch lines the sink logged since the last call; how many there were."""
         with open(self.pipeline.sink.log_path, "rb") as log:
             log.seek(self._log_offset)
             text = log.read()
         end = text.rfind(b"\n") + 1          # (a line being written is read next time)
         self._log_offset += end
-        for line in text[:end].decode(errors="replace").splitlines():
-            if match := BATCH_LINE.search(line):
-                self.pipeline.console.print(f"  [cyan]{escape(match.group(1))}[/] {escape(match.group(2))}",
-                                            soft_wrap=True, highlight=False)
+        batches = [match for line in text[:end].decode(errors="replace").splitlines()
+                   if (match := BATCH_LINE.search(line))]
+        for match in batches:
+            self.pipeline.console.print(f"  [cyan]{escape(match.group(1))}[/] {escape(match.group(2))}",
+                                        soft_wrap=True, highlight=False)
+        return len(batches)
 
     def compare(self, spark) -> list[Comparison]:
         pipeline, found = self.pipeline, []
