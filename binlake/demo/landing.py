@@ -82,7 +82,8 @@ class Landing:
                 if time.monotonic() > deadline:
                     if spark is None:
                         waited = time.monotonic() - started
-                        raise DemoError(f"the Spark session that reads the Delta tables did not start in {waited:.0f} s;"
+                        raise DemoError(f"the Spark session that reads the Delta tables did not start "
+                                        f"in {waited:.0f} s;"
                                         f" see {self.pipeline.work_dir / 'spark-check.log'}")
                     break
                 time.sleep(POLL_S)
