@@ -33,6 +33,8 @@ from .protocol.fetch_session import FetchSessionCache
 from .replication.cluster import Replication
 from .replication.manager import ReplicaManager
 from .replication.partition import Partition
+from .security.acl_store import FileAcls, ZooKeeperAcls
+from .security.authorizer import Authorizer
 from .security.credentials import FileCredentials, ZooKeeperCredentials
 from .security.listeners import Listener, listeners_from
 from .security.per_listener import sasl_sessions, tls_context
@@ -92,6 +94,8 @@ class Broker:
             self.transactions.led = set()
         self.credentials = FileCredentials(self.data_dir) if self.zookeeper is None \
             else ZooKeeperCredentials(self.zookeeper.zk)
+        self.authorizer = Authorizer.from_config(  # None: no authorizer.class.name, every request is allowed
+            self.config, lambda: FileAcls(self.data_dir) if self.zookeeper is None else ZooKeeperAcls(self.zookeeper.zk))
         self.listeners, inter_broker = listeners_from(self.config, host, port)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self, listener.host, listener.port, handlers, limits, listener.name,
@@ -136,6 +140,8 @@ class Broker:
                 for index in range(info.partitions):
                     self.replicas.host(info.name, index, topic_config)
             self.replicas.started()
+            if self.authorizer is not None:
+                self.authorizer.store.start()
             await self.groups.start()
             await self.transactions.start()
             for server in self.servers.values():
@@ -149,6 +155,8 @@ class Broker:
             self.replication.on_role_change = self._coordinate
             await self.replication.start(self.node)
             self.replication.isr.on_change = self.metrics.isr_changed
+            if self.authorizer is not None:
+                await asyncio.to_thread(self.authorizer.store.start)
             await self.groups.start()
             await self.transactions.start()
             for server in self.servers.values():

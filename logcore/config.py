@@ -186,6 +186,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("ssl.client.auth", "string", "none", "none, requested or required: ask clients for a certificate",
               check=lambda v: None if v.lower() in ("none", "requested", "required")
               else "write none, requested or required"),
+    ConfigDef("authorizer.class.name", "string", None,
+              "set to Kafka's kafka.security.authorizer.AclAuthorizer (or StandardAuthorizer) to enforce ACLs",
+              check=_one_of("kafka.security.authorizer.AclAuthorizer",
+                            "org.apache.kafka.metadata.authorizer.StandardAuthorizer", empty_ok=True)),
+    ConfigDef("super.users", "string", None, "User:NAME;User:NAME... allowed everything whatever the ACLs say"),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", False,
+              "with an authorizer: allow anyone on a resource no ACL applies to"),
     ConfigDef("connections.max.reauth.ms", "long", 0,
               "0: SASL sessions do not expire (re-authentication, KIP-368, is not offered)",
               check=lambda v: None if v == 0 else "binlake does not offer re-authentication yet: leave it 0"),

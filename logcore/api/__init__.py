@@ -13,7 +13,9 @@ import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..protocol import errors
 from ..protocol.codec import ApiKey
+from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -31,6 +33,34 @@ class RequestContext:
     client_host: str
     listener: str = "PLAINTEXT"        # the listener the request came in on: Metadata answers with its addresses
     principal: str = "User:ANONYMOUS"  # who sent it: the SASL user, else Kafka's anonymous principal
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """May the sender do `operation` on the resource (the cluster when no name is given)?"""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize(self.principal, self.client_host, operation,
+                                                          resource_type, name)
+
+    def allowed_on_some(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """May the sender do `operation` on at least one resource of the type?"""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize_some(self.principal, self.client_host, operation,
+                                                               resource_type)
+
+    def authorized_operations(self, operations, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """The bit field (1 << operation) of those `operations` the sender may do, as Metadata,
+        DescribeCluster and DescribeGroups report them."""
+        return sum(1 << op for op in operations if self.allowed(op, resource_type, name))
+
+    def require(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> None:
+        """Raise the resource type's authorization error unless `allowed`."""
+        if not self.allowed(operation, resource_type, name):
+            what = "the cluster" if resource_type == ResourceType.CLUSTER else f"{resource_type.name.lower()} {name!r}"
+            raise DENIED[resource_type](f"{self.principal} may not {operation.name} on {what}")
+
+
+DENIED = {ResourceType.TOPIC: errors.TopicAuthorizationFailed, ResourceType.GROUP: errors.GroupAuthorizationFailed,
+          ResourceType.CLUSTER: errors.ClusterAuthorizationFailed,
+          ResourceType.TRANSACTIONAL_ID: errors.TransactionalIdAuthorizationFailed}
 
 
 def handles(api_key: ApiKey, min_version: int, max_version: int) -> Callable[[Handler], Handler]:

@@ -8,16 +8,17 @@ import os
 
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
+from ..security.acls import Operation, ResourceType
 from . import handles
 
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
 BROKERS_ENDPOINT = 1
 NOT_REQUESTED = -2147483648  # the schema's "authorized operations were not asked for"
-# With no authorizer every operation on the cluster resource is allowed, and Kafka answers with the
-# bit field of all of them: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# The operations on the cluster resource; authorized operations are a bit field of those allowed
+# (with no authorizer, all of them).
+CLUSTER_OPERATIONS = (Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Operation.CLUSTER_ACTION,
+                      Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
@@ -35,13 +36,14 @@ async def describe_cluster(ctx, request) -> dict:
         "brokers": [{"broker_id": node.node_id, "host": address[0], "port": address[1], "rack": node.rack,
                      "is_fenced": False} for node in broker.cluster.live_nodes()
                     if (address := node.address(ctx.listener)) is not None],
-        "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-                                          else NOT_REQUESTED),
+        "cluster_authorized_operations": NOT_REQUESTED if not request.include_cluster_authorized_operations
+        else ctx.authorized_operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER),
     }
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 5)
 async def describe_log_dirs(ctx, request) -> dict:
+    ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     broker = ctx.broker
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
     topics: dict[str, list[dict]] = {}
@@ -69,12 +71,15 @@ async def alter_replica_log_dirs(ctx, request) -> dict:
     LOG_DIR_NOT_FOUND; an offline replica, KAFKA_STORAGE_ERROR."""
     broker = ctx.broker
     here = os.path.realpath(broker.data_dir)
+    allowed = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER)
     results: dict[str, list[dict]] = {}
     for log_dir in request.dirs:
         for topic in log_dir.topics:
             for index in topic.partitions:
                 partition = broker.replicas.partitions.get((topic.name, index))
-                if os.path.realpath(log_dir.path) != here:
+                if not allowed:
+                    error = ErrorCode.cluster_authorization_failed
+                elif os.path.realpath(log_dir.path) != here:
                     error = ErrorCode.log_dir_not_found
                 elif partition is not None and partition.offline_reason:
                     error = ErrorCode.kafka_storage_error
@@ -87,6 +92,7 @@ async def alter_replica_log_dirs(ctx, request) -> dict:
 
 @handles(ApiKey.ELECT_LEADERS, 0, 2)
 async def elect_leaders(ctx, request) -> dict:
+    ctx.require(Operation.ALTER, ResourceType.CLUSTER)
     election = getattr(request, "election_type", PREFERRED)  # (v0: preferred only)
     if election not in (PREFERRED, UNCLEAN):
         return {"error_code": ErrorCode.invalid_request, "replica_election_results": []}
@@ -107,6 +113,7 @@ async def elect_leaders(ctx, request) -> dict:
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
 async def alter_partition_reassignments(ctx, request) -> dict:
+    ctx.require(Operation.ALTER, ResourceType.CLUSTER)
     changes = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
                for t in request.topics for p in t.partitions}
     try:
@@ -124,6 +131,7 @@ async def alter_partition_reassignments(ctx, request) -> dict:
 
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
 async def list_partition_reassignments(ctx, request) -> dict:
+    ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), (replicas, adding, removing) in (await ctx.broker.cluster.reassignments()).items():

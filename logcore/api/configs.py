@@ -14,11 +14,14 @@ from ..cluster.topics import validate_topic_name
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, AlterOp, ConfigEntry, TopicConfig, format_value
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidRequest
+from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from . import handles
 from .topics import error_fields
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # Kafka's ConfigResource types
 KNOWN_RESOURCE_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
+# Whose configs a resource holds, for ACLs: a topic's own, the cluster's for the brokers'.
+ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, BROKER: ResourceType.CLUSTER, BROKER_LOGGER: ResourceType.CLUSTER}
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                 "password": 9}
 
@@ -32,6 +35,7 @@ async def describe_configs(ctx, request) -> dict:
         result = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                   "error_code": ErrorCode.none, "error_message": None, "configs": []}
         try:
+            _require(ctx, Operation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
             entries = _describe(ctx.broker, resource.resource_type, resource.resource_name,
                                 resource.configuration_keys)
             result["configs"] = [_entry(e, synonyms, documentation) for e in entries]
@@ -85,13 +89,13 @@ def _entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bo
 @handles(ApiKey.ALTER_CONFIGS, 0, 2)
 async def alter_configs(ctx, request) -> dict:
     """Replaces a topic's whole override set; a null value (or a missing key) means the default."""
-    return {"responses": _alter(ctx.broker, request, lambda _config, configs: {
+    return {"responses": _alter(ctx, request, lambda _config, configs: {
         c.name: c.value for c in configs if c.value is not None})}
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def incremental_alter_configs(ctx, request) -> dict:
-    return {"responses": _alter(ctx.broker, request, lambda config, configs: config.altered(
+    return {"responses": _alter(ctx, request, lambda config, configs: config.altered(
         [(c.name, _operation(c.config_operation), c.value) for c in configs]))}
 
 
@@ -103,7 +107,13 @@ def _operation(code: int) -> AlterOp:
                              f"or SUBTRACT (3)") from None
 
 
-def _alter(broker, request, new_overrides: Callable[[TopicConfig, tuple], dict[str, str]]) -> list[dict]:
+def _require(ctx, operation: Operation, resource_type: int, name: str) -> None:
+    if (acl_type := ACL_RESOURCES.get(resource_type)) is not None:
+        ctx.require(operation, acl_type, name if acl_type == ResourceType.TOPIC else CLUSTER_NAME)
+
+
+def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str, str]]) -> list[dict]:
+    broker = ctx.broker
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results = []
     for resource in request.resources:
@@ -115,6 +125,7 @@ def _alter(broker, request, new_overrides: Callable[[TopicConfig, tuple], dict[s
             repeated = sorted(k for k, n in Counter(c.name for c in resource.configs).items() if n > 1)
             if repeated:
                 raise InvalidRequest(f"config(s) {', '.join(repeated)} appear more than once for one resource")
+            _require(ctx, Operation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             if resource.resource_type == BROKER:
                 _is_this_broker(broker, resource.resource_name)
                 raise InvalidRequest("broker configs cannot be changed at runtime (no dynamic broker configs): "
@@ -137,6 +148,7 @@ async def list_config_resources(ctx, request) -> dict:
     none are asked) that configs can be described for. binlake has topic and broker configs; it has
     no group configs, client metrics subscriptions or broker loggers, so those types list nothing."""
     broker = ctx.broker
+    ctx.require(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
     wanted = set(getattr(request, "resource_types", ()) or KNOWN_RESOURCE_TYPES) if ctx.api_version else {CLIENT_METRICS}
     unknown = wanted - set(KNOWN_RESOURCE_TYPES)
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..coordinator.offsets_codec import partition_for
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
+from ..security.acls import Operation, ResourceType
 from . import handles
 
 GROUP, TRANSACTION = 0, 1
@@ -20,6 +21,10 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         return {**missing, "error_code": ErrorCode.invalid_request,
                 "error_message": f"coordinator key type {key_type} is not supported; use 0 (group) or 1 (transaction)"}
+    resource_type = ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID
+    if not ctx.allowed(Operation.DESCRIBE, resource_type, key):
+        return {**missing, "error_code": ErrorCode.group_authorization_failed if key_type == GROUP
+                else ErrorCode.transactional_id_authorization_failed, "error_message": None}
     coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
     topic, partition = coordinator.topic.name, partition_for(key, coordinator.topic.partitions)
     try:

@@ -12,9 +12,10 @@ import time
 import uuid
 
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, UnknownTopicId
+from ..protocol.errors import BrokerError, TopicAuthorizationFailed, UnknownTopicId
 from ..protocol.fetch_session import FINAL_EPOCH, FetchPartition
 from ..replication.manager import CONSUMER
+from ..security.acls import Operation, ResourceType
 from . import handles
 from .offsets import check_leader_epoch
 
@@ -29,14 +30,18 @@ async def fetch(ctx, request) -> dict:
                                             getattr(request, "session_epoch", FINAL_EPOCH),
                                             _requested(request), _forgotten(request))
     names = {key: _topic_name(broker, key) for key in {p.topic for p in context.partitions}}
-    wanted = [(names[p.topic], p.partition) for p in context.partitions if names[p.topic]]
+    replica_id = getattr(request, "replica_id", CONSUMER)  # a follower's fetch (v15+ moved it: not sent there)
+    if replica_id >= 0:
+        ctx.require(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+    denied = {name for name in names.values() if name and not ctx.allowed(Operation.READ, ResourceType.TOPIC, name)}
+    wanted = [(names[p.topic], p.partition) for p in context.partitions
+              if names[p.topic] and names[p.topic] not in denied]
     deadline = time.monotonic() + request.max_wait.total_seconds()
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    replica_id = getattr(request, "replica_id", CONSUMER)  # a follower's fetch (v15+ moved it: not sent there)
     max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))  # KIP-541
     while True:
-        results, total, failed = _read_all(broker.replicas, context.partitions, names, max_bytes, read_committed,
-                                           replica_id)
+        results, total, failed = _read_all(broker.replicas, context.partitions, names, denied, max_bytes,
+                                           read_committed, replica_id)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
@@ -82,7 +87,7 @@ def _topic_id(broker, key) -> uuid.UUID:
     return info.topic_id if info else NO_TOPIC_ID
 
 
-def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes: int,
+def _read_all(replicas, partitions: list[FetchPartition], names: dict, denied: set[str], max_bytes: int,
               read_committed: bool, replica_id: int) -> tuple[dict, int, bool]:
     """({(topic key, partition): result}, bytes read, whether any partition failed)."""
     budget = max_bytes
@@ -96,6 +101,8 @@ def _read_all(replicas, partitions: list[FetchPartition], names: dict, max_bytes
             name = names[p.topic]
             if name is None:
                 raise UnknownTopicId(f"no topic has id {p.topic}; refresh metadata")
+            if name in denied:
+                raise TopicAuthorizationFailed()
             check_leader_epoch(replicas.get(name, p.partition), p.current_leader_epoch)
             got = replicas.read(name, p.partition, p.fetch_offset, max(0, min(p.max_bytes, budget)),
                                 min_one_batch=total == 0, read_committed=read_committed, replica_id=replica_id)

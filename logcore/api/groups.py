@@ -9,7 +9,11 @@ import datetime
 from ..coordinator.group import GroupState
 from ..coordinator.group_coordinator import JoinRequest, OffsetCommit
 from ..protocol.codec import ApiKey, ErrorCode
+from ..security.acls import Operation, ResourceType
 from . import handles
+
+READ, DESCRIBE, DELETE = Operation.READ, Operation.DESCRIBE, Operation.DELETE
+GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.CLUSTER
 
 NO_OPERATIONS = -2147483648  # authorized operations were not asked for
 
@@ -36,6 +40,7 @@ def _topic_ids(ctx, name: str) -> dict:
 
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx, request) -> dict:
+    ctx.require(READ, GROUP, request.group_id)  # (membership, commits: READ on the group, as in Kafka)
     session_ms = _ms(request.session_timeout)
     result = await ctx.broker.groups.join(JoinRequest(
         group_id=request.group_id,
@@ -62,6 +67,7 @@ async def join_group(ctx, request) -> dict:
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx, request) -> dict:
+    ctx.require(READ, GROUP, request.group_id)
     result = await ctx.broker.groups.sync(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
@@ -75,6 +81,7 @@ async def sync_group(ctx, request) -> dict:
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
 async def heartbeat(ctx, request) -> dict:
+    ctx.require(READ, GROUP, request.group_id)
     error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                         getattr(request, "group_instance_id", None))
     return {"error_code": error}
@@ -82,6 +89,7 @@ async def heartbeat(ctx, request) -> dict:
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
 async def leave_group(ctx, request) -> dict:
+    ctx.require(READ, GROUP, request.group_id)
     if ctx.api_version < 3:
         identities = [(request.member_id, None)]
     else:
@@ -98,19 +106,23 @@ async def leave_group(ctx, request) -> dict:
 async def offset_commit(ctx, request) -> dict:
     commits, slots = [], []  # slots: (topic index, partition index, position in commits or an error)
     topics = []
+    group_allowed = ctx.allowed(READ, GROUP, request.group_id)
     for topic in request.topics:
         name = _topic_name(ctx, topic)
         topics.append({"name": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": []})
+        refused = (ErrorCode.group_authorization_failed if not group_allowed
+                   else ErrorCode.unknown_topic_id if name is None
+                   else None if ctx.allowed(READ, TOPIC, name) else ErrorCode.topic_authorization_failed)
         for p in topic.partitions:
-            if name is None:
-                slots.append((len(topics) - 1, p.partition_index, ErrorCode.unknown_topic_id))
+            if refused is not None:
+                slots.append((len(topics) - 1, p.partition_index, refused))
                 continue
             slots.append((len(topics) - 1, p.partition_index, len(commits)))
             commits.append(OffsetCommit(name, p.partition_index, p.committed_offset,
                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
     errors = ctx.broker.groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
                                               request.member_id, getattr(request, "group_instance_id", None),
-                                              commits)
+                                              commits) if group_allowed else []
     if ErrorCode.none in errors and (unreplicated := await ctx.broker.groups.replicated(request.group_id)):
         errors = [unreplicated if error is ErrorCode.none else error for error in errors]
     for topic_index, partition, slot in slots:
@@ -120,6 +132,8 @@ async def offset_commit(ctx, request) -> dict:
 
 
 def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> dict:
+    if not ctx.allowed(DESCRIBE, GROUP, group_id):
+        return {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
     if not ctx.broker.groups.owns(group_id):
         return {"group_id": group_id, "error_code": ErrorCode.not_coordinator, "topics": []}
     wanted = None
@@ -128,8 +142,11 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> di
         for topic in topics:
             name = _topic_name(ctx, topic)
             wanted += [(name, p) for p in topic.partition_indexes]
-    found = ctx.broker.groups.fetch_offsets(group_id, [tp for tp in wanted if tp[0] is not None]
+    hidden = {name for name in ctx.broker.metadata.topics if not ctx.allowed(DESCRIBE, TOPIC, name)} \
+        if ctx.broker.authorizer is not None else set()
+    found = ctx.broker.groups.fetch_offsets(group_id, [tp for tp in wanted if tp[0] is not None and tp[0] not in hidden]
                                             if wanted is not None else None)
+    found = {tp: value for tp, value in found.items() if tp[0] not in hidden}  # (all asked for: the visible ones)
     unstable = ctx.broker.transactions.offsets.unstable(group_id) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), value in found.items():
@@ -142,9 +159,10 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> di
             "error_code": ErrorCode.unstable_offset_commit if (topic, partition) in unstable else ErrorCode.none,
         })
     for name, partition in wanted or []:
-        if name is None:
-            by_topic.setdefault("", []).append({"partition_index": partition, "committed_offset": -1,
-                                                "error_code": ErrorCode.unknown_topic_id})
+        if name is None or name in hidden:
+            by_topic.setdefault(name or "", []).append({
+                "partition_index": partition, "committed_offset": -1,
+                "error_code": ErrorCode.unknown_topic_id if name is None else ErrorCode.topic_authorization_failed})
     return {"group_id": group_id, "error_code": ErrorCode.none,
             "topics": [{**_topic_ids(ctx, name), "partitions": parts} for name, parts in by_topic.items()]}
 
@@ -158,13 +176,17 @@ async def offset_fetch(ctx, request) -> dict:
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
 async def offset_delete(ctx, request) -> dict:
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    ctx.require(DELETE, GROUP, request.group_id)
+    asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    wanted = [(topic, partition) for topic, partition in asked if ctx.allowed(READ, TOPIC, topic)]
     error, errors = ctx.broker.groups.delete_offsets(request.group_id, wanted)
     if error is not ErrorCode.none:
         return {"error_code": error, "topics": []}
+    deleted = dict(zip(wanted, errors))
     topics: dict[str, list[dict]] = {}
-    for (topic, partition), e in zip(wanted, errors):
-        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": e})
+    for topic, partition in asked:
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": deleted.get(
+            (topic, partition), ErrorCode.topic_authorization_failed)})
     return {"error_code": ErrorCode.none,
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
 
@@ -173,10 +195,12 @@ async def offset_delete(ctx, request) -> dict:
 async def list_groups(ctx, request) -> dict:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
+    every = ctx.allowed(DESCRIBE, CLUSTER)  # (else the groups it may describe, as Kafka lists them)
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                "group_type": "classic"}
               for g in ctx.broker.groups.listed()
-              if (not states or g.state.value.lower() in states) and (not types or "classic" in types)]
+              if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
+              and (every or ctx.allowed(DESCRIBE, GROUP, g.group_id))]
     return {"error_code": ErrorCode.none, "groups": groups}
 
 
@@ -184,6 +208,11 @@ async def list_groups(ctx, request) -> dict:
 async def describe_groups(ctx, request) -> dict:
     described = []
     for group_id in request.groups:
+        if not ctx.allowed(DESCRIBE, GROUP, group_id):
+            described.append({"group_id": group_id, "error_code": ErrorCode.group_authorization_failed,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                              "authorized_operations": NO_OPERATIONS})
+            continue
         if not ctx.broker.groups.owns(group_id):
             described.append({"group_id": group_id, "error_code": ErrorCode.not_coordinator, "group_state": "",
                               "protocol_type": "", "protocol_data": "", "members": [],
@@ -213,5 +242,6 @@ async def describe_groups(ctx, request) -> dict:
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx, request) -> dict:
-    return {"results": [{"group_id": g, "error_code": ctx.broker.groups.delete_group(g)}
+    return {"results": [{"group_id": g, "error_code": ctx.broker.groups.delete_group(g)
+                         if ctx.allowed(DELETE, GROUP, g) else ErrorCode.group_authorization_failed}
                         for g in request.groups_names]}

@@ -5,8 +5,15 @@ the same partitions, paged, for the admin clients of Kafka 3.8 and later."""
 from ..coordinator.offsets_codec import OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_TOPIC
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, InvalidRequest, TopicAlreadyExists, UnknownTopicId, UnknownTopicOrPartition
+from ..protocol.errors import (BrokerError, InvalidRequest, TopicAlreadyExists, TopicAuthorizationFailed,
+                               UnknownTopicId, UnknownTopicOrPartition)
+from ..security.acls import Operation, ResourceType
 from . import handles
+from .cluster import CLUSTER_OPERATIONS, NOT_REQUESTED
+
+TOPIC = ResourceType.TOPIC
+TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
+                    Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
 
 
 def topic_metadata(broker, name: str) -> dict:
@@ -29,7 +36,7 @@ def topic_metadata(broker, name: str) -> dict:
             "offline_replicas": view.offline_replicas if view else [],
         })
     return {"error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": info.internal,
-            "partitions": partitions, "topic_authorized_operations": -2147483648}
+            "partitions": partitions, "topic_authorized_operations": NOT_REQUESTED}
 
 
 def _offline(broker, name: str, index: int) -> bool:
@@ -52,7 +59,7 @@ async def metadata(ctx, request) -> dict:
     broker = ctx.broker
     auto_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.get("auto.create.topics.enable")
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        names = sorted(broker.metadata.topics)
+        names = [name for name in sorted(broker.metadata.topics) if ctx.allowed(Operation.DESCRIBE, TOPIC, name)]
     else:
         names = []
         for wanted in request.topics:
@@ -68,9 +75,17 @@ async def metadata(ctx, request) -> dict:
             topics.append({"error_code": UnknownTopicId.code, "name": None, "topic_id": name})
             continue
         try:
+            if not ctx.allowed(Operation.DESCRIBE, TOPIC, name):
+                raise TopicAuthorizationFailed()
             if name not in broker.metadata.topics and auto_create:
+                if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER)
+                        or ctx.allowed(Operation.CREATE, TOPIC, name)):
+                    raise TopicAuthorizationFailed()
                 _auto_create(broker, name)
-            topics.append(topic_metadata(broker, name))
+            described = topic_metadata(broker, name)
+            if getattr(request, "include_topic_authorized_operations", False):
+                described["topic_authorized_operations"] = ctx.authorized_operations(TOPIC_OPERATIONS, TOPIC, name)
+            topics.append(described)
         except TopicAlreadyExists:
             # Another broker created it a moment ago and this one has not heard yet (a cluster): as Kafka,
             # a retriable LEADER_NOT_AVAILABLE, not an error the client would give up on.
@@ -85,7 +100,8 @@ async def metadata(ctx, request) -> dict:
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.cluster.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": ctx.authorized_operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER)
+        if getattr(request, "include_cluster_authorized_operations", False) else NOT_REQUESTED,
     }
 
 
@@ -96,7 +112,8 @@ async def describe_topic_partitions(ctx, request) -> dict:
     next cursor says where the following request starts. Never creates a topic."""
     broker = ctx.broker
     limit = min(request.response_partition_limit, broker.config.get("max.request.partition.size.limit"))
-    names = sorted({t.name for t in request.topics}) if request.topics else sorted(broker.metadata.topics)
+    names = sorted({t.name for t in request.topics}) if request.topics else [
+        name for name in sorted(broker.metadata.topics) if ctx.allowed(Operation.DESCRIBE, TOPIC, name)]
     cursor = request.cursor
     if cursor is not None:
         if request.topics and cursor.topic_name not in names:
@@ -104,6 +121,10 @@ async def describe_topic_partitions(ctx, request) -> dict:
         names = [name for name in names if name >= cursor.topic_name]
     topics, next_cursor = [], None
     for name in names:
+        if not ctx.allowed(Operation.DESCRIBE, TOPIC, name):
+            topics.append({"error_code": TopicAuthorizationFailed.code, "name": name, "topic_id": None,
+                           "partitions": []})
+            continue
         if name not in broker.metadata.topics:
             topics.append({"error_code": UnknownTopicOrPartition.code, "name": name, "topic_id": None,
                            "partitions": []})

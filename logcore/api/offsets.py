@@ -2,6 +2,7 @@
 
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, FencedLeaderEpoch, UnknownLeaderEpoch, UnsupportedVersion
+from ..security.acls import Operation, ResourceType
 from . import handles
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
@@ -50,6 +51,7 @@ async def list_offsets(ctx, request) -> dict:
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
+                ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
                 if ctx.api_version < _SINCE_VERSION.get(p.timestamp, 0):
                     raise UnsupportedVersion(f"timestamp {p.timestamp} needs ListOffsets "
                                              f"v{_SINCE_VERSION[p.timestamp]} or later")
@@ -66,12 +68,15 @@ async def list_offsets(ctx, request) -> dict:
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
 async def offset_for_leader_epoch(ctx, request) -> dict:
+    if getattr(request, "replica_id", -1) >= 0:  # (a follower truncating its log)
+        ctx.require(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             result = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             try:
+                ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic)
                 partition = ctx.broker.replicas.leader(topic.topic, p.partition)
                 check_leader_epoch(partition, p.current_leader_epoch)
                 epoch, end = partition.end_offset_for_epoch(p.leader_epoch)

@@ -5,7 +5,9 @@ import asyncio
 
 from ..cluster.topics import INTERNAL_TOPICS
 from ..protocol.codec import ApiKey, ErrorCode
-from ..protocol.errors import BrokerError, InvalidRequiredAcks, InvalidTopic
+from ..protocol.errors import (BrokerError, InvalidRequiredAcks, InvalidTopic, TopicAuthorizationFailed,
+                               TransactionalIdAuthorizationFailed)
+from ..security.acls import Operation, ResourceType
 from . import handles
 
 
@@ -14,13 +16,18 @@ async def produce(ctx, request) -> dict | None:
     replicas = ctx.broker.replicas
     responses = []
     waits = []  # acks=all: (result, partition, end offset) to wait for the ISR on
+    txn_allowed = request.transactional_id is None or ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                                  request.transactional_id)
     for topic in request.topic_data:
         partitions = []
+        allowed = txn_allowed and ctx.allowed(Operation.WRITE, ResourceType.TOPIC, topic.name)
         for data in topic.partition_data:
             result = {"index": data.index, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1}
             try:
                 if request.acks not in (0, 1, -1):
                     raise InvalidRequiredAcks(f"acks must be 0, 1 or -1, got {request.acks}")
+                if not allowed:
+                    raise (TopicAuthorizationFailed if txn_allowed else TransactionalIdAuthorizationFailed)()
                 if topic.name in INTERNAL_TOPICS:
                     raise InvalidTopic(f"cannot append to internal topic {topic.name}: only its coordinator writes "
                                        f"it (commit offsets with OffsetCommit or TxnOffsetCommit)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, OffsetOutOfRange, PolicyViolation
+from ..security.acls import Operation, ResourceType
 from . import handles
 
 HIGH_WATERMARK = -1
@@ -29,6 +30,7 @@ async def delete_records(ctx, request) -> dict:
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             try:
+                ctx.require(Operation.DELETE, ResourceType.TOPIC, topic.name)
                 partition = replicas.leader(topic.name, p.partition_index)
                 before = partition.log.log_start_offset
                 result["low_watermark"] = _delete_before(partition, p.offset)

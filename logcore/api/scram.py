@@ -9,6 +9,8 @@ import asyncio
 from collections import Counter
 
 from ..protocol.codec import ApiKey, ErrorCode
+from ..protocol.errors import ClusterAuthorizationFailed
+from ..security.acls import Operation, ResourceType
 from ..security.sasl import MIN_ITERATIONS, ScramCredential
 from . import handles
 
@@ -18,6 +20,7 @@ MAX_ITERATIONS = 16384  # Kafka's ceiling
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 async def describe_user_scram_credentials(ctx, request) -> dict:
+    ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     stored = await asyncio.to_thread(ctx.broker.credentials.all)  # (ZooKeeper reads block)
     names = sorted(stored) if request.users is None else [u.name for u in request.users]
     repeated = {name for name, count in Counter(names).items() if count > 1}
@@ -41,9 +44,11 @@ async def describe_user_scram_credentials(ctx, request) -> dict:
 async def alter_user_scram_credentials(ctx, request) -> dict:
     changes = [(d.name, d.mechanism, None) for d in request.deletions] + [(u.name, u.mechanism, u) for u in request.upsertions]
     twice = {(name, mechanism) for (name, mechanism), n in Counter((c[0], c[1]) for c in changes).items() if n > 1}
+    allowed = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER)
     results: dict[str, dict] = {}
     for name, code, upsertion in changes:
-        error = _refusal(name, code, upsertion, twice)
+        error = _refusal(name, code, upsertion, twice) if allowed else (
+            ClusterAuthorizationFailed.code, f"{ctx.principal} may not ALTER on the cluster")
         if error is None:
             mechanism = MECHANISM_CODES[code]
             credential = None if upsertion is None else ScramCredential.from_salted_password(

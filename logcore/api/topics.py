@@ -12,6 +12,7 @@ from ..config import TOPIC_CONFIGS, format_value
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import (BrokerError, InvalidPartitions, InvalidReplicaAssignment, InvalidRequest, RequestTimedOut,
                                UnknownTopicId)
+from ..security.acls import Operation, ResourceType
 from . import handles
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -56,8 +57,11 @@ async def create_topics(ctx, request) -> dict:
     if asked > MAX_NEW_PARTITIONS:
         return {"topics": results + [{"name": t.name, **error_fields(_too_many(asked))} for t in topics]}
     created = []
+    anywhere = ctx.allowed(Operation.CREATE, ResourceType.CLUSTER)  # (else CREATE on each topic's name)
     for topic in topics:
         try:
+            if not anywhere:
+                ctx.require(Operation.CREATE, ResourceType.TOPIC, topic.name)
             info = broker.create_topic(
                 topic.name, topic.num_partitions, topic.replication_factor,
                 assignments=_assignments(topic.assignments),
@@ -133,6 +137,7 @@ async def delete_topics(ctx, request) -> dict:
                 if info is None:
                     raise UnknownTopicId(f"no topic has id {topic_id}")
                 name = result["name"] = info.name
+            ctx.require(Operation.DELETE, ResourceType.TOPIC, name)
             result["topic_id"] = broker.delete_topic(name).topic_id
         except BrokerError as exc:
             result.update(error_fields(exc))
@@ -151,6 +156,7 @@ async def create_partitions(ctx, request) -> dict:
         return {"results": results + [{"name": t.name, **error_fields(_too_many(asked))} for t in topics]}
     for topic in topics:
         try:
+            ctx.require(Operation.ALTER, ResourceType.TOPIC, topic.name)
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
             broker.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
             results.append({"name": topic.name, "error_code": ErrorCode.none, "error_message": None})

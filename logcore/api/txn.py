@@ -13,7 +13,11 @@ from ..coordinator.offsets_codec import OFFSETS_TOPIC, partition_for
 from ..coordinator.transaction_log import TxnState
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidRequest
+from ..security.acls import Operation, ResourceType
 from . import handles
+
+TXN_ID, TOPIC = ResourceType.TRANSACTIONAL_ID, ResourceType.TOPIC
+GROUP, CLUSTER = ResourceType.GROUP, ResourceType.CLUSTER
 
 # PRODUCER_FENCED (KIP-588) reaches only versions that know it; older ones get INVALID_PRODUCER_EPOCH.
 _FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, ApiKey.ADD_OFFSETS_TO_TXN: 2,
@@ -34,6 +38,10 @@ def _ms(value: datetime.timedelta | int) -> int:
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 6)
 async def init_producer_id(ctx, request) -> dict:
     try:
+        if request.transactional_id is not None:
+            ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
+        elif not (ctx.allowed(Operation.IDEMPOTENT_WRITE, CLUSTER) or ctx.allowed_on_some(Operation.WRITE, TOPIC)):
+            ctx.require(Operation.IDEMPOTENT_WRITE, CLUSTER)  # (KIP-679: WRITE on some topic is enough)
         if getattr(request, "enable2_pc", False) or getattr(request, "keep_prepared_txn", False):
             raise InvalidRequest("two-phase commit with an external coordinator (KIP-939) is not supported; "
                                  "leave transaction.two.phase.commit.enable unset in the producer")
@@ -50,9 +58,14 @@ async def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: i
     """Per-topic results: unknown partitions fail alone and the rest are not attempted, as in Kafka."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
+    txn_allowed = ctx.allowed(Operation.WRITE, TXN_ID, transactional_id)
     for topic, partition in wanted:
         info = ctx.broker.metadata.topics.get(topic)
-        if info is None or not 0 <= partition < info.partitions:
+        if not txn_allowed:
+            errors[(topic, partition)] = ErrorCode.transactional_id_authorization_failed
+        elif not ctx.allowed(Operation.WRITE, TOPIC, topic):
+            errors[(topic, partition)] = ErrorCode.topic_authorization_failed
+        elif info is None or not 0 <= partition < info.partitions:
             errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
     if errors:
         for tp in wanted:
@@ -93,6 +106,8 @@ async def add_partitions_to_txn(ctx, request) -> dict:
 async def add_offsets_to_txn(ctx, request) -> dict:
     broker = ctx.broker
     try:
+        ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
+        ctx.require(Operation.READ, GROUP, request.group_id)
         broker.groups.ensure_topic()
         partition = partition_for(request.group_id, broker.groups.topic.partitions)
         await broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
@@ -104,14 +119,22 @@ async def add_offsets_to_txn(ctx, request) -> dict:
 
 @handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx, request) -> dict:
-    commits = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                            p.committed_metadata) for t in request.topics for p in t.partitions]
+    asked = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                          p.committed_metadata) for t in request.topics for p in t.partitions]
+    refused = (ErrorCode.transactional_id_authorization_failed
+               if not ctx.allowed(Operation.WRITE, TXN_ID, request.transactional_id)
+               else ErrorCode.group_authorization_failed if not ctx.allowed(Operation.READ, GROUP, request.group_id)
+               else None)
+    denied = {c.topic for c in asked if refused is None and not ctx.allowed(Operation.READ, TOPIC, c.topic)}
+    commits = [c for c in asked if refused is None and c.topic not in denied]
     errors = await ctx.broker.transactions.offsets.commit(
         request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
         getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
-        getattr(request, "group_instance_id", None), commits)
+        getattr(request, "group_instance_id", None), commits) if commits else []
+    done = dict(zip(((c.topic, c.partition) for c in commits), errors))
+    errors = [done.get((c.topic, c.partition), refused or ErrorCode.topic_authorization_failed) for c in asked]
     topics: dict[str, list[dict]] = {}
-    for commit, error in zip(commits, errors):
+    for commit, error in zip(asked, errors):
         topics.setdefault(commit.topic, []).append(
             {"partition_index": commit.partition, "error_code": _code(ctx, ApiKey.TXN_OFFSET_COMMIT, error)})
     return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
@@ -120,6 +143,7 @@ async def txn_offset_commit(ctx, request) -> dict:
 @handles(ApiKey.END_TXN, 0, 4)
 async def end_txn(ctx, request) -> dict:
     try:
+        ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
         meta = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
                                                request.producer_epoch, request.committed)
     except BrokerError as exc:
@@ -132,6 +156,7 @@ async def write_txn_markers(ctx, request) -> dict:
     """Markers from a coordinator, or from `binlake transactions abort` for a hanging transaction;
     each answered once its partition's ISR has it."""
     markers = ctx.broker.txn_markers
+    allowed = ctx.allowed(Operation.CLUSTER_ACTION, CLUSTER)
     results = []
     for m in request.markers:
         topics = []
@@ -139,6 +164,8 @@ async def write_txn_markers(ctx, request) -> dict:
             partitions = []
             for index in topic.partition_indexes:
                 try:
+                    if not allowed:
+                        ctx.require(Operation.CLUSTER_ACTION, CLUSTER)
                     await markers.write_here(m.producer_id, m.producer_epoch, m.coordinator_epoch,
                                              m.transaction_result, topic.name, index)
                     code = ErrorCode.none
@@ -165,6 +192,7 @@ async def describe_transactions(ctx, request) -> dict:
     states = []
     for txn_id in request.transactional_ids:
         try:
+            ctx.require(Operation.DESCRIBE, TXN_ID, txn_id)
             meta = ctx.broker.transactions.describe(txn_id)
         except BrokerError as exc:
             states.append({"error_code": exc.code, "transactional_id": txn_id, "transaction_state": "",
@@ -174,7 +202,8 @@ async def describe_transactions(ctx, request) -> dict:
         states.append({"error_code": ErrorCode.none, "transactional_id": txn_id,
                        "transaction_state": meta.state.kafka_name, "transaction_timeout": meta.timeout_ms,
                        "transaction_start_time": meta.start_ms, "producer_id": meta.producer_id,
-                       "producer_epoch": meta.producer_epoch, "topics": _topics(meta.partitions)})
+                       "producer_epoch": meta.producer_epoch, "topics": _topics(
+                           tp for tp in meta.partitions if ctx.allowed(Operation.DESCRIBE, TOPIC, tp[0]))})
     return {"transaction_states": states}
 
 
@@ -191,7 +220,8 @@ async def list_transactions(ctx, request) -> dict:
         listed = []  # only unknown states asked for: nothing can match
     return {"error_code": ErrorCode.none, "unknown_state_filters": unknown, "transaction_states": [
         {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
-         "transaction_state": m.state.kafka_name} for m in listed]}
+         "transaction_state": m.state.kafka_name} for m in listed
+        if ctx.allowed(Operation.DESCRIBE, TXN_ID, m.transactional_id)]}
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
@@ -202,6 +232,7 @@ async def describe_producers(ctx, request) -> dict:
         for index in topic.partition_indexes:
             result = {"partition_index": index, "error_code": ErrorCode.none, "active_producers": []}
             try:
+                ctx.require(Operation.READ, TOPIC, topic.name)
                 partition = ctx.broker.replicas.leader(topic.name, index)
                 result["active_producers"] = [
                     {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,

@@ -54,6 +54,13 @@ InvalidFetchSessionEpoch = _error("InvalidFetchSessionEpoch", ErrorCode.invalid_
 FetchSessionTopicIdError = _error("FetchSessionTopicIdError", ErrorCode.fetch_session_topic_id_error, True)
 InvalidReplicaAssignment = _error("InvalidReplicaAssignment", ErrorCode.invalid_replica_assignment)
 TopicDeletionDisabled = _error("TopicDeletionDisabled", ErrorCode.topic_deletion_disabled)
+# Authorization (ACLs)
+TopicAuthorizationFailed = _error("TopicAuthorizationFailed", ErrorCode.topic_authorization_failed)
+GroupAuthorizationFailed = _error("GroupAuthorizationFailed", ErrorCode.group_authorization_failed)
+ClusterAuthorizationFailed = _error("ClusterAuthorizationFailed", ErrorCode.cluster_authorization_failed)
+TransactionalIdAuthorizationFailed = _error("TransactionalIdAuthorizationFailed",
+                                            ErrorCode.transactional_id_authorization_failed)
+SecurityDisabled = _error("SecurityDisabled", ErrorCode.security_disabled)
 # Idempotent and transactional producers
 UnknownProducerId = _error("UnknownProducerId", ErrorCode.unknown_producer_id)
 OutOfOrderSequence = _error("OutOfOrderSequence", ErrorCode.out_of_order_sequence_number)
