@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker-api-versions": ("logcore.tools.api_versions_cmd:broker_api_versions_command",
                             "Print the API versions each live broker supports."),
     "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics and brokers, and users' SCRAM credentials."),
+    "acls": ("logcore.tools.acls_cmd:acls_command", "Add, remove or list ACLs (kafka-acls)."),
     "delete-records": ("logcore.tools.delete_records_cmd:delete_records_command",
                        "Delete the records before an offset in each listed partition (move its log start offset)."),
     "producer-perf-test": ("logcore.tools.perf_test:producer_perf_test_command",

@@ -1,0 +1,182 @@
+"""ACLs on a real broker with SASL users (alice, and admin the super user): managed with
+confluent-kafka's admin API and `binlake acls`, kept across a restart, and enforced on what aiokafka
+and confluent-kafka clients do: an unauthorised produce, fetch, group join or transaction gets the
+API's authorization error and writes nothing, while what is allowed works."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import (GroupAuthorizationFailedError, TopicAuthorizationFailedError,
+                             TransactionalIdAuthorizationFailed)
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType)
+
+from binlake.brokerproc import ROOT
+
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+ADMIN_PASSWORD = 'a"b'
+
+
+def sasl(broker, user: str, password: str) -> dict:
+    return {"bootstrap_servers": broker.address("SASL_PLAINTEXT"), "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": password}
+
+
+def admin_client(broker, user: str = "admin", password: str = ADMIN_PASSWORD) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                        "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password})
+
+
+def allow(resource_type, name, operation, principal="User:alice", pattern=ResourcePatternType.LITERAL):
+    return AclBinding(resource_type, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
+
+
+def create(admin: AdminClient, bindings) -> None:
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+
+
+def make_topics(admin: AdminClient, *names: str) -> None:
+    for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        future.result(30)
+
+
+def acls_cli(broker, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                      'username="admin" password="a\\"b";\n')
+    return subprocess.run([sys.executable, "-m", "binlake", "acls", "--bootstrap-server", broker.address("SASL_PLAINTEXT"),
+                           "--command-config", str(config), *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def test_acls_are_managed_by_the_admin_api_and_binlake_acls_and_survive_a_restart(secure_broker, tmp_path):
+    broker = secure_broker(**AUTHORIZER)
+    admin = admin_client(broker)
+    create(admin, [allow(ResourceType.TOPIC, "orders", AclOperation.READ),
+                   allow(ResourceType.TOPIC, "shop.", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED)])
+    added = acls_cli(broker, tmp_path, "--add", "--allow-principal", "User:bob", "--consumer", "--topic", "orders",
+                     "--group", "billing")
+    assert added.returncode == 0, added.stderr
+    listed = acls_cli(broker, tmp_path, "--list", "--topic", "orders")
+    assert listed.returncode == 0, listed.stderr
+    assert "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)" in listed.stdout
+    for line in ("(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)",
+                 "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)",
+                 "(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)"):
+        assert line in listed.stdout, listed.stdout
+    # MATCH: the bindings that apply to a name, the prefixed one included
+    matching = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "shop.orders", ResourcePatternType.MATCH,
+                                                    None, None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    assert [(b.name, b.resource_pattern_type, b.operation) for b in matching] == [
+        ("shop.", ResourcePatternType.PREFIXED, AclOperation.WRITE)]
+    removed = acls_cli(broker, tmp_path, "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Read",
+                       "--topic", "orders")
+    assert removed.returncode == 0 and "Removed 1 ACL(s)." in removed.stdout, removed.stdout + removed.stderr
+
+    broker.process.kill()
+    broker.process.start()
+    admin = admin_client(broker)
+    everything = admin.describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    assert sorted((b.principal, b.restype.name, b.name, b.operation.name) for b in everything) == [
+        ("User:alice", "TOPIC", "orders", "READ"), ("User:alice", "TOPIC", "shop.", "WRITE"),
+        ("User:bob", "GROUP", "billing", "READ"), ("User:bob", "TOPIC", "orders", "DESCRIBE")]
+    # only a principal allowed ALTER on the cluster may change them
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
+        create(admin_client(broker, "alice", "alice-secret"), [allow(ResourceType.TOPIC, "x", AclOperation.ALL)])
+    bad = acls_cli(broker, tmp_path, "--add", "--allow-principal", "alice", "--topic", "t")
+    assert bad.returncode != 0 and "TYPE:NAME" in bad.stderr, bad.stderr
+
+
+async def _produce(settings: dict, topic: str) -> None:
+    producer = AIOKafkaProducer(request_timeout_ms=10000, **settings)
+    try:
+        await producer.start()
+        await producer.send_and_wait(topic, b"v")
+    finally:
+        await producer.stop()
+
+
+async def _consume(settings: dict, topic: str, group: str | None) -> list[bytes]:
+    consumer = AIOKafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", **settings)
+    try:
+        await consumer.start()
+        batches = await consumer.getmany(timeout_ms=10000)
+        return [m.value for messages in batches.values() for m in messages]
+    finally:
+        await consumer.stop()
+
+
+async def _transaction(settings: dict, transactional_id: str, topic: str) -> None:
+    producer = AIOKafkaProducer(transactional_id=transactional_id, **settings)
+    try:
+        await producer.start()
+        async with producer.transaction():
+            await producer.send_and_wait(topic, b"in a transaction")
+    finally:
+        await producer.stop()
+
+
+async def _end_offset(settings: dict, topic: str) -> int:
+    consumer = AIOKafkaConsumer(**settings)
+    await consumer.start()
+    try:
+        partition = TopicPartition(topic, 0)
+        return (await consumer.end_offsets([partition]))[partition]
+    finally:
+        await consumer.stop()
+
+
+def test_what_alice_may_not_do_is_refused_with_its_error_and_writes_nothing(secure_broker):
+    broker = secure_broker(**AUTHORIZER)
+    admin = admin_client(broker)
+    make_topics(admin, "allowed", "forbidden")
+    create(admin, [allow(ResourceType.TOPIC, "allowed", AclOperation.WRITE),
+                   allow(ResourceType.TOPIC, "allowed", AclOperation.READ),
+                   allow(ResourceType.GROUP, "readers", AclOperation.READ),
+                   allow(ResourceType.TRANSACTIONAL_ID, "tx-", AclOperation.WRITE,
+                         pattern=ResourcePatternType.PREFIXED)])
+    alice = sasl(broker, "alice", "alice-secret")
+    superuser = sasl(broker, "admin", ADMIN_PASSWORD)
+
+    asyncio.run(_produce(alice, "allowed"))
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(_produce(alice, "forbidden"))
+    assert asyncio.run(_end_offset(superuser, "forbidden")) == 0
+    assert asyncio.run(_consume(alice, "allowed", "readers")) == [b"v"]
+    with pytest.raises(GroupAuthorizationFailedError):
+        asyncio.run(_consume(alice, "allowed", "other-group"))
+    asyncio.run(_produce(superuser, "forbidden"))
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(_consume(alice, "forbidden", None))
+    asyncio.run(_transaction(alice, "tx-1", "allowed"))
+    with pytest.raises(TransactionalIdAuthorizationFailed):
+        asyncio.run(_transaction(alice, "other-tx", "allowed"))
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(_transaction(alice, "tx-2", "forbidden"))
+    assert asyncio.run(_end_offset(superuser, "forbidden")) == 1  # the admin's record only
+    # Metadata lists only the topics alice may describe; the admin sees both
+    as_alice = admin_client(broker, "alice", "alice-secret")
+    assert set(as_alice.list_topics(timeout=30).topics) == {"allowed"}
+    assert {"allowed", "forbidden"} <= set(admin.list_topics(timeout=30).topics)
+    # a DENY wins over an ALLOW
+    create(admin, [AclBinding(ResourceType.TOPIC, "allowed", ResourcePatternType.LITERAL, "User:alice", "*",
+                              AclOperation.WRITE, AclPermissionType.DENY)])
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(_produce(alice, "allowed"))
+    assert broker.process.proc.poll() is None  # (refusals cost no connection, let alone the broker)
+
+
+def test_without_an_authorizer_the_acl_apis_say_security_is_disabled(secure_broker):
+    broker = secure_broker()
+    with pytest.raises(KafkaException, match="SECURITY_DISABLED"):
+        create(admin_client(broker), [allow(ResourceType.TOPIC, "t", AclOperation.READ)])
+    # and every request is allowed
+    asyncio.run(_produce(sasl(broker, "alice", "alice-secret"), "t"))
