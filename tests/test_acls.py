@@ -180,3 +180,60 @@ def test_without_an_authorizer_the_acl_apis_say_security_is_disabled(secure_brok
         create(admin_client(broker), [allow(ResourceType.TOPIC, "t", AclOperation.READ)])
     # and every request is allowed
     asyncio.run(_produce(sasl(broker, "alice", "alice-secret"), "t"))
+
+
+def test_in_a_cluster_acls_live_in_zookeeper_and_replication_and_coordinators_work_under_them(tmp_path, zookeeper):
+    """Three brokers: clients on SASL_PLAINTEXT, brokers among themselves on PLAINTEXT as
+    User:ANONYMOUS, a super user (the inter-broker listener is an internal one). An ACL made through
+    one broker is enforced by every broker; alice's acks=all writes and transactions are replicated."""
+    from binlake.brokerproc import BrokerProcess
+    from binlake.sandbox import free_port
+    from secure_broker import PLAIN_USERS
+    from waiting import wait_for
+
+    class Broker:  # (what sasl() and admin_client() need of a broker)
+        def __init__(self, process, client_port):
+            self.process, self.client_port = process, client_port
+
+        def address(self, _protocol):
+            return f"127.0.0.1:{self.client_port}"
+
+    brokers = []
+    try:
+        for broker_id in range(3):
+            internal, client = free_port(), free_port()
+            process = BrokerProcess(tmp_path / f"broker-{broker_id}", port=internal, broker_id=broker_id, config={
+                **AUTHORIZER, "super.users": "User:admin;User:ANONYMOUS", "zookeeper.connect": zookeeper.connect_string,
+                "listeners": f"PLAINTEXT://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{client}",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
+                "default.replication.factor": "3", "min.insync.replicas": "2"})
+            brokers.append(Broker(process.start(), client))
+        first, last = brokers[0], brokers[2]
+        admin = admin_client(first)
+        admin.create_topics([NewTopic("orders", 3, 3)])["orders"].result(30)
+        create(admin, [allow(ResourceType.TOPIC, "orders", AclOperation.ALL),
+                       allow(ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE)])
+
+        def visible_to_alice(broker) -> bool:
+            client = admin_client(broker, "alice", "alice-secret")
+            return "orders" in client.list_topics(timeout=10).topics
+
+        for broker in brokers:  # (each broker reloads on ZooKeeper's change notification)
+            wait_for(lambda: visible_to_alice(broker), "the ACL on every broker")
+        alice = {**sasl(last, "alice", "alice-secret"), "acks": "all"}
+        asyncio.run(_produce(alice, "orders"))
+        asyncio.run(_transaction(sasl(last, "alice", "alice-secret"), "tx", "orders"))
+        with pytest.raises(TransactionalIdAuthorizationFailed):
+            asyncio.run(_transaction(sasl(last, "alice", "alice-secret"), "not-tx", "orders"))
+
+        for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL,
+                                                          None, None, AclOperation.ANY,
+                                                          AclPermissionType.ANY)]).values():
+            assert len(future.result(30)) == 1
+        for broker in brokers:
+            wait_for(lambda: not visible_to_alice(broker), "the ACL gone from every broker")
+        with pytest.raises(TopicAuthorizationFailedError):
+            asyncio.run(_produce(alice, "orders"))
+    finally:
+        for broker in brokers:
+            broker.process.kill()
