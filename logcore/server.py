@@ -33,6 +33,7 @@ from .protocol.errors import BrokerError
 from .security.sasl import SaslSession
 
 ANONYMOUS = "User:ANONYMOUS"
+SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)  # (answered by the connection, on SASL listeners)
 
 log = logging.getLogger(__name__)
 
@@ -269,11 +270,15 @@ class _Connection(asyncio.Protocol):
                 if event is None:  # the peer closed between frames
                     self._queue(None)
                     return
-                if self.sasl is not None and not self.sasl.authenticated and event.api_key != ApiKey.API_VERSIONS:
-                    self._authenticate(event)
+                if self.sasl is not None and event.api_key != ApiKey.API_VERSIONS and (
+                        not self.sasl.authenticated or self.sasl.in_progress or event.api_key in SASL_APIS):
+                    self._authenticate(event)  # (authenticated already: a re-authentication, KIP-368)
                     if self.stopped_reading:
                         break
                     continue
+                if self.sasl is not None and self.sasl.expired():
+                    self._close_expired(event)
+                    break
                 principal = self.sasl.principal if self.sasl is not None else ANONYMOUS
                 self._queue((event, self.server.dispatch(event, self.peer[0], principal)))
                 if len(self.pending) >= MAX_PIPELINE or self.server.saturated:
@@ -311,6 +316,16 @@ class _Connection(asyncio.Protocol):
                                          "ended: %s", self.peer, self.server.listener, request.api_key, why)
             self.stopped_reading = True
             self._queue(None)  # answer what was answered, then close
+
+    def _close_expired(self, request: Request) -> None:
+        """A request after the session's lifetime, without re-authenticating: the connection closes
+        unanswered, as Kafka closes it (the client reconnects and authenticates anew)."""
+        self.server.bad_input.report(self.peer[0], "expired SASL sessions",
+                                     "closing connection from %s on listener %s: api %d after its SASL session of "
+                                     "%d ms expired (connections.max.reauth.ms) without re-authentication",
+                                     self.peer, self.server.listener, request.api_key, self.sasl.lifetime_ms)
+        self.stopped_reading = True
+        self._queue(None)
 
     def _queue(self, item: tuple[Request, asyncio.Future] | None) -> None:
         if item is not None:

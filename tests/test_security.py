@@ -152,7 +152,9 @@ def test_client_certificates_are_required_when_the_listener_asks(secure_broker, 
     ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": "PlainLoginModule required user_a=\"b\""},
      "the JAAS line must end with ';'"),
     ({"listeners": "SECRET://127.0.0.1:0"}, "listener SECRET has no security protocol"),
-    ({"connections.max.reauth.ms": "60000"}, "does not offer re-authentication"),
+    ({"authorizer.class.name": "com.example.OurAuthorizer"},
+     "must be one of kafka.security.authorizer.AclAuthorizer, org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    ({"connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms"),
 ])
 def test_a_wrong_security_setting_stops_the_broker_saying_what_to_fix(tmp_path, certs, config, message):
     settings = {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",
@@ -220,3 +222,54 @@ def test_on_the_wire_a_bad_sasl_exchange_gets_its_error_and_closes_only_its_conn
         metadata = bystander.call(MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                                   include_topic_authorized_operations=False))
         assert [b.port for b in metadata.brokers] == [broker.ports["SASL_PLAINTEXT"]]       # its listener's address
+
+
+def test_sessions_expire_unless_the_client_re_authenticates_as_the_same_principal(secure_broker):
+    """connections.max.reauth.ms (KIP-368) on the wire: the lifetime is announced; re-authenticating
+    in time renews it; a different principal is refused; a request after expiry closes the
+    connection unanswered."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from wire import WireClient
+    lifetime_s = 3
+    broker = secure_broker(**{"connections.max.reauth.ms": str(lifetime_s * 1000)})
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+    def authenticate(client, user: str, password: str):
+        assert client.call(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+        return client.call(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+
+    with WireClient(broker.address("SASL_PLAINTEXT")) as client:
+        answer = authenticate(client, "alice", "alice-secret")
+        assert answer.error_code == 0 and answer.session_lifetime.total_seconds() == lifetime_s
+        for _ in range(3):  # 3.6 s in all, past one lifetime: each re-authentication renews it
+            time.sleep(lifetime_s * 0.4)
+            assert client.call(metadata).brokers
+            assert authenticate(client, "alice", "alice-secret").error_code == 0
+        assert client.call(metadata).brokers
+        answer = authenticate(client, "admin", 'a"b')
+        assert answer.error_code == 58 and "cannot change principals" in answer.error_message
+        assert client.read_frame() is None
+    with WireClient(broker.address("SASL_PLAINTEXT")) as client:
+        assert authenticate(client, "alice", "alice-secret").error_code == 0
+        time.sleep(lifetime_s + 0.2)  # (the session's own clock: nothing to wait on but time)
+        client.send(metadata)
+        assert client.read_frame() is None
+    assert "after its SASL session of 3000 ms expired" in broker.process.log()
+
+
+def test_librdkafka_re_authenticates_and_keeps_producing(secure_broker, certs):
+    broker = secure_broker(**{"connections.max.reauth.ms": "2000"})
+    errors: list[str] = []
+    delivered: list[bool] = []
+    producer = Producer({**confluent(broker, "SASL_SSL", certs, "PLAIN", "alice", "alice-secret"),
+                         "error_cb": lambda e: errors.append(str(e)), "linger.ms": 0})
+    deadline = time.monotonic() + 7  # three and a half session lifetimes
+    while time.monotonic() < deadline:
+        producer.produce("reauth", b"x", on_delivery=lambda err, _msg: delivered.append(err is None))
+        producer.poll(0.1)
+    assert producer.flush(30) == 0
+    assert delivered and all(delivered) and not errors, errors
+    assert "expired" not in broker.process.log()  # it re-authenticated every time, never cut off

@@ -1,7 +1,7 @@
 """SaslHandshake and SaslAuthenticate, as ApiVersions advertises them. On a SASL listener the
 connection answers them itself while it authenticates (logcore.server, logcore.security.sasl);
-a request that reaches a handler here came on a listener without SASL, or after authentication
-(re-authentication, KIP-152, is not offered: sessions do not expire), so it is out of place."""
+(re-authentication too, KIP-368); a request that reaches a handler here came on a listener
+without SASL, so it is out of place."""
 
 from ..protocol.codec import ApiKey, ErrorCode
 from . import handles
@@ -17,5 +17,4 @@ async def sasl_handshake(ctx, request) -> dict:
 @handles(ApiKey.SASL_AUTHENTICATE, 0, 2)
 async def sasl_authenticate(ctx, request) -> dict:
     return {"error_code": ErrorCode.illegal_sasl_state, "auth_bytes": b"", "session_lifetime": 0,
-            "error_message": "this connection does not authenticate now: its listener has no SASL, or it "
-                             "authenticated already"}
+            "error_message": "this listener has no SASL: connect to a SASL_PLAINTEXT or SASL_SSL listener"}

@@ -58,4 +58,5 @@ def sasl_sessions(config, listener: Listener, credentials) -> Callable[[], SaslS
         else:
             assert mechanism in SCRAM_HASHES
             factories[mechanism] = lambda mechanism=mechanism: Scram(mechanism, credentials.get)
-    return lambda: SaslSession(factories)
+    lifetime_ms = config.get("connections.max.reauth.ms")
+    return lambda: SaslSession(factories, lifetime_ms)

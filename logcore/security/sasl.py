@@ -1,6 +1,8 @@
 """Sans-IO SASL for one connection: SaslHandshake picks a mechanism, SaslAuthenticate requests carry
 its tokens, and the session ends authenticated (with a principal) or failed (the connection closes
-after the answer). PLAIN (RFC 4616) checks a password against the listener's users; SCRAM-SHA-256
+after the answer). An authenticated session may authenticate again on the same connection, as the
+same principal with the same mechanism (re-authentication, KIP-368); with a lifetime
+(`connections.max.reauth.ms`) it expires unless it does. PLAIN (RFC 4616) checks a password against the listener's users; SCRAM-SHA-256
 and SCRAM-SHA-512 (RFC 5802/7677, no channel binding, as Kafka) check a proof against stored
 credentials, so the broker never holds the password.
 """
@@ -12,6 +14,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -150,38 +153,58 @@ def _unescape(name: str) -> str:
 class SaslSession:
     """One connection's authentication, driven by its SaslHandshake and SaslAuthenticate requests."""
 
-    def __init__(self, mechanisms: Mapping[str, Callable[[], Plain | Scram]]) -> None:
+    def __init__(self, mechanisms: Mapping[str, Callable[[], Plain | Scram]], lifetime_ms: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.mechanisms = mechanisms  # name → a new mechanism instance for this connection
-        self.mechanism: Plain | Scram | None = None
+        self.lifetime_ms, self.clock = lifetime_ms, clock
+        self.mechanism: Plain | Scram | None = None  # the exchange in progress
+        self.mechanism_name: str | None = None
         self.principal: str | None = None  # "User:<name>" once authenticated
+        self.expires_at: float | None = None  # (clock) when a lifetime is set
         self.failed = False  # the answer to the last request ends the connection
 
     @property
     def authenticated(self) -> bool:
         return self.principal is not None
 
+    @property
+    def in_progress(self) -> bool:
+        """A handshake was answered and its exchange has not ended: only SASL requests may come."""
+        return self.mechanism is not None
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.clock() >= self.expires_at
+
     def handshake(self, mechanism: str) -> dict:
         enabled = list(self.mechanisms)
-        if self.mechanism is not None or self.authenticated:
+        if self.mechanism is not None:
             self.failed = True
             return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": enabled}
-        if mechanism not in self.mechanisms:
-            self.failed = True
+        if mechanism not in self.mechanisms or (self.authenticated and mechanism != self.mechanism_name):
+            self.failed = True  # (re-authentication keeps the mechanism, as in Kafka)
             return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": enabled}
-        self.mechanism = self.mechanisms[mechanism]()
+        self.mechanism, self.mechanism_name = self.mechanisms[mechanism](), mechanism
         return {"error_code": ErrorCode.none, "mechanisms": enabled}
 
     def authenticate(self, token: bytes) -> dict:
         answer = {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": b"", "session_lifetime": 0}
-        if self.mechanism is None or self.authenticated:
+        if self.mechanism is None:
             self.failed = True
             return {**answer, "error_code": ErrorCode.illegal_sasl_state,
-                    "error_message": "SaslAuthenticate before SaslHandshake, or after authentication"}
+                    "error_message": "SaslAuthenticate without a SaslHandshake before it"}
         try:
             reply, user = self.mechanism.step(bytes(token))
         except AuthenticationFailed as exc:
             self.failed = True
             return {**answer, "error_code": ErrorCode.sasl_authentication_failed, "error_message": str(exc)}
-        if user is not None:
-            self.principal = f"User:{user}"
-        return {**answer, "auth_bytes": reply}
+        if user is None:
+            return {**answer, "auth_bytes": reply}
+        if self.authenticated and self.principal != f"User:{user}":
+            self.failed = True
+            return {**answer, "error_code": ErrorCode.sasl_authentication_failed,
+                    "error_message": f"cannot change principals during re-authentication: {self.principal} "
+                                     f"authenticated as User:{user}"}
+        self.principal, self.mechanism = f"User:{user}", None
+        if self.lifetime_ms:
+            self.expires_at = self.clock() + self.lifetime_ms / 1000
+        return {**answer, "auth_bytes": reply, "session_lifetime": self.lifetime_ms}
