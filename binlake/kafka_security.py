@@ -1,5 +1,5 @@
-"""How binlake's own Kafka clients (the connector runtime, the Spark sink) reach a secured broker:
-one `security:` block in their YAML, rendered for each client library.
+"""How binlake's own Kafka clients (the connector runtime, the Spark sink, stream workers) reach a
+secured broker: one `security:` block in their YAML, rendered for each client library.
 
     security:
       protocol: SASL_SSL                 # PLAINTEXT (default) | SSL | SASL_PLAINTEXT | SASL_SSL
@@ -72,6 +72,15 @@ class KafkaSecurity(BaseModel):
             settings.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.username,
                             sasl_plain_password=self.password.get_secret_value())
         return settings
+
+    def faust(self):
+        """faust's `broker_credentials` (None for PLAINTEXT)."""
+        import faust
+        context = self.aiokafka().get("ssl_context")
+        if self.sasl:
+            return faust.SASLCredentials(username=self.username, password=self.password.get_secret_value(),
+                                         mechanism=self.sasl_mechanism, ssl_context=context)
+        return faust.SSLCredentials(context) if self.tls else None
 
     def confluent(self) -> dict:
         """librdkafka's settings."""

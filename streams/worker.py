@@ -1,6 +1,17 @@
-"""`binlake streams worker MODULE[:APP] [faust worker options]`: run a plain faust app as a worker,
-with binlake's exactly-once pieces installed when the app asks for exactly_once (streams/exactly_once.py)
-and the change-event codecs registered (streams/codecs.py). The app imports nothing of binlake."""
+"""`binlake streams worker MODULE[:APP] [--config FILE.yaml] [faust worker options]`: run a plain
+faust app as a worker, with binlake's exactly-once pieces installed when the app asks for
+exactly_once (streams/exactly_once.py) and the change-event codecs registered (streams/codecs.py).
+The app imports nothing of binlake. `--config` points it at another cluster, a secured one too,
+with the keys the connector and the sink use:
+
+    bootstrap_servers: kafka-1:9093,kafka-2:9093   # (optional) instead of the app's broker
+    security:                                      # binlake/kafka_security.py
+      protocol: SASL_SSL
+      sasl_mechanism: SCRAM-SHA-256
+      username: processors
+      password: ${PROCESSORS_PASSWORD}
+      ca_file: /etc/binlake/ca.pem
+"""
 
 from __future__ import annotations
 
@@ -13,6 +24,9 @@ import warnings
 from pathlib import Path
 
 import click
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from binlake.kafka_security import KafkaSecurity
 
 
 def load_app(reference: str):
@@ -35,6 +49,38 @@ def load_app(reference: str):
     return app
 
 
+class WorkerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bootstrap_servers: str | None = None
+    security: KafkaSecurity = KafkaSecurity()
+
+
+def read_config(path: str) -> WorkerConfig:
+    """The file's settings, `${VAR}` references replaced as in connector configs."""
+    from binlake.yamlfile import YamlError, load
+    from connect.config import interpolate
+    try:
+        problems: list[tuple[str, str]] = []
+        data = interpolate(load(path) or {}, os.environ, problems)
+        if problems:
+            raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
+        return WorkerConfig.model_validate(data)
+    except ValidationError as exc:
+        raise click.ClickException(f"{path}: " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+    except (YamlError, ValueError, OSError) as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+
+
+def configure(app, config: WorkerConfig) -> None:
+    """Point the app at the config's brokers, with its security settings."""
+    if config.bootstrap_servers:
+        app.conf.broker = [f"kafka://{address.strip()}" for address in config.bootstrap_servers.split(",")]
+    if (credentials := config.security.faust()) is not None:
+        app.conf.broker_credentials = credentials
+
+
 @click.group()
 def streams_command() -> None:
     """Run stream processors (faust-streaming apps) over change events, exactly once."""
@@ -42,8 +88,10 @@ def streams_command() -> None:
 
 @streams_command.command("worker", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("reference", metavar="MODULE[:APP]")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), metavar="FILE.yaml",
+              help="bootstrap_servers and a security: block (SASL, TLS) for the app's brokers")
 @click.pass_context
-def worker_command(ctx: click.Context, reference: str) -> None:
+def worker_command(ctx: click.Context, reference: str, config_path: str | None) -> None:
     """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
     from faust.exceptions import AlreadyConfiguredWarning
 
@@ -52,6 +100,10 @@ def worker_command(ctx: click.Context, reference: str) -> None:
 
     register_codecs()
     app = load_app(reference)
+    if config_path is not None:  # (before install: the transport it makes reads the brokers)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AlreadyConfiguredWarning)
+            configure(app, read_config(config_path))
     try:
         install(app)
     except NotExactlyOnce as exc:

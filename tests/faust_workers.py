@@ -14,8 +14,9 @@ from brokerproc import read_to_end
 
 
 class Worker:
-    def __init__(self, cwd: Path, n: int, reference: str, env: dict[str, str] | None = None) -> None:
-        self.cwd, self.n, self.reference = cwd, n, reference
+    def __init__(self, cwd: Path, n: int, reference: str, env: dict[str, str] | None = None,
+                 options: tuple[str, ...] = ()) -> None:
+        self.cwd, self.n, self.reference, self.options = cwd, n, reference, options
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)]), **(env or {})}
         self.proc: subprocess.Popen | None = None
 
@@ -26,7 +27,7 @@ class Worker:
     def start(self) -> "Worker":
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "streams", "worker", self.reference,
-                                          "-l", os.environ.get("BINLAKE_TEST_WORKER_LOG", "info"), "--without-web"], cwd=self.cwd, stdout=log,
+                                          *self.options, "-l", os.environ.get("BINLAKE_TEST_WORKER_LOG", "info"), "--without-web"], cwd=self.cwd, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.env)
         return self
 

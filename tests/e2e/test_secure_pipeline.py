@@ -1,6 +1,8 @@
-"""The pipeline against a secured broker, configured from its YAML only: the mysql connector writes
-over SASL_SSL with a SCRAM user, the Spark sink reads over SASL_SSL into Delta, and the Delta table
-equals MySQL. (The test reads its checks over the broker's PLAINTEXT listener.)"""
+"""The pipeline against a secured broker with ACLs, configured from its YAML only: the mysql
+connector writes over SASL_SSL with a SCRAM user allowed its own topics and transactional ids and
+nothing else, the Spark sink reads over SASL_SSL into Delta, and the Delta table equals MySQL. (The
+test reads its checks over the broker's PLAINTEXT listener, whose User:ANONYMOUS is a super user
+here.)"""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import asyncio
 import time
 from types import SimpleNamespace
 
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                   NewTopic, ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 from e2e_harness import mysql_config, read_committed, write_config
 from sink_harness import delta_table, mysql_table, run_sink
 
@@ -28,8 +31,16 @@ def wait_for_events(broker, topic: str, count: int, timeout: float = 90) -> None
 
 def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(secure_broker, certs, mariadb,
                                                                              connector, spark, tmp_path):
-    broker = secure_broker()
+    broker = secure_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                              "super.users": "User:ANONYMOUS"})
     admin = AdminClient({"bootstrap.servers": broker.address("PLAINTEXT")})
+    grants = [(ResourceType.TOPIC, "secure"), (ResourceType.TOPIC, "binlake-offsets"),  # changes, history, offsets
+              (ResourceType.TRANSACTIONAL_ID, "binlake-connect-secure-"),
+              (ResourceType.GROUP, "binlake-sink-schemas")]  # (librdkafka finds the coordinator of any group.id)
+    for future in admin.create_acls([AclBinding(resource_type, name, ResourcePatternType.PREFIXED, "User:pipeline",
+                                                "*", AclOperation.ALL, AclPermissionType.ALLOW)
+                                     for resource_type, name in grants]).values():
+        future.result(30)
     upsert = UserScramCredentialUpsertion("pipeline", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
                                           b"pipeline-secret")
     admin.alter_user_scram_credentials([upsert])["pipeline"].result(30)
@@ -55,3 +66,10 @@ def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(se
     columns, key, expected = mysql_table(mariadb, db, "items")
     assert delta_table(spark, f"{delta_root}/{db}/items", key, columns) == expected
     assert "failed SASL authentication" not in broker.process.log()
+    # the ACLs held: the pipeline's user reaches no topic beyond its own
+    as_pipeline = AdminClient({"bootstrap.servers": broker.address("SASL_SSL"), "security.protocol": "SASL_SSL",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "pipeline",
+                         "sasl.password": "pipeline-secret", "ssl.ca.location": str(certs / "ca.pem")})
+    admin.create_topics([NewTopic("elsewhere", 1, 1)])["elsewhere"].result(30)
+    visible = set(as_pipeline.list_topics(timeout=30).topics)
+    assert topic in visible and "elsewhere" not in visible, visible

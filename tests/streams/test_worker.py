@@ -143,3 +143,56 @@ def test_after_start_the_worker_logs_at_the_level_asked_for(broker, tmp_path):
     finally:
         worker.kill()
         worker.wait()
+
+
+SECURE_APP = '''
+import faust
+app = faust.App("secapp", broker="kafka://127.0.0.1:1", processing_guarantee="exactly_once", store="memory://",
+                topic_partitions=1, consumer_auto_offset_reset="earliest", web_enabled=False)
+out = app.topic("s-out", value_serializer="raw")
+
+
+@app.agent(app.topic("s-in", value_serializer="raw", partitions=1))
+async def forward(stream):
+    async for value in stream:
+        await out.send(value=value.upper())
+'''
+
+
+def test_a_worker_reaches_a_sasl_ssl_broker_with_acls_from_its_config(secure_broker, certs, tmp_path):
+    """The app names no broker it can reach: `--config` gives it the SASL_SSL listener and alice's
+    credentials, and alice may touch only the app's own topics, group and transactional ids and its
+    two topics (the test feeds and reads over PLAINTEXT, a super user here)."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                       ResourcePatternType, ResourceType)
+    broker = secure_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                              "super.users": "User:ANONYMOUS", "transaction.state.log.num.partitions": "3",
+                              "offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"})
+    plaintext = broker.address("PLAINTEXT")
+    admin = AdminClient({"bootstrap.servers": plaintext})
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in ("s-in", "s-out")]).values():
+        future.result(30)
+    grants = [(ResourceType.TOPIC, "s-"), (ResourceType.TOPIC, "secapp"), (ResourceType.GROUP, "secapp"),
+              (ResourceType.TRANSACTIONAL_ID, "secapp")]
+    for future in admin.create_acls([AclBinding(t, name, ResourcePatternType.PREFIXED, "User:alice", "*",
+                                                AclOperation.ALL, AclPermissionType.ALLOW)
+                                     for t, name in grants]).values():
+        future.result(30)
+    (tmp_path / "secure_app.py").write_text(SECURE_APP)
+    (tmp_path / "secure.yaml").write_text(
+        f"bootstrap_servers: {broker.address('SASL_SSL')}\n"
+        "security:\n  protocol: SASL_SSL\n  sasl_mechanism: PLAIN\n  username: alice\n"
+        f"  password: ${{ALICE_PASSWORD}}\n  ca_file: {certs / 'ca.pem'}\n")
+    worker = Worker(tmp_path, 0, "secure_app", env={"ALICE_PASSWORD": "alice-secret"},
+                    options=("--config", "secure.yaml"))
+    producer = Producer({"bootstrap.servers": plaintext})
+    for i in range(50):
+        producer.produce("s-in", value=b"v%02d" % i)
+    producer.flush(30)
+    try:
+        worker.start()
+        got = wait_outputs(plaintext, "s-out", 50)
+    finally:
+        worker.kill()
+    assert sorted(got) == [b"V%02d" % i for i in range(50)], worker.log()[-3000:]
+    assert "AUTHORIZATION_FAILED" not in worker.log()
