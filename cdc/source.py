@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from cdc.binlog.client import BinlogClient, PyMySqlReplicationClient
+from cdc.binlog_lag import BinlogBytesBehind
 from cdc.checks import check_privileges, check_server, position_available
 from cdc.config import SourceConfig
 from cdc.connection import make_engine
@@ -44,6 +45,7 @@ class MySqlSource:
         self._client_factory = client_factory or self._binlog_client
         self.engine = make_engine(self.config)
         self.snapshot: SnapshotSource | None = None
+        self._bytes_behind = BinlogBytesBehind(self.engine)
 
     def metrics(self, now: float) -> dict[str, float]:
         """Gauges for the connector's metrics endpoint; read from another thread (plain numbers only)."""
@@ -55,6 +57,9 @@ class MySqlSource:
         lag = self.streaming.lag_seconds(now)
         if lag is not None:
             found["binlog_lag_seconds"] = lag
+        position = self.streaming.position
+        if position is not None and (behind := self._bytes_behind(position, now)) is not None:
+            found["binlog_lag_bytes"] = behind
         return found
 
     def stop(self) -> None:

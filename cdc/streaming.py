@@ -45,6 +45,7 @@ class StreamingSource:
             Rows: self._on_rows, TableMap: self._on_table_map, Commit: self._on_commit, Gtid: self._on_gtid,
             Begin: self._on_begin, Query: self._on_query, Rotate: self._on_rotate, Heartbeat: self._on_heartbeat}
         self._stopping = False
+        self._offset: Offset | None = None
         self.last_event_ts: int | None = None  # the server's timestamp (s) of the last transaction or DDL read
         self.caught_up = False
 
@@ -57,6 +58,11 @@ class StreamingSource:
         if self.caught_up:
             return 0.0
         return None if self.last_event_ts is None else max(0.0, now - self.last_event_ts)
+
+    @property
+    def position(self) -> BinlogPosition | None:
+        """Where the stream has read to, between transactions (None before it starts)."""
+        return self._offset.position if self._offset is not None else None
 
     def run(self, client: BinlogClient, offset: Offset) -> Iterator[Batch]:
         self._offset = offset                   # committed: where to restart between transactions

@@ -175,3 +175,17 @@ def test_table_without_primary_key(mariadb, db, capture):
     mariadb.sql(f"UPDATE `{db}`.log SET n = 10 WHERE n = 1", f"DELETE FROM `{db}`.log WHERE n = 2")
     records = Capture.records(capture.run(config, offset=snapshot[-1].offset))
     assert [(r["value"]["op"], r["key"], r["partition"]) for r in records] == [("u", None, 0), ("d", None, 0)]
+
+
+def test_binlog_lag_bytes_is_what_the_server_wrote_past_the_stream(mariadb, db, capture):
+    from cdc.binlog_lag import POLL_S
+    mariadb.sql("CREATE TABLE t (id INT PRIMARY KEY, pad VARCHAR(200))", db=db)
+    source = MySqlSource(capture.config(db), MemoryHistoryStore(), follow=False)
+    list(source.batches())  # the snapshot, then the stream up to the server's end
+    assert source.metrics(time.time())["binlog_lag_bytes"] == 0
+    mariadb.sql("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_1_to_50", db=db)
+    file, end = mariadb.sql("SHOW MASTER STATUS")[0][:2]
+    position = source.streaming.position
+    assert position.file == file  # (one binlog file here, so the expected figure is one subtraction)
+    behind = source.metrics(time.time() + POLL_S)["binlog_lag_bytes"]  # (a clock past the poll interval)
+    assert behind == int(end) - position.pos and behind > 50 * 200

@@ -209,7 +209,8 @@ async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker
 
     async def caught_up():  # a heartbeat after the snapshot: nothing more waits on the server
         found = await asyncio.to_thread(scrape_task)
-        return found if found.get("binlake_connect_source_binlog_lag_seconds") == 0 else None
+        return found if found.get("binlake_connect_source_binlog_lag_seconds") == 0 \
+            and found.get("binlake_connect_source_binlog_lag_bytes") == 0 else None
     samples = await wait_until(caught_up, 60, "the stream to catch up")
     assert samples["binlake_connect_source_snapshot_rows_read"] == 500
     assert samples["binlake_connect_source_snapshot_tables_done"] == samples[
