@@ -17,7 +17,8 @@ def sink_command() -> None:
 @click.argument("config_paths", metavar="CONFIG.yaml...", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL")
-def run_command(config_paths: tuple[Path, ...], master: str) -> None:
+@click.option("--prometheus-listener", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics here.")
+def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener: str | None) -> None:
     """Run the sink until Ctrl-C (or, with trigger: available_now, until it has merged everything
     committed when it started). Several configs run as several streaming queries of one Spark
     application, each named binlake-sink-<file stem>."""
@@ -30,6 +31,6 @@ def run_command(config_paths: tuple[Path, ...], master: str) -> None:
     try:
         configs = dict(zip(query_names([str(p) for p in config_paths]), map(load, config_paths)))
         from .job import run
-        raise SystemExit(run(configs, master))
+        raise SystemExit(run(configs, master, prometheus_listener))
     except (SinkConfigError, SinkError, MissingJars) as exc:
         raise click.ClickException(str(exc)) from None

@@ -22,13 +22,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_sink import decode
+from spark_sink import decode, metrics
 from spark_sink.changes import TableSchema, UnsupportedType
 from spark_sink.config import SinkConfig, duration_ms
 from spark_sink.plan import TableBatch
 from spark_sink.schemas import DebeziumSchemas, canal_schema
 
 log = logging.getLogger(__name__)
+
+PROGRESS_S = 5  # how often the lag metric is read from the queries' progress
 
 
 class SinkError(RuntimeError):
@@ -100,8 +102,9 @@ class SinkJob:
             planned = time.monotonic()
             self.target.write(app_id, batch_id, tables, offsets)
             done = time.monotonic()
-            self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"),
-                                 "read_decode": decoded - started, "plan": planned - decoded, "write": done - planned})
+            timing = {"read_decode": decoded - started, "plan": planned - decoded, "write": done - planned}
+            self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"), **timing})
+            metrics.batch_done(self.name, timing, {r.table: r.n for r in summary if r.kind == "row"})
             log.info("%s batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", self.name, batch_id,
                      ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary if r.kind in ("row", "truncate"))
                      or "no changes", decoded - started, planned - decoded, done - planned)
@@ -208,19 +211,26 @@ def query_names(paths: list[str]) -> list[str]:
     return names
 
 
-def run(configs: dict[str, SinkConfig], master: str | None = None) -> int:
+def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_listener: str | None = None) -> int:
     """Run one query per config (by name) until they stop (available_now: once each has merged
-    everything committed at its start); the first query that fails stops the others, and the job."""
+    everything committed at its start); the first query that fails stops the others, and the job.
+    With `metrics_listener` (HOST:PORT) it serves Prometheus metrics there."""
     checkpoints = [c.checkpoint for c in configs.values()]
     if len(set(checkpoints)) < len(checkpoints):
         raise SinkError("each config needs its own checkpoint directory: Spark keeps one query's offsets in it")
     from spark_sink.session import builder
     spark = builder(master=master).getOrCreate()
     queries = [SinkJob(spark, config).start(name) for name, config in configs.items()]
+    if metrics_listener is not None:
+        from binlake.prometheus import serve_in_thread
+        serve_in_thread(metrics.REGISTRY, metrics_listener)
     try:
         while any(q.isActive for q in queries):
-            spark.streams.awaitAnyTermination()  # (raises the failure of a query that failed)
-            spark.streams.resetTerminated()
+            # (raises the failure of a query that failed; wakes now and then to read the queries' lag)
+            if spark.streams.awaitAnyTermination(PROGRESS_S):
+                spark.streams.resetTerminated()
+            for q in queries:
+                metrics.progress(q.name, q.lastProgress)
     except KeyboardInterrupt:
         pass
     finally:

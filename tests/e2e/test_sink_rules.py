@@ -179,3 +179,29 @@ def test_a_table_without_a_primary_key_or_with_a_type_too_wide_is_refused_by_nam
         "ALTER", 300, columns=(("id", "int(11)"), ("name", "varchar(20)"), ("price", "decimal(65,2)"))))])
     with pytest.raises(Exception, match=r"table shop.items: DECIMAL\(65,2\) has more than the 38 digits"):
         run_sink(spark, sink(broker, tmp_path, "delta", targets, checkpoint=str(tmp_path / "ck2")))
+
+
+def test_metrics_count_batches_rows_and_the_offsets_left_behind(spark, broker, tmp_path, targets):
+    """Served as `binlake sink run --prometheus-listener` serves them, scraped over HTTP."""
+    from binlake.prometheus import serve_in_thread
+    from prometheus_scrape import sample, scrape
+    from spark_sink import metrics
+    from spark_sink.config import validate
+    from spark_sink.job import SinkJob
+
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i)) for i in range(6)])
+    name = "binlake-sink-metered"
+    query = SinkJob(spark, validate(sink(broker, tmp_path, "delta", targets, max_offsets_per_trigger=2))).start(name)
+    query.awaitTermination()
+    url = serve_in_thread(metrics.REGISTRY, "127.0.0.1:0")
+    samples = scrape(url)
+    assert sample(samples, "binlake_sink_rows_total", query=name, table="shop.items") == 6
+    batches = sample(samples, "binlake_sink_batches_total", query=name)
+    assert batches == 3  # six records, two per trigger
+    for phase in metrics.PHASES:
+        assert sample(samples, "binlake_sink_batch_seconds_count", query=name, phase=phase) == batches
+    metrics.progress(name, query.recentProgress[0])  # the first batch: four records still to come
+    assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 4
+    metrics.progress(name, query.lastProgress)
+    assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 0
