@@ -90,8 +90,10 @@ def streams_command() -> None:
 @click.argument("reference", metavar="MODULE[:APP]")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), metavar="FILE.yaml",
               help="bootstrap_servers and a security: block (SASL, TLS) for the app's brokers")
+@click.option("--prometheus-listener", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics here.")
 @click.pass_context
-def worker_command(ctx: click.Context, reference: str, config_path: str | None) -> None:
+def worker_command(ctx: click.Context, reference: str, config_path: str | None,
+                   prometheus_listener: str | None) -> None:
     """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
     from faust.exceptions import AlreadyConfiguredWarning
 
@@ -104,6 +106,8 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None) 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AlreadyConfiguredWarning)
             configure(app, read_config(config_path))
+    if prometheus_listener is not None:
+        serve_metrics(app, prometheus_listener)
     try:
         install(app)
     except NotExactlyOnce as exc:
@@ -113,6 +117,18 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None) 
         app.conf.Worker = level_restored_after_start(app.conf.Worker)
     sys.argv = [reference, "worker", *ctx.args]
     run_to_exit(app.main)
+
+
+def serve_metrics(app, listener: str) -> None:
+    """faust's own Prometheus sensor (events in and out, per topic and stream, commit latency, send
+    latency, rebalances) as binlake_streams_*, served from a thread: no faust web server needed."""
+    from faust.sensors.prometheus import FaustMetrics, PrometheusMonitor
+    from prometheus_client import CollectorRegistry
+
+    from binlake.prometheus import serve_in_thread
+    registry = CollectorRegistry()
+    app.monitor = PrometheusMonitor(metrics=FaustMetrics.create(registry, "binlake_streams"))
+    click.echo(f"Prometheus metrics on {serve_in_thread(registry, listener)}", err=True)  # (before faust's logging)
 
 
 def level_restored_after_start(worker_class: type) -> type:

@@ -196,3 +196,42 @@ def test_a_worker_reaches_a_sasl_ssl_broker_with_acls_from_its_config(secure_bro
         worker.kill()
     assert sorted(got) == [b"V%02d" % i for i in range(50)], worker.log()[-3000:]
     assert "AUTHORIZATION_FAILED" not in worker.log()
+
+
+METERED_APP = '''
+import faust
+app = faust.App("metered", broker="kafka://{address}", processing_guarantee="exactly_once", store="memory://",
+                topic_partitions=1, consumer_auto_offset_reset="earliest", broker_commit_interval=0.5,
+                web_enabled=False)
+out = app.topic("m-out", value_serializer="raw")
+
+
+@app.agent(app.topic("m-in", value_serializer="raw", partitions=1))
+async def forward(stream):
+    async for value in stream:
+        await out.send(value=value)
+'''
+
+
+def test_a_worker_serves_faust_metrics_events_and_commit_latency(broker_factory, tmp_path):
+    from prometheus_scrape import endpoint, scrape
+    from waiting import wait_for
+    broker = faust_broker(broker_factory, "m-in", "m-out")
+    (tmp_path / "metered_app.py").write_text(METERED_APP.format(address=broker.address))
+    worker = Worker(tmp_path, 0, "metered_app", options=("--prometheus-listener", "127.0.0.1:0")).start()
+    producer = Producer({"bootstrap.servers": broker.address})
+    for i in range(30):
+        producer.produce("m-in", value=b"%d" % i)
+    producer.flush(30)
+    try:
+        wait_outputs(broker.address, "m-out", 30)
+        url = endpoint(worker.log())
+        assert url, worker.log()[-2000:]
+
+        def counted() -> dict | None:  # (the sensor hears of a commit just after the outputs are visible)
+            found = {name: value for (name, _labels), value in scrape(url).items()}
+            return found if found.get("binlake_streams_consumer_commit_latency_count", 0) >= 1 else None
+        samples = wait_for(counted, "a commit counted")
+    finally:
+        worker.kill()
+    assert samples["binlake_streams_total_events_total"] >= 30
