@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from brokerproc import ROOT
+from prometheus_scrape import scrape
 
 # table -> (rows in MySQL, events r/c/u/d, ddl) after the demo's snapshot and workload (binlake/demo/shop.py)
 EXPECTED = {
@@ -128,6 +129,14 @@ def test_the_whole_pipeline_matches_mysql_then_keep_leaves_it_running_until_sigt
         psql = re.search(r"Postgres +(psql .*)$", out, re.M).group(1)
         rows = subprocess.run(psql + " -At", shell=True, capture_output=True, text=True, timeout=60)
         assert rows.returncode == 0 and len(rows.stdout.splitlines()) == 5, rows.stdout + rows.stderr
+        metrics = dict((name, url) for url, name in re.findall(r"^ +(?:metrics +)?(http://\S+/metrics)  \((\S+)\)$",
+                                                              out, re.M))
+        assert set(metrics) == {"broker-0", "broker-2", "sink", "connector", "processor-0", "processor-1"}, out
+        for name, sample_name in (("connector", "binlake_connect_records_total"), ("sink", "binlake_sink_rows_total"),
+                                  ("broker-0", "binlake_broker_messages_in_total")):
+            assert sum(v for (n, _labels), v in scrape(metrics[name]).items() if n == sample_name) > 0, name
+        assert sum(v for name in ("processor-0", "processor-1") for (n, _labels), v in scrape(metrics[name]).items()
+                   if n == "binlake_streams_total_events_total") > 0
         assert processes_using(directory)
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=120)

@@ -134,6 +134,7 @@ class Pipeline:
     connector: Process | None = None
     processors: list[Process] = field(default_factory=list)
     sink: Process | None = None
+    metrics: dict[str, str] = field(default_factory=dict)  # piece → its Prometheus endpoint's URL
 
     @property
     def connector_name(self) -> str:
@@ -144,6 +145,12 @@ class Pipeline:
         schema-change topic (the connector's name)."""
         return {f"{self.connector_name}.{table}" for table in tables} | (
             {self.connector_name} if self.format == "debezium" else set())
+
+    def metrics_at(self, name: str) -> str:
+        """A free loopback HOST:PORT for `name`'s Prometheus endpoint (listed by --keep)."""
+        address = f"127.0.0.1:{sandbox.free_port()}"
+        self.metrics[name] = f"http://{address}/metrics"
+        return address
 
     def say(self, text: str) -> None:
         """One line of progress, never wrapped (paths stay copyable)."""
@@ -213,7 +220,8 @@ def _start_broker(pipeline: Pipeline, stack: contextlib.ExitStack, name: str, ex
 def _launch_broker(pipeline: Pipeline, stack: contextlib.ExitStack, name: str, extra: list[str]) -> str:
     address = f"127.0.0.1:{sandbox.free_port()}"
     pipeline.brokers.append(pipeline.launch(Process(
-        name, [*BINLAKE, "broker", "--data-dir", str(pipeline.work_dir / name), "--listen", address, *extra],
+        name, [*BINLAKE, "broker", "--data-dir", str(pipeline.work_dir / name), "--listen", address, *extra,
+               "--override", f"prometheus.listener={pipeline.metrics_at(name)}"],
         pipeline.work_dir / f"{name}.log"), stack))
     return address
 
@@ -248,7 +256,8 @@ def start_connector(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     path = pipeline.work_dir / "shop.yaml"
     path.write_text(yaml.safe_dump(connector_config(pipeline), sort_keys=False))
     pipeline.connector = pipeline.launch(
-        Process("connector", [*BINLAKE, "connect", "run", str(path)], pipeline.work_dir / "connect.log"), stack)
+        Process("connector", [*BINLAKE, "connect", "run", str(path), "--prometheus-listener",
+                              pipeline.metrics_at("connector")], pipeline.work_dir / "connect.log"), stack)
     pipeline.say(f"[bold]connector[/] binlake connect run {path}  (mysql → {pipeline.bootstrap}, "
                  f"format {pipeline.format}, exactly once)")
 
@@ -294,7 +303,8 @@ def start_sink(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     for name, config in sink_configs(pipeline).items():
         paths.append(pipeline.work_dir / f"{name}.yaml")
         paths[-1].write_text(yaml.safe_dump(config, sort_keys=False))
-    pipeline.sink = pipeline.launch(Process("sink", [*BINLAKE, "sink", "run", *map(str, paths), "--master", "local[2]"],
+    pipeline.sink = pipeline.launch(Process("sink", [*BINLAKE, "sink", "run", *map(str, paths), "--master", "local[2]",
+                                                     "--prometheus-listener", pipeline.metrics_at("sink")],
                                             pipeline.work_dir / "sink.log", cwd=pipeline.work_dir), stack)
     pipeline.say(f"[bold]Spark sink[/] binlake sink run {' '.join(p.name for p in paths)}  (Spark's Kafka source → "
                  f"MERGE into Delta tables in {pipeline.warehouse} and PostgreSQL schema {DATABASE}, exactly once)")
@@ -348,7 +358,8 @@ def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
         cwd = pipeline.work_dir / f"processor-{n}"   # (faust keeps its data directory in the working directory)
         cwd.mkdir()
         pipeline.processors.append(pipeline.launch(Process(
-            f"processor-{n}", [*BINLAKE, "streams", "worker", "shop_processors", "-l", "info", "--without-web"],
+            f"processor-{n}", [*BINLAKE, "streams", "worker", "shop_processors", "-l", "info", "--without-web",
+                               "--prometheus-listener", pipeline.metrics_at(f"processor-{n}")],
             pipeline.work_dir / f"processor-{n}.log", env, cwd), stack))
     pipeline.say(f"[bold]processors[/] {PROCESSOR_WORKERS} × binlake streams worker shop_processors  (faust, exactly "
                  f"once: orders enriched with their customer, high-value orders, revenue per minute → {DERIVED}.*)")
@@ -361,6 +372,7 @@ STAGES = (start_mariadb, create_shop, start_postgres, start_brokers, start_sink,
 def keep_instructions(pipeline: Pipeline) -> str:
     """How to reach what `--keep` leaves running."""
     server, b, pg = pipeline.mariadb, pipeline.bootstrap, pipeline.postgres
+    running = {p.name for p in pipeline.processes if p.proc.poll() is None}  # (not the broker the demo killed)
     topic = f"{pipeline.connector_name}.{DATABASE}.orders"
     delta = ("--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension "
              "--conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
@@ -379,5 +391,7 @@ def keep_instructions(pipeline: Pipeline) -> str:
         f"           >>> spark.read.format('delta').load('{pipeline.warehouse}/{DATABASE}/orders').show()",
         f"  Postgres psql -h 127.0.0.1 -p {pg.port} -U {pgsandbox.USER} {pgsandbox.DATABASE} "
         f"-c 'SELECT * FROM {DATABASE}.orders'",
+        *(f"  {'metrics' if i == 0 else '':8} {url}  ({name})" for i, (name, url) in enumerate(
+            (name, url) for name, url in pipeline.metrics.items() if name in running)),
         f"  logs     {pipeline.work_dir}/*.log",
     ])
