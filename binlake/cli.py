@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker-api-versions": ("logcore.tools.api_versions_cmd:broker_api_versions_command",
                             "Print the API versions each live broker supports."),
     "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics and brokers, and users' SCRAM credentials."),
+    "console": ("binlake.console.command:console_command",
+                "Serve a web console: brokers, topics, messages, groups, transactions, connectors, the sink."),
     "acls": ("logcore.tools.acls_cmd:acls_command", "Add, remove or list ACLs (kafka-acls)."),
     "delete-records": ("logcore.tools.delete_records_cmd:delete_records_command",
                        "Delete the records before an offset in each listed partition (move its log start offset)."),

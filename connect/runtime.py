@@ -102,7 +102,8 @@ class TaskRunner:
 
     def status(self) -> dict:
         return {"id": self.task_id, "state": self.state.value, "trace": self.trace,
-                "failures": self.failures, "batches": self.batches_written}
+                "failures": self.failures, "batches": self.batches_written,
+                "source": dict(self.source_metrics())}  # (binlake's: snapshot progress, binlog lag)
 
     # -- supervision ----------------------------------------------------------------------------------
 

@@ -1,0 +1,187 @@
+// binlake console: one page, a view per hash (#topics, #messages?topic=…), drawn from /api/*.
+"use strict";
+
+const view = document.getElementById("view");
+let config = {};
+let refresh = null;
+
+const esc = (value) => String(value ?? "").replace(/[&<>"']/g,
+  (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+const num = (value) => value === null || value === undefined ? "—" : Number(value).toLocaleString("en");
+const bytes = (n) => n === null || n === undefined ? "—" : n < 1024 ? `${n} B`
+  : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`;
+const table = (id, headers, rows) => `<table data-testid="${id}"><thead><tr>${headers.map((h) => `<th>${esc(h)}</th>`)
+  .join("")}</tr></thead><tbody>${rows.map((r) => `<tr>${r.join("")}</tr>`).join("")}</tbody></table>`;
+const td = (value, cls = "") => `<td class="${cls}">${value}</td>`;
+
+async function api(path, options) {
+  const response = await fetch(`/api/${path}`, options);
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+const views = {
+  async cluster() {
+    const o = await api("overview");
+    return `<h2>Cluster ${esc(o.cluster_id)}</h2>
+      <p>${o.brokers.length} broker(s), controller <b data-testid="controller">${esc(o.controller)}</b>,
+      ${num(o.topics)} topic(s), ${num(o.partitions)} partition(s)</p>` +
+      table("brokers", ["broker", "host", "port", "role"], o.brokers.map((b) => [td(b.id, "num"), td(esc(b.host)),
+        td(b.port, "num"), td(b.id === o.controller ? "controller" : "")]));
+  },
+
+  async topics(params) {
+    const topics = await api("topics");
+    const chosen = topics.find((t) => t.name === params.get("topic"));
+    let html = "<h2>Topics</h2>" + table("topics", ["topic", "partitions", "messages", "size", "replication"],
+      topics.map((t) => {
+        const under = t.partitions.filter((p) => p.under_replicated).length;
+        return [td(`<a href="#topics?topic=${encodeURIComponent(t.name)}">${esc(t.name)}</a>`),
+          td(t.partitions.length, "num"), td(num(t.messages), "num"), td(bytes(t.size), "num"),
+          td(under ? `${under} under-replicated` : "in sync", under ? "bad" : "good")];
+      }));
+    if (chosen) {
+      html += `<h2>${esc(chosen.name)}</h2><p><a href="#messages?topic=${encodeURIComponent(chosen.name)}">browse its
+        messages</a></p>` + table("partitions", ["partition", "leader", "replicas", "ISR", "start", "end", "size"],
+        chosen.partitions.map((p) => [td(p.partition, "num"), td(p.leader, "num"), td(p.replicas.join(", ")),
+          td(p.isr.join(", "), p.under_replicated ? "bad" : ""), td(num(p.start), "num"), td(num(p.end), "num"),
+          td(bytes(p.size), "num")]));
+    }
+    return html;
+  },
+
+  async messages(params) {
+    const topics = await api("topics");
+    const topic = params.get("topic") || "";
+    const form = `<h2>Messages</h2><form id="browse">
+      <label>topic <select name="topic">${topics.filter((t) => !t.internal).map((t) =>
+        `<option ${t.name === topic ? "selected" : ""}>${esc(t.name)}</option>`).join("")}</select></label>
+      <label>partition <input name="partition" type="number" min="0" value="${esc(params.get("partition") || 0)}"></label>
+      <label>from offset <input name="offset" type="number" min="0" value="${esc(params.get("offset") || "")}"></label>
+      <label>or from time (UTC) <input name="timestamp" type="datetime-local" step="1"
+        value="${esc(params.get("timestamp") || "")}"></label>
+      <label>limit <input name="limit" type="number" min="1" max="500" value="${esc(params.get("limit") || 50)}"></label>
+      <button type="submit">Read</button></form>`;
+    if (!topic) return form + "<p>Pick a topic.</p>";
+    const query = new URLSearchParams([...params].filter(([k, v]) => v && k !== "topic"));
+    const page = await api(`topics/${encodeURIComponent(topic)}/messages?${query}`);
+    const rows = page.records.map((r) => {
+      const c = r.change;
+      const what = c ? describeChange(c) : r.kind === "tombstone" ? "<i>tombstone</i>"
+        : `<span class="mono">${esc((r.value || "").slice(0, 300))}</span>`;
+      return [td(r.offset, "num"), td(new Date(r.timestamp).toISOString().replace("T", " ").slice(0, 23)),
+        td(esc(c ? c.table : r.kind)), td(c ? `<b class="op-${c.op}">${c.op}</b>` : ""),
+        td(`<span class="mono">${esc(r.key)}</span>`), td(what)];
+    });
+    const next = page.next === null ? "" : `<p><a data-testid="next" href="#messages?${new URLSearchParams(
+      {topic, partition: page.partition, offset: page.next, limit: params.get("limit") || 50})}">next page</a></p>`;
+    return form + `<p>${page.records.length} record(s) of ${esc(topic)}-${page.partition}</p>` +
+      table("records", ["offset", "time", "table", "op", "key", "change"], rows) + next;
+  },
+
+  async groups() {
+    const groups = await api("groups");
+    let html = "<h2>Consumer groups</h2>" + table("groups", ["group", "state", "members", "lag", ""], groups.map((g) =>
+      [td(esc(g.group)), td(esc(g.state)), td(g.members.length, "num"), td(num(g.lag), g.lag > 0 ? "num bad" : "num"),
+        td(config.writes && !g.members.length ? `<button data-reset="${esc(g.group)}" data-to="earliest">reset to
+          earliest</button> <button data-reset="${esc(g.group)}" data-to="latest">reset to latest</button>` : "")]));
+    for (const g of groups.filter((g) => g.partitions.length)) {
+      html += `<h2>${esc(g.group)}</h2>` + table(`group-${g.group}`, ["topic", "partition", "committed", "end", "lag",
+        "member"], g.partitions.map((p) => [td(esc(p.topic)), td(p.partition, "num"), td(num(p.committed), "num"),
+        td(num(p.end), "num"), td(num(p.lag), "num"), td(`<span class="mono">${esc(p.member || "")}</span>`)]));
+    }
+    return html;
+  },
+
+  async transactions() {
+    const found = await api("transactions");
+    return "<h2>Transactions</h2>" + table("transactions", ["transactional id", "state", "producer id", "coordinator"],
+      found.map((t) => [td(esc(t.transactional_id)), td(esc(t.state)), td(t.producer_id, "num"),
+        td(t.coordinator, "num")]));
+  },
+
+  async connectors() {
+    const found = await api("connectors");
+    return "<h2>Connectors</h2>" + table("connectors", ["connector", "plugin", "state", "tasks", "snapshot",
+      "binlog lag", ""], found.map((c) => [td(esc(c.name)), td(esc(c.plugin)), td(esc(c.state),
+        c.state === "RUNNING" ? "good" : "bad"), td(c.tasks.map((t) => `${t.id}: ${esc(t.state)}`).join("<br>")),
+      td(c.tasks.map(snapshot).join("<br>")), td(c.tasks.map(lag).join("<br>")),
+      td(config.writes ? `<button data-restart="${esc(c.name)}">restart</button>` : "")]));
+  },
+
+  async sink() {
+    const queries = await api("sink");
+    return "<h2>Spark sink</h2>" + table("sink", ["query", "batches", "rows merged", "mean s: read+decode / plan / " +
+      "merge+commit", "offsets behind"], queries.map((q) => [td(esc(q.query)), td(num(q.batches), "num"),
+      td(Object.entries(q.rows).map(([t, n]) => `${esc(t)}: ${num(n)}`).join("<br>")),
+      td(["read_decode", "plan", "write"].map((p) => q.seconds[p] ?? "—").join(" / "), "num"),
+      td(num(q.behind), q.behind > 0 ? "num bad" : "num")]));
+  },
+};
+
+function describeChange(c) {
+  if (c.op === "u") {
+    return c.changed.map((k) => `${esc(k)}: ${esc(JSON.stringify(c.before[k]))} → ${esc(JSON.stringify(c.after[k]))}`)
+      .join(", ") || "no column changed";
+  }
+  const row = c.after || c.before || {};
+  return Object.entries(row).map(([k, v]) => `${esc(k)}=${esc(JSON.stringify(v))}`).join(", ");
+}
+
+function snapshot(task) {
+  const s = task.source || {};
+  if (s.snapshot_tables_total === undefined) return "—";
+  return `${num(s.snapshot_tables_done)}/${num(s.snapshot_tables_total)} tables, ${num(s.snapshot_rows_read)} rows`;
+}
+
+function lag(task) {
+  const s = task.source || {};
+  if (s.binlog_lag_seconds === undefined) return "—";
+  return `${Number(s.binlog_lag_seconds).toFixed(1)} s` + (s.binlog_lag_bytes === undefined ? ""
+    : `, ${bytes(s.binlog_lag_bytes)}`);
+}
+
+async function show() {
+  clearTimeout(refresh);
+  const [name, query] = (location.hash.slice(1) || "cluster").split("?");
+  const params = new URLSearchParams(query || "");
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.hash === `#${name}`);
+  const draw = views[name] || views.cluster;
+  try {
+    view.innerHTML = await draw(params);
+    view.dataset.view = name;
+    document.getElementById("status").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    view.innerHTML = `<div class="error" data-testid="error">${esc(error.message)}</div>`;
+    view.dataset.view = name;
+  }
+  if (name !== "messages") refresh = setTimeout(show, 5000);
+}
+
+view.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const data = new URLSearchParams([...new FormData(event.target)].filter(([, v]) => v));
+  location.hash = `messages?${data}`;
+});
+
+view.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-restart], button[data-reset]");
+  if (!button) return;
+  const path = button.dataset.restart ? `connectors/${encodeURIComponent(button.dataset.restart)}/restart`
+    : `groups/${encodeURIComponent(button.dataset.reset)}/reset?to=${button.dataset.to}`;
+  try {
+    await api(path, {method: "POST"});
+    document.getElementById("status").textContent = `done: ${button.textContent.trim()}`;
+  } catch (error) {
+    document.getElementById("status").textContent = `refused: ${error.message}`;
+  }
+  show();
+});
+
+window.addEventListener("hashchange", show);
+api("config").then((c) => {
+  config = c;
+  document.getElementById("mode").textContent = `${c.bootstrap} · ${c.writes ? "writes allowed" : "read-only"}`;
+  show();
+});

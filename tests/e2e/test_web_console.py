@@ -1,0 +1,128 @@
+"""`binlake console` in a real browser (Debian's chromium, headless, driven by Selenium through
+Debian's chromedriver) against a running pipeline: MariaDB, the mysql connector with its REST API,
+a broker, a consumer group, and the Spark sink's metrics. Each page is loaded and what it shows is
+checked. BINLAKE_CONSOLE_SCREENSHOTS=DIR saves a screenshot of each page there (docs/console.md's)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from binlake.brokerproc import ROOT
+from binlake.sandbox import free_port
+from e2e_harness import mysql_config, write_config
+from sink_harness import run_sink
+from waiting import wait_for
+
+SCREENSHOTS = os.environ.get("BINLAKE_CONSOLE_SCREENSHOTS")
+
+
+class Console:
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.log = tmp_path / f"console-{free_port()}.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "console", "--listen", "127.0.0.1:0",
+                                          *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        found = wait_for(lambda: re.search(r"binlake console on (http://\S+/)", self.log.read_text()),
+                         "the console to serve")
+        self.url = found.group(1)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    yield driver
+    driver.quit()
+
+
+def open_view(browser, url: str, hash_: str, expect: str, timeout: float = 60) -> str:
+    """Load a view and wait until its text holds `expect` (the page refreshes itself every 5 s)."""
+    browser.get(f"{url}#{hash_}")
+    WebDriverWait(browser, timeout, poll_frequency=0.5).until(
+        lambda d: expect in d.find_element(By.ID, "view").text)
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(SCREENSHOTS) / f"{hash_.split('?')[0]}.png"))
+    return browser.find_element(By.ID, "view").text
+
+
+def test_each_page_shows_the_running_pipeline(browser, mariadb, broker, connector, spark, tmp_path):
+    from binlake.prometheus import serve_in_thread
+    from spark_sink import metrics
+
+    db = mariadb.new_database()
+    mariadb.sql(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))",
+                f"INSERT INTO {db}.items VALUES (1, 'mug', 12.50), (2, 'tee', 19.90)")
+    rest = f"127.0.0.1:{free_port()}"
+    connector(write_config(tmp_path / "console.yaml", **mysql_config("web", broker, mariadb, [rf"{db}\..*"])),
+              args=("--rest", rest))
+    topic = f"web.{db}.items"
+    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "billing", "enable.auto.commit": False})
+
+    def end_offset() -> int:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), 5)[1] \
+            if topic in consumer.list_topics(timeout=5).topics else 0
+    wait_for(lambda: end_offset() >= 2, "the snapshot's two reads")
+    mariadb.sql(f"UPDATE {db}.items SET price = 14.00 WHERE id = 1", f"DELETE FROM {db}.items WHERE id = 2")
+    wait_for(lambda: end_offset() >= 7, "the update and the delete")  # (and each transaction's marker)
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # a group with lag: 1 of 4+
+    consumer.close()
+    run_sink(spark, {"bootstrap_servers": broker.address, "topics": [topic], "format": "debezium",
+                     "schema_topic": "web", "checkpoint": str(tmp_path / "checkpoint"), "trigger": "available_now",
+                     "target": {"delta": {"path": str(tmp_path / "delta")}}})
+    sink_metrics = serve_in_thread(metrics.REGISTRY, "127.0.0.1:0")
+
+    console = Console(tmp_path, "--bootstrap-server", broker.address, "--connect", f"http://{rest}",
+                      "--sink", sink_metrics)
+    try:
+        text = open_view(browser, console.url, "cluster", "controller")
+        assert re.search(rf"\b0\s+127\.0\.0\.1\s+{broker.address.split(':')[1]}\s+controller", text), text
+        text = open_view(browser, console.url, "topics", topic)
+        assert "in sync" in text
+        text = open_view(browser, console.url, f"topics?topic={topic}", "browse its messages")
+        assert re.search(r"^0 0 0 0 \d", text, re.M), text  # partition 0: leader 0, replicas 0, ISR 0, from 0
+        text = open_view(browser, console.url, f"messages?topic={topic}&partition=0", "record(s) of")
+        assert f"{db}.items c" in text or f"{db}.items r" in text, text
+        assert 'price: "12.50" → "14.00"' in text, text   # the update, decoded
+        assert f"{db}.items d" in text, text
+        text = open_view(browser, console.url, "groups", "billing")
+        assert re.search(r"billing\s+EMPTY\s+0\s+\d", text), text
+        text = open_view(browser, console.url, "transactions", "binlake-connect-web-0")
+        text = open_view(browser, console.url, "connectors", "RUNNING")
+        assert "web mysql RUNNING" in text and "1/1 tables, 2 rows" in text, text
+        assert not browser.find_elements(By.CSS_SELECTOR, "button[data-restart]")  # read-only
+        text = open_view(browser, console.url, "sink", "binlake-sink")
+        assert f"{db}.items: 4" in text, text  # row changes merged: 2 snapshot reads, the update, the delete
+    finally:
+        console.stop()
+
+    writer = Console(tmp_path, "--bootstrap-server", broker.address, "--connect", f"http://{rest}", "--allow-writes")
+    try:
+        open_view(browser, writer.url, "connectors", "RUNNING")
+        browser.find_element(By.CSS_SELECTOR, "button[data-restart='web']").click()
+        WebDriverWait(browser, 30).until(lambda d: "done: restart" in d.find_element(By.ID, "status").text)
+        open_view(browser, writer.url, "groups", "billing")
+        browser.find_element(By.CSS_SELECTOR, "button[data-reset='billing'][data-to='latest']").click()
+        WebDriverWait(browser, 30).until(lambda d: "done: reset to latest" in d.find_element(By.ID, "status").text)
+        text = open_view(browser, writer.url, "groups", "billing")
+        assert re.search(r"billing\s+EMPTY\s+0\s+0\b", text), text
+    finally:
+        writer.stop()
