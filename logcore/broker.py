@@ -36,6 +36,7 @@ from .replication.partition import Partition
 from .security.acl_store import FileAcls, ZooKeeperAcls
 from .security.authorizer import Authorizer
 from .security.credentials import FileCredentials, ZooKeeperCredentials
+from .security.inter_broker import peer_security
 from .security.listeners import Listener, listeners_from
 from .security.per_listener import sasl_sessions, tls_context
 from .server import KafkaServer, ServerLimits
@@ -85,7 +86,9 @@ class Broker:
         self.replication: Replication | None = None  # in a cluster, once started
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.create_topic)
-        self.txn_markers = MarkerWriter(self.replicas, self.metadata, self.cluster)
+        self.listeners, inter_broker = listeners_from(self.config, host, port)
+        self.peer_security = peer_security(self.config, inter_broker)  # (None: PLAINTEXT between brokers)
+        self.txn_markers = MarkerWriter(self.replicas, self.metadata, self.cluster, self.peer_security)
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.create_topic,
                                                    ProducerIdManager(id_blocks), self.txn_markers,
                                                    self.groups)
@@ -96,7 +99,6 @@ class Broker:
             else ZooKeeperCredentials(self.zookeeper.zk)
         self.authorizer = Authorizer.from_config(  # None: no authorizer.class.name, every request is allowed
             self.config, lambda: FileAcls(self.data_dir) if self.zookeeper is None else ZooKeeperAcls(self.zookeeper.zk))
-        self.listeners, inter_broker = listeners_from(self.config, host, port)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self, listener.host, listener.port, handlers, limits, listener.name,
                                                    tls_context(self.config, listener),
@@ -151,7 +153,7 @@ class Broker:
             for server in self.servers.values():
                 await server.start(serving=False)
             self.replication = Replication(self.zookeeper, self.metadata, self.replicas, self.topic_config,
-                                           self.config)
+                                           self.config, self.peer_security)
             self.replication.on_role_change = self._coordinate
             await self.replication.start(self.node)
             self.replication.isr.on_change = self.metrics.isr_changed

@@ -176,6 +176,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("inter.broker.listener.name", "string", None, "the listener brokers replicate over"),
     ConfigDef("sasl.enabled.mechanisms", "list", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
               "SASL mechanisms offered on SASL listeners (Kafka's default, GSSAPI, is not offered)"),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
+              "SASL mechanism brokers authenticate to each other with, on a SASL inter-broker listener "
+              "(Kafka's default, GSSAPI, is not offered: set PLAIN or SCRAM-SHA-256/512)"),
+    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
+              "https: a broker checks the host name in another broker's certificate; empty: it does not"),
     ConfigDef("sasl.jaas.config", "password", None,
               "a JAAS line; a PlainLoginModule's user_<name>=\"<password>\" options are the PLAIN users"),
     ConfigDef("ssl.keystore.location", "string", None, "PEM file with the broker's private key and certificates"),

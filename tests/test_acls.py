@@ -237,3 +237,88 @@ def test_in_a_cluster_acls_live_in_zookeeper_and_replication_and_coordinators_wo
     finally:
         for broker in brokers:
             broker.process.kill()
+
+
+def test_brokers_replicate_over_sasl_ssl_as_a_super_user(tmp_path, zookeeper, certs):
+    """Three brokers whose inter-broker listener is SASL_SSL with SCRAM-SHA-512 (the brokers' user made
+    in ZooKeeper first, as `kafka-configs --zookeeper` does) and ACLs on: acks=all writes replicate to
+    every broker, a transaction's markers reach partitions led elsewhere, and no broker listens on
+    PLAINTEXT at all."""
+    from kazoo.client import KazooClient
+
+    from binlake.brokerproc import BrokerProcess
+    from binlake.sandbox import free_port
+    from logcore.security.credentials import ZooKeeperCredentials
+    from logcore.security.sasl import ScramCredential
+    from secure_broker import PLAIN_USERS
+
+    zk = KazooClient(hosts=zookeeper.connect_string)
+    zk.start()
+    ZooKeeperCredentials(zk).put("broker", "SCRAM-SHA-512", ScramCredential.from_password("SCRAM-SHA-512", "b-secret"))
+    zk.stop()
+
+    class Broker:
+        def __init__(self, process, client_port):
+            self.process, self.client_port = process, client_port
+
+        def address(self, _protocol):
+            return f"127.0.0.1:{self.client_port}"
+
+    brokers = []
+    try:
+        for broker_id in range(3):
+            internal, client = free_port(), free_port()
+            process = BrokerProcess(tmp_path / f"broker-{broker_id}", port=client, broker_id=broker_id, config={
+                **AUTHORIZER, "super.users": "User:admin;User:broker", "zookeeper.connect": zookeeper.connect_string,
+                "listeners": f"INTERNAL://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{client}",
+                "listener.security.protocol.map": "INTERNAL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                "listener.name.internal.scram-sha-512.sasl.jaas.config":
+                    'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+                    'password="b-secret";',
+                "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "ssl.keystore.location": str(certs / "broker.pem"), "ssl.truststore.location": str(certs / "ca.pem"),
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
+                "default.replication.factor": "3", "min.insync.replicas": "3", "offsets.topic.replication.factor": "3",
+                "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"})
+            brokers.append(Broker(process.start(), client))
+        admin = admin_client(brokers[0])
+        admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
+        superuser = sasl(brokers[2], "admin", ADMIN_PASSWORD)
+        asyncio.run(_produce({**superuser, "acks": "all"}, "replicated"))  # (min.insync.replicas=3: all three)
+        topic = admin.list_topics("replicated", timeout=30).topics["replicated"]
+        assert {p.leader for p in topic.partitions.values()} == {0, 1, 2}  # (so markers cross brokers)
+        assert all(sorted(p.isrs) == [0, 1, 2] for p in topic.partitions.values())
+        asyncio.run(_transaction_to_every_partition(superuser, "tx-across", "replicated", 3))
+        assert sorted(asyncio.run(_read_committed(superuser, "replicated", 4))) == [b"v", b"v0", b"v1", b"v2"]
+        for broker in brokers:
+            assert "cannot fetch from broker" not in broker.process.log()
+    finally:
+        for broker in brokers:
+            broker.process.kill()
+
+
+async def _transaction_to_every_partition(settings: dict, transactional_id: str, topic: str, partitions: int) -> None:
+    producer = AIOKafkaProducer(transactional_id=transactional_id, **settings)
+    try:
+        await producer.start()
+        async with producer.transaction():
+            for partition in range(partitions):
+                await producer.send_and_wait(topic, b"v%d" % partition, partition=partition)
+    finally:
+        await producer.stop()
+
+
+async def _read_committed(settings: dict, topic: str, count: int) -> list[bytes]:
+    """The first `count` committed values (fewer if 30 s pass)."""
+    consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", isolation_level="read_committed", **settings)
+    try:
+        await consumer.start()
+        found: list[bytes] = []
+        deadline = asyncio.get_running_loop().time() + 30
+        while len(found) < count and asyncio.get_running_loop().time() < deadline:
+            batches = await consumer.getmany(timeout_ms=1000)
+            found += [m.value for messages in batches.values() for m in messages]
+        return found
+    finally:
+        await consumer.stop()

@@ -155,6 +155,8 @@ def test_client_certificates_are_required_when_the_listener_asks(secure_broker, 
     ({"authorizer.class.name": "com.example.OurAuthorizer"},
      "must be one of kafka.security.authorizer.AclAuthorizer, org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
     ({"connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms"),
+    ({"inter.broker.listener.name": "SASL_PLAINTEXT"}, "sasl.mechanism.inter.broker.protocol=GSSAPI: brokers "
+                                                       "authenticate to each other over SASL_PLAINTEXT"),
 ])
 def test_a_wrong_security_setting_stops_the_broker_saying_what_to_fix(tmp_path, certs, config, message):
     settings = {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",

@@ -38,8 +38,9 @@ _SETTLED = {ErrorCode.none: None, ErrorCode.invalid_producer_epoch: "a newer pro
 
 
 class MarkerWriter:
-    def __init__(self, replicas, metadata, cluster) -> None:
+    def __init__(self, replicas, metadata, cluster, peer_security=None) -> None:
         self.replicas = replicas
+        self.peer_security = peer_security  # (how to reach the other brokers: logcore.security.inter_broker)
         self.metadata = metadata
         self.cluster = cluster
         self.listeners: list[MarkerListener] = []
@@ -115,7 +116,8 @@ class MarkerWriter:
             return set()
         peer = self._peers.get(address)
         if peer is None:
-            peer = self._peers[address] = PeerConnection(*address, client_id=f"broker-{self.replicas.broker_id}-txn")
+            peer = self._peers[address] = PeerConnection(*address, client_id=f"broker-{self.replicas.broker_id}-txn",
+                                                         security=self.peer_security)
         producer_id, producer_epoch, coordinator_epoch, commit = marker
         topics: dict[str, list[int]] = {}
         for topic, partition in tps:

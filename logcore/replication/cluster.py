@@ -18,6 +18,7 @@ from ..cluster.election import NO_LEADER
 from ..cluster.topics import TopicInfo
 from ..cluster.view import Node
 from ..cluster.zk_cluster import ZooKeeperCluster
+from ..security.inter_broker import PeerSecurity
 from ..cluster.zk_metadata import ZooKeeperMetadataStore
 from ..config import BrokerConfig, TopicConfig
 from .fetcher import ReplicaFetchers
@@ -30,14 +31,15 @@ log = logging.getLogger(__name__)
 
 class Replication:
     def __init__(self, cluster: ZooKeeperCluster, metadata: ZooKeeperMetadataStore, replicas: ReplicaManager,
-                 topic_config: Callable[[TopicInfo], TopicConfig], config: BrokerConfig) -> None:
+                 topic_config: Callable[[TopicInfo], TopicConfig], config: BrokerConfig,
+                 peer_security: PeerSecurity | None = None) -> None:
         self.cluster = cluster
         self.metadata = metadata
         self.replicas = replicas
         self.topic_config = topic_config
         self.config = config
         self.broker_id = replicas.broker_id
-        self.fetchers = ReplicaFetchers(self.broker_id, cluster.address_of, config)
+        self.fetchers = ReplicaFetchers(self.broker_id, cluster.address_of, config, peer_security)
         self.isr: IsrKeeper | None = None
         self._ready = False
         self._led_nothing: asyncio.Event | None = None  # set during a controlled shutdown

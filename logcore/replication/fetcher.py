@@ -21,6 +21,7 @@ from ..protocol.codec import ApiKey, ErrorCode, build, request_class
 from ..protocol.errors import BrokerError
 from ..storage.epochs import UNDEFINED
 from .partition import Partition
+from ..security.inter_broker import PeerSecurity
 from .peer import PeerConnection, PeerUnavailable
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,13 @@ class Followed:
 class LeaderFetcher:
     """Copies the partitions this broker follows from one leader."""
 
-    def __init__(self, leader_id: int, broker_id: int, address_of: AddressOf, config: BrokerConfig) -> None:
+    def __init__(self, leader_id: int, broker_id: int, address_of: AddressOf, config: BrokerConfig,
+                 security: PeerSecurity | None = None) -> None:
         self.leader_id = leader_id
         self.broker_id = broker_id
         self.address_of = address_of
         self.config = config
+        self.security = security
         self.followed: dict[tuple[str, int], Followed] = {}
         self._changed = asyncio.Event()
         self._connection: PeerConnection | None = None
@@ -99,7 +102,8 @@ class LeaderFetcher:
         if self._connection is None or (self._connection.host, self._connection.port) != address:
             if self._connection is not None:
                 self._connection.close()
-            self._connection = PeerConnection(*address, client_id=f"broker-{self.broker_id}-fetcher")
+            self._connection = PeerConnection(*address, client_id=f"broker-{self.broker_id}-fetcher",
+                                              security=self.security)
         return self._connection
 
     async def _truncate(self, connection: PeerConnection, pending: list[Followed]) -> None:
@@ -222,10 +226,12 @@ def _tp(f: Followed) -> tuple[str, int]:
 class ReplicaFetchers:
     """The fetchers of one broker, one per leader it follows partitions of."""
 
-    def __init__(self, broker_id: int, address_of: AddressOf, config: BrokerConfig) -> None:
+    def __init__(self, broker_id: int, address_of: AddressOf, config: BrokerConfig,
+                 security: PeerSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.address_of = address_of
         self.config = config
+        self.security = security
         self._fetchers: dict[int, LeaderFetcher] = {}
 
     def follow(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
@@ -237,7 +243,7 @@ class ReplicaFetchers:
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None:
             fetcher = self._fetchers[leader_id] = LeaderFetcher(leader_id, self.broker_id, self.address_of,
-                                                                self.config)
+                                                                self.config, self.security)
         current = fetcher.followed.get(tp)
         if current is None or current.partition is not partition or current.leader_epoch != leader_epoch:
             fetcher.follow(partition, leader_epoch)

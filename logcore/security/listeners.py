@@ -94,8 +94,4 @@ def listeners_from(config, default_host: str, default_port: int) -> tuple[list[L
         if inter_listener is None:
             raise InvalidConfig(f"inter.broker.listener.name: {inter} is not in listeners "
                                 f"({', '.join(l.name for l in listeners)})")
-    if config.get("zookeeper.connect") and inter_listener.protocol != "PLAINTEXT":
-        raise InvalidConfig(f"inter.broker.listener.name: brokers replicate over {inter_listener.name} "
-                            f"({inter_listener.protocol}), but binlake brokers speak only PLAINTEXT to each other "
-                            f"yet: add a PLAINTEXT listener for them (e.g. INTERNAL://host:port mapped to PLAINTEXT)")
     return listeners, inter_listener

@@ -94,7 +94,7 @@ class Scram:
 
     def _client_first(self, text: str) -> tuple[bytes, str | None]:
         gs2, _, bare = _split_gs2(text)
-        fields = _fields(bare)
+        fields = scram_fields(bare)
         username, client_nonce = _unescape(fields.get("n", "")), fields.get("r", "")
         if not username or not client_nonce:
             raise AuthenticationFailed("Invalid SCRAM client-first message: it needs n= and r=")
@@ -110,7 +110,7 @@ class Scram:
     def _client_final(self, text: str) -> tuple[bytes, str | None]:
         gs2, bare, server_first, nonce, credential, username = self.first
         without_proof, _, proof_field = text.rpartition(",p=")
-        fields = _fields(without_proof)
+        fields = scram_fields(without_proof)
         # The nonce is the server's, echoed; librdkafka before 2.1 (Debian's kcat) puts its own nonce
         # in front once more, which Kafka's brokers accepted while they only checked the ending.
         client_nonce = nonce[:len(nonce) - 32]
@@ -142,7 +142,7 @@ def _split_gs2(text: str) -> tuple[str, str, str]:
     return f"{flag},{authzid},", authzid, bare
 
 
-def _fields(text: str) -> dict[str, str]:
+def scram_fields(text: str) -> dict[str, str]:
     return {part[0]: part[2:] for part in text.split(",") if len(part) >= 2 and part[1] == "="}
 
 

@@ -49,3 +49,17 @@ def server_context(setting) -> ssl.SSLContext:
                             f"client certificates")
     context.verify_mode = CLIENT_AUTH[client_auth]
     return context
+
+
+def client_context(setting) -> ssl.SSLContext:
+    """A broker's TLS as the client of another broker: it trusts `ssl.truststore.location` (else the
+    system's CAs), shows its own certificate (for `ssl.client.auth`), and checks the other's host
+    name unless `ssl.endpoint.identification.algorithm` is empty, as Kafka does."""
+    truststore = setting("ssl.truststore.location")
+    try:
+        context = ssl.create_default_context(cafile=truststore or None)
+        context.load_cert_chain(setting("ssl.keystore.location"), password=setting("ssl.key.password"))
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidConfig(f"cannot load the TLS files brokers connect to each other with: {exc}") from None
+    context.check_hostname = bool(setting("ssl.endpoint.identification.algorithm"))
+    return context
