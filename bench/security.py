@@ -16,7 +16,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-from produce_consume import THROUGHPUT_PRODUCER  # bench/ is on sys.path when run as a script
+from produce_consume import THROUGHPUT_CONSUMER, THROUGHPUT_PRODUCER  # bench/ is on sys.path when run as a script
 
 from binlake.brokerproc import BrokerProcess
 from binlake.sandbox import free_port
@@ -55,8 +55,10 @@ def produce(settings: dict, topic: str, messages: int, size: int) -> float:
 
 
 def consume(settings: dict, topic: str, messages: int) -> float:
-    consumer = Consumer({**settings, "group.id": f"bench-{topic}", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "fetch.max.bytes": 50 * 1024 * 1024})
+    # (THROUGHPUT_CONSUMER's deep local queue: with librdkafka's defaults a consumer that fills its
+    # queue of 100,000 messages backs off fetching for fetch.queue.backoff.ms, a whole second)
+    consumer = Consumer({**settings, **THROUGHPUT_CONSUMER, "group.id": f"bench-{topic}",
+                         "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     got, started = 0, None
     deadline = time.monotonic() + 300

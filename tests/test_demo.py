@@ -7,6 +7,7 @@ even when the demo is SIGKILLed."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -132,11 +133,17 @@ def test_the_whole_pipeline_matches_mysql_then_keep_leaves_it_running_until_sigt
         metrics = dict((name, url) for url, name in re.findall(r"^ +(?:metrics +)?(http://\S+/metrics)  \((\S+)\)$",
                                                               out, re.M))
         assert set(metrics) == {"broker-0", "broker-2", "sink", "connector", "processor-0", "processor-1"}, out
+        scraped = {name: scrape(url) for name, url in metrics.items()}
         for name, sample_name in (("connector", "binlake_connect_records_total"), ("sink", "binlake_sink_rows_total"),
                                   ("broker-0", "binlake_broker_messages_in_total")):
-            assert sum(v for (n, _labels), v in scrape(metrics[name]).items() if n == sample_name) > 0, name
-        assert sum(v for name in ("processor-0", "processor-1") for (n, _labels), v in scrape(metrics[name]).items()
+            assert sum(v for (n, _labels), v in scraped[name].items() if n == sample_name) > 0, name
+        assert sum(v for name in ("processor-0", "processor-1") for (n, _labels), v in scraped[name].items()
                    if n == "binlake_streams_total_events_total") > 0
+        dashboard = json.loads((ROOT / "examples" / "grafana-dashboard.json").read_text())
+        asked = {name for panel in dashboard["panels"] for target in panel["targets"]
+                 for name in re.findall(r"binlake_\w+", target["expr"])}
+        exported = {n for samples in scraped.values() for n, _labels in samples}
+        assert asked <= exported, asked - exported  # every series the example dashboard draws
         assert processes_using(directory)
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=120)
