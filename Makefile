@@ -4,12 +4,14 @@ PYTHON      ?= python3
 APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven chromium chromium-driver
 SPARK_JARS  := .cache/spark-jars
 REFERENCE_JARS := .cache/reference-jars
+WHEELHOUSE  := .cache/wheelhouse
+DOCKER_PACKAGES := docker.io docker-compose debootstrap
 PYTEST_ARGS ?=
 # The suite mostly waits on servers (CPU is busy ~45% of its wall time), so two pytest workers.
 TEST_WORKERS ?= 2
 DEMO_ARGS   ?=
 
-.PHONY: setup system-deps spark-jars reference test test-all demo bench clean
+.PHONY: setup system-deps spark-jars reference test test-all demo bench clean compose-demo compose-image docker-engine docker-base wheelhouse
 
 setup: system-deps $(VENV)/.installed spark-jars reference
 
@@ -51,6 +53,37 @@ test-all: setup
 # MariaDB (mariadb-server) → mysql connector → broker, on this machine; e.g. DEMO_ARGS='--format canal --keep'
 demo: setup
 	$(VENV)/bin/binlake demo $(DEMO_ARGS)
+
+# The same pipeline in containers (docker-compose.yml), built here and checked end to end; it stays up.
+compose-demo: compose-image
+	docker-compose up -d
+	$(VENV)/bin/python docker/check.py
+
+compose-image: setup docker-base wheelhouse
+	docker-compose build
+
+# A Docker engine: Debian's docker.io and docker-compose (Compose 1.29), dockerd started if none runs.
+docker-engine:
+	@missing=""; for p in $(DOCKER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@docker info >/dev/null 2>&1 || { (nohup dockerd >/var/log/dockerd.log 2>&1 &); \
+	  for i in $$(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done; docker info >/dev/null; }
+
+# debian:bookworm for the Dockerfile: pulled where a registry answers, else made with debootstrap.
+docker-base: docker-engine
+	@docker image inspect debian:bookworm >/dev/null 2>&1 || docker pull debian:bookworm 2>/dev/null || { \
+	  rm -rf .cache/debootstrap && debootstrap --variant=minbase bookworm .cache/debootstrap http://deb.debian.org/debian \
+	  && tar -C .cache/debootstrap -c . | docker import - debian:bookworm && rm -rf .cache/debootstrap; }
+
+# The Python packages the image installs (pip inside a container cannot reach the index here).
+wheelhouse: $(WHEELHOUSE)/.built
+
+$(WHEELHOUSE)/.built: pyproject.toml
+	$(VENV)/bin/pip wheel -q -w $(WHEELHOUSE) setuptools wheel '.[sink,streams]'
+	rm -f $(WHEELHOUSE)/binlake-*.whl
+	touch $@
 
 bench: setup
 	$(VENV)/bin/python bench/produce_consume.py
