@@ -63,6 +63,7 @@ rootLogger.appenderRef.file.ref = file
 # Kafka's bin/*.sh scripts and the main class each runs (kafka-run-class.sh CLASS).
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
