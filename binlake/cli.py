@@ -27,7 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics and brokers, and users' SCRAM credentials."),
     "console": ("binlake.console.command:console_command",
                 "Serve a web console: brokers, topics, messages, groups, transactions, connectors, the sink."),
-    "acls": ("logcore.tools.acls_cmd:acls_command", "Add, remove or list ACLs (kafka-acls)."),
+    "acls": ("logcore.tools.acls_cmd:acls_command", "Add, remove or list ACLs, as kafka-acls does."),
     "delete-records": ("logcore.tools.delete_records_cmd:delete_records_command",
                        "Delete the records before an offset in each listed partition (move its log start offset)."),
     "producer-perf-test": ("logcore.tools.perf_test:producer_perf_test_command",

@@ -118,10 +118,10 @@ def test_each_page_shows_the_running_pipeline(browser, mariadb, broker, connecto
     try:
         open_view(browser, writer.url, "connectors", "RUNNING")
         browser.find_element(By.CSS_SELECTOR, "button[data-restart='web']").click()
-        WebDriverWait(browser, 30).until(lambda d: "done: restart" in d.find_element(By.ID, "status").text)
+        WebDriverWait(browser, 60).until(lambda d: "done: restart" in d.find_element(By.ID, "action").text)
         open_view(browser, writer.url, "groups", "billing")
         browser.find_element(By.CSS_SELECTOR, "button[data-reset='billing'][data-to='latest']").click()
-        WebDriverWait(browser, 30).until(lambda d: "done: reset to latest" in d.find_element(By.ID, "status").text)
+        WebDriverWait(browser, 60).until(lambda d: "done: reset to latest" in d.find_element(By.ID, "action").text)
         text = open_view(browser, writer.url, "groups", "billing")
         assert re.search(r"billing\s+EMPTY\s+0\s+0\b", text), text
     finally:

@@ -172,9 +172,9 @@ view.addEventListener("click", async (event) => {
     : `groups/${encodeURIComponent(button.dataset.reset)}/reset?to=${button.dataset.to}`;
   try {
     await api(path, {method: "POST"});
-    document.getElementById("status").textContent = `done: ${button.textContent.trim()}`;
+    document.getElementById("action").textContent = `· done: ${button.textContent.replace(/\s+/g, " ").trim()}`;
   } catch (error) {
-    document.getElementById("status").textContent = `refused: ${error.message}`;
+    document.getElementById("action").textContent = `· refused: ${error.message}`;
   }
   show();
 });
