@@ -30,7 +30,7 @@ def compose(*args: str, timeout: float = 120) -> str:
 
 
 def mysql(sql: str) -> str:
-    return compose("exec", "-T", "mariadb", "mariadb", "-h127.0.0.1", "-uroot", "-proot-secret", "shop", "-N", "-e", sql)
+    return compose("exec", "-T", "mariadb", "mariadb", "-uroot", "shop", "-N", "-e", sql)  # (the socket: root@localhost)
 
 
 def postgres(sql: str) -> str:

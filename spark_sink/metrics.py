@@ -43,6 +43,6 @@ def progress(query: str, last_progress) -> None:
 
 def _offsets(value) -> dict[tuple[str, str], int]:
     """{(topic, partition): offset} from the Kafka source's offsets ({"topic": {"0": 42}}, maybe as JSON)."""
-    found = json.loads(value) if isinstance(value, str) else (value or {})
+    found = (json.loads(value) if isinstance(value, str) else value) or {}  # (None, or "null": not known yet)
     return {(topic, partition): int(offset) for topic, partitions in found.items()
-            for partition, offset in partitions.items()}
+            for partition, offset in (partitions or {}).items()}
