@@ -25,7 +25,7 @@ WAREHOUSE = "/var/lib/binlake/warehouse"
 def compose(*args: str, timeout: float = 120) -> str:
     done = subprocess.run([*COMPOSE, *args], capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        raise RuntimeError(f"docker-compose {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"docker-compose {' '.join(args)}: {(done.stderr + done.stdout).strip()[-2000:]}")
     return done.stdout
 
 
@@ -45,8 +45,18 @@ def warehouse_dir() -> Path:
     return Path(found.stdout.strip())
 
 
-def insert_customer(customer_id: int, name: str) -> None:
-    mysql(f"INSERT INTO customers VALUES ({customer_id}, '{name}', '{name.lower()}@example.com', 'basic', NOW(3))")
+def insert_customer(customer_id: int, name: str, timeout: float = 300) -> None:
+    """Once the workload has made the shop database (right after `up`, MariaDB may still be starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            mysql(f"INSERT INTO customers VALUES ({customer_id}, '{name}', '{name.lower()}@example.com', 'basic', "
+                  f"NOW(3))")
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
 
 
 def in_postgres(customer_id: int) -> str | None:

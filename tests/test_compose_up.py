@@ -36,6 +36,11 @@ def docker_compose_project_name() -> str:
 
 
 @pytest.fixture(scope="session")
+def docker_setup() -> list[str]:
+    return ["up --build -d"]  # (pytest-docker's default adds --wait, which Compose 1.29 does not know)
+
+
+@pytest.fixture(scope="session")
 def docker_cleanup() -> list[str]:
     return ["down -v"]  # (the volumes too: a test leaves nothing behind)
 
