@@ -182,72 +182,83 @@ def test_without_an_authorizer_the_acl_apis_say_security_is_disabled(secure_brok
     asyncio.run(_produce(sasl(broker, "alice", "alice-secret"), "t"))
 
 
-def test_in_a_cluster_acls_live_in_zookeeper_and_replication_and_coordinators_work_under_them(tmp_path, zookeeper):
+class ClusterBroker:
+    """One of three_brokers: its process and client port, with the address() sasl() and
+    admin_client() take."""
+
+    def __init__(self, process, client_port: int) -> None:
+        self.process, self.client_port = process, client_port
+
+    def address(self, _protocol: str) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+
+@pytest.fixture
+def three_brokers(tmp_path, zookeeper):
+    """three_brokers(config(internal_port, client_port) -> dict, ready_port="internal") -> three
+    started ClusterBrokers on the test's ZooKeeper, each with an internal and a client listener."""
+    from binlake.brokerproc import BrokerProcess
+    from binlake.sandbox import free_port
+    started: list[ClusterBroker] = []
+
+    def start(config, ready_port: str = "internal") -> list[ClusterBroker]:
+        for broker_id in range(3):
+            internal, client = free_port(), free_port()
+            process = BrokerProcess(tmp_path / f"broker-{broker_id}", port=internal if ready_port == "internal" else client,
+                                    broker_id=broker_id, config={"zookeeper.connect": zookeeper.connect_string,
+                                                                 **config(internal, client)})
+            started.append(ClusterBroker(process.start(), client))
+        return started
+    yield start
+    for broker in started:
+        broker.process.kill()
+
+
+def test_in_a_cluster_acls_live_in_zookeeper_and_replication_and_coordinators_work_under_them(three_brokers):
     """Three brokers: clients on SASL_PLAINTEXT, brokers among themselves on PLAINTEXT as
     User:ANONYMOUS, a super user (the inter-broker listener is an internal one). An ACL made through
     one broker is enforced by every broker; alice's acks=all writes and transactions are replicated."""
-    from binlake.brokerproc import BrokerProcess
-    from binlake.sandbox import free_port
     from secure_broker import PLAIN_USERS
     from waiting import wait_for
 
-    class Broker:  # (what sasl() and admin_client() need of a broker)
-        def __init__(self, process, client_port):
-            self.process, self.client_port = process, client_port
+    brokers = three_brokers(lambda internal, client: {
+        **AUTHORIZER, "super.users": "User:admin;User:ANONYMOUS",
+        "listeners": f"PLAINTEXT://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{client}",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
+        "default.replication.factor": "3", "min.insync.replicas": "2"})
+    admin = admin_client(brokers[0])
+    admin.create_topics([NewTopic("orders", 3, 3)])["orders"].result(30)
+    create(admin, [allow(ResourceType.TOPIC, "orders", AclOperation.ALL),
+                   allow(ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE)])
 
-        def address(self, _protocol):
-            return f"127.0.0.1:{self.client_port}"
+    def visible_to_alice(broker) -> bool:
+        client = admin_client(broker, "alice", "alice-secret")
+        return "orders" in client.list_topics(timeout=10).topics
 
-    brokers = []
-    try:
-        for broker_id in range(3):
-            internal, client = free_port(), free_port()
-            process = BrokerProcess(tmp_path / f"broker-{broker_id}", port=internal, broker_id=broker_id, config={
-                **AUTHORIZER, "super.users": "User:admin;User:ANONYMOUS", "zookeeper.connect": zookeeper.connect_string,
-                "listeners": f"PLAINTEXT://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{client}",
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
-                "default.replication.factor": "3", "min.insync.replicas": "2"})
-            brokers.append(Broker(process.start(), client))
-        first, last = brokers[0], brokers[2]
-        admin = admin_client(first)
-        admin.create_topics([NewTopic("orders", 3, 3)])["orders"].result(30)
-        create(admin, [allow(ResourceType.TOPIC, "orders", AclOperation.ALL),
-                       allow(ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE)])
+    for broker in brokers:  # (each broker reloads on ZooKeeper's change notification)
+        wait_for(lambda: visible_to_alice(broker), "the ACL on every broker")
+    alice = sasl(brokers[2], "alice", "alice-secret")
+    asyncio.run(_produce({**alice, "acks": "all"}, "orders"))
+    asyncio.run(_transaction(alice, "tx", "orders"))
+    with pytest.raises(TransactionalIdAuthorizationFailed):
+        asyncio.run(_transaction(alice, "not-tx", "orders"))
 
-        def visible_to_alice(broker) -> bool:
-            client = admin_client(broker, "alice", "alice-secret")
-            return "orders" in client.list_topics(timeout=10).topics
-
-        for broker in brokers:  # (each broker reloads on ZooKeeper's change notification)
-            wait_for(lambda: visible_to_alice(broker), "the ACL on every broker")
-        alice = {**sasl(last, "alice", "alice-secret"), "acks": "all"}
+    for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL,
+                                                      None, None, AclOperation.ANY, AclPermissionType.ANY)]).values():
+        assert len(future.result(30)) == 1
+    for broker in brokers:
+        wait_for(lambda: not visible_to_alice(broker), "the ACL gone from every broker")
+    with pytest.raises(TopicAuthorizationFailedError):
         asyncio.run(_produce(alice, "orders"))
-        asyncio.run(_transaction(sasl(last, "alice", "alice-secret"), "tx", "orders"))
-        with pytest.raises(TransactionalIdAuthorizationFailed):
-            asyncio.run(_transaction(sasl(last, "alice", "alice-secret"), "not-tx", "orders"))
-
-        for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL,
-                                                          None, None, AclOperation.ANY,
-                                                          AclPermissionType.ANY)]).values():
-            assert len(future.result(30)) == 1
-        for broker in brokers:
-            wait_for(lambda: not visible_to_alice(broker), "the ACL gone from every broker")
-        with pytest.raises(TopicAuthorizationFailedError):
-            asyncio.run(_produce(alice, "orders"))
-    finally:
-        for broker in brokers:
-            broker.process.kill()
 
 
-def test_brokers_replicate_over_sasl_ssl_as_a_super_user(tmp_path, zookeeper, certs):
+def test_brokers_replicate_over_sasl_ssl_as_a_super_user(three_brokers, zookeeper, certs):
     """Three brokers whose inter-broker listener is SASL_SSL with SCRAM-SHA-512 (the brokers' user made
     in ZooKeeper first, as `kafka-configs --zookeeper` does) and ACLs on: acks=all writes replicate to
     every broker, a transaction's markers reach partitions led elsewhere, and no broker listens on
     PLAINTEXT at all."""
     from kazoo.client import KazooClient
 
-    from binlake.brokerproc import BrokerProcess
-    from binlake.sandbox import free_port
     from logcore.security.credentials import ZooKeeperCredentials
     from logcore.security.sasl import ScramCredential
     from secure_broker import PLAIN_USERS
@@ -256,46 +267,29 @@ def test_brokers_replicate_over_sasl_ssl_as_a_super_user(tmp_path, zookeeper, ce
     zk.start()
     ZooKeeperCredentials(zk).put("broker", "SCRAM-SHA-512", ScramCredential.from_password("SCRAM-SHA-512", "b-secret"))
     zk.stop()
-
-    class Broker:
-        def __init__(self, process, client_port):
-            self.process, self.client_port = process, client_port
-
-        def address(self, _protocol):
-            return f"127.0.0.1:{self.client_port}"
-
-    brokers = []
-    try:
-        for broker_id in range(3):
-            internal, client = free_port(), free_port()
-            process = BrokerProcess(tmp_path / f"broker-{broker_id}", port=client, broker_id=broker_id, config={
-                **AUTHORIZER, "super.users": "User:admin;User:broker", "zookeeper.connect": zookeeper.connect_string,
-                "listeners": f"INTERNAL://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{client}",
-                "listener.security.protocol.map": "INTERNAL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-                "inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-                "listener.name.internal.scram-sha-512.sasl.jaas.config":
-                    'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
-                    'password="b-secret";',
-                "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "ssl.keystore.location": str(certs / "broker.pem"), "ssl.truststore.location": str(certs / "ca.pem"),
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
-                "default.replication.factor": "3", "min.insync.replicas": "3", "offsets.topic.replication.factor": "3",
-                "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"})
-            brokers.append(Broker(process.start(), client))
-        admin = admin_client(brokers[0])
-        admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
-        superuser = sasl(brokers[2], "admin", ADMIN_PASSWORD)
-        asyncio.run(_produce({**superuser, "acks": "all"}, "replicated"))  # (min.insync.replicas=3: all three)
-        topic = admin.list_topics("replicated", timeout=30).topics["replicated"]
-        assert {p.leader for p in topic.partitions.values()} == {0, 1, 2}  # (so markers cross brokers)
-        assert all(sorted(p.isrs) == [0, 1, 2] for p in topic.partitions.values())
-        asyncio.run(_transaction_to_every_partition(superuser, "tx-across", "replicated", 3))
-        assert sorted(asyncio.run(_read_committed(superuser, "replicated", 4))) == [b"v", b"v0", b"v1", b"v2"]
-        for broker in brokers:
-            assert "cannot fetch from broker" not in broker.process.log()
-    finally:
-        for broker in brokers:
-            broker.process.kill()
+    brokers = three_brokers(lambda internal, client: {
+        **AUTHORIZER, "super.users": "User:admin;User:broker",
+        "listeners": f"INTERNAL://127.0.0.1:{internal},SASL_PLAINTEXT://127.0.0.1:{client}",
+        "listener.security.protocol.map": "INTERNAL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";',
+        "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.location": str(certs / "broker.pem"), "ssl.truststore.location": str(certs / "ca.pem"),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_USERS,
+        "default.replication.factor": "3", "min.insync.replicas": "3", "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}, ready_port="client")
+    admin = admin_client(brokers[0])
+    admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
+    superuser = sasl(brokers[2], "admin", ADMIN_PASSWORD)
+    asyncio.run(_produce({**superuser, "acks": "all"}, "replicated"))  # (min.insync.replicas=3: all three)
+    topic = admin.list_topics("replicated", timeout=30).topics["replicated"]
+    assert {p.leader for p in topic.partitions.values()} == {0, 1, 2}  # (so markers cross brokers)
+    assert all(sorted(p.isrs) == [0, 1, 2] for p in topic.partitions.values())
+    asyncio.run(_transaction_to_every_partition(superuser, "tx-across", "replicated", 3))
+    assert sorted(asyncio.run(_read_committed(superuser, "replicated", 4))) == [b"v", b"v0", b"v1", b"v2"]
+    for broker in brokers:
+        assert "cannot fetch from broker" not in broker.process.log()
 
 
 async def _transaction_to_every_partition(settings: dict, transactional_id: str, topic: str, partitions: int) -> None:
