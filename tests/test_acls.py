@@ -165,6 +165,8 @@ def test_what_alice_may_not_do_is_refused_with_its_error_and_writes_nothing(secu
     # Metadata lists only the topics alice may describe; the admin sees both
     as_alice = admin_client(broker, "alice", "alice-secret")
     assert set(as_alice.list_topics(timeout=30).topics) == {"allowed"}
+    group = as_alice.describe_consumer_groups(["readers"], include_authorized_operations=True)["readers"].result(30)
+    assert set(group.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}  # (no DELETE)
     assert {"allowed", "forbidden"} <= set(admin.list_topics(timeout=30).topics)
     # a DENY wins over an ALLOW
     create(admin, [AclBinding(ResourceType.TOPIC, "allowed", ResourcePatternType.LITERAL, "User:alice", "*",

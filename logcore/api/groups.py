@@ -235,7 +235,8 @@ async def describe_groups(ctx, request) -> dict:
                          "client_id": m.client_id, "client_host": m.client_host,
                          "member_metadata": m.metadata(group.protocol) if stable else b"",
                          "member_assignment": m.assignment if stable else b""} for m in group.members.values()],
-            "authorized_operations": NO_OPERATIONS,
+            "authorized_operations": ctx.authorized_operations((READ, DESCRIBE, DELETE), GROUP, group_id)
+            if getattr(request, "include_authorized_operations", False) else NO_OPERATIONS,
         })
     return {"groups": described}
 
