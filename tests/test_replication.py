@@ -734,3 +734,22 @@ def test_created_topics_are_answered_once_their_partitions_have_leaders(cluster)
                                                 include_topic_authorized_operations=False)).topics[0]
         assert found.error_code == 0 and len(found.partitions) == 12
         assert all(p.leader_id >= 0 and p.error_code == 0 for p in found.partitions), found.partitions
+
+
+def test_a_coordinator_topic_another_broker_created_a_moment_ago_is_no_error():
+    """Two brokers may create __transaction_state (or __consumer_offsets) at once; the one whose create
+    loses must carry on (its clients retry on NOT_COORDINATOR), not answer TOPIC_ALREADY_EXISTS as the
+    InitProducerId of a CI run once did. The race depends on timing between processes, so the losing
+    create is played by a stand-in that raises what ZooKeeper's metadata store raises then."""
+    from types import SimpleNamespace
+
+    from logcore.coordinator.state_topic import StateTopic
+    from logcore.protocol.errors import TopicAlreadyExists
+
+    def lost_the_race(name, **_settings):
+        raise TopicAlreadyExists(f"topic {name} already exists")
+    topic = StateTopic("__transaction_state", 3, 1 << 20, replicas=None,
+                       metadata=SimpleNamespace(topics={}, brokers=[0, 1, 2]), create_topic=lost_the_race,
+                       replication_factor=3)
+    topic.ensure()  # no error
+    assert topic.partitions == 3

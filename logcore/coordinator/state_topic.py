@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Callable, Iterable, Iterator
 
-from ..protocol.errors import NotCoordinator, NotLeaderOrFollower
+from ..protocol.errors import NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists
 from ..replication.partition import Partition, wait_for_news
 from ..storage.batch import HEADER_SIZE, TRANSACTIONAL, BatchHeader, read_header
 from ..storage.records import control_marker, decode_batch, encode_batch
@@ -61,8 +61,11 @@ class StateTopic:
             configs = dict(self.configs)
             if self._wanted_min_isr is not None:
                 configs["min.insync.replicas"] = str(min(self._wanted_min_isr, replicas))
-            self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=replicas,
-                               configs=configs)
+            try:
+                self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=replicas,
+                                   configs=configs)
+            except TopicAlreadyExists:  # (another broker made it a moment ago; this one hears of it shortly)
+                pass
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
                producer_epoch: int = -1) -> None:
