@@ -132,8 +132,10 @@ class ZooKeeperAcls(AclStore):
                 continue
 
     def _announce(self) -> None:
-        """Tell every broker (this one too, through its watch) to reload; drop old notifications."""
+        """Reload here at once (a DescribeAcls right after a change sees it), tell the other brokers,
+        drop old notifications."""
         from kazoo.exceptions import NoNodeError
+        self.reload()
         self.zk.create(f"{CHANGES}/acl_changes_", b"", sequence=True)
         for old in sorted(self.zk.get_children(CHANGES))[:-CHANGES_KEPT]:
             try:
