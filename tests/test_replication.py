@@ -700,7 +700,9 @@ def test_a_new_replica_starts_at_the_leaders_log_start(cluster, tmp_path):
     assert started.exit_code == 0, started.output
     wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[1:] == ([0, 1], [0, 1]), "broker 1 to join the ISR")
     nodes.brokers[0].kill()
-    wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[0] == 1, "broker 1 to lead")
+    # (ZooKeeper notices the death after its session timeout, then the controller elects: on a loaded
+    # CI machine that once took over a minute)
+    wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[0] == 1, "broker 1 to lead", timeout=180)
     consumer = Consumer({"bootstrap.servers": nodes.bootstrap, "group.id": "unused", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("trimmed", 0, -2)])  # (-2: the log start)
