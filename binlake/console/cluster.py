@@ -109,6 +109,25 @@ class Cluster:
         finally:
             wire.close()
 
+    def reset_group(self, group: str, to: str) -> dict:
+        """Move every committed offset of an empty group to its partition's earliest or latest offset
+        (`to`), as `binlake groups reset-offsets` would."""
+        described = result_of(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
+                              f"describing group {group}")
+        if described.members:
+            raise ConsoleError(f"group {group} has {len(described.members)} active member(s): stop them first, as "
+                               f"kafka-consumer-groups asks")
+        committed = result_of(self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                                     request_timeout=TIMEOUT_S)[group],
+                              f"reading the offsets of group {group}")
+        partitions = [(tp.topic, tp.partition) for tp in committed.topic_partitions if tp.offset >= 0]
+        targets = self.offsets(partitions, OffsetSpec.earliest() if to == "earliest" else OffsetSpec.latest())
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in targets.items()])
+        result_of(self.admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group],
+                  f"resetting the offsets of group {group}")
+        return {"group": group, "offsets": [{"topic": t, "partition": p, "offset": o}
+                                            for (t, p), o in sorted(targets.items())]}
+
     def _sizes(self) -> dict[tuple[str, int], int]:
         """Each partition's size: its largest copy among the brokers (DescribeLogDirs)."""
         wire = WireAdmin(self.bootstrap, client_id="binlake-console")

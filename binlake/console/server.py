@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from . import browse, remote
-from .cluster import TIMEOUT_S, Cluster, ConsoleError, result_of
+from .cluster import Cluster, ConsoleError
 
 STATIC = Path(__file__).parent / "static"
 
@@ -74,7 +72,7 @@ def make_app(settings: Settings) -> web.Application:
         to = request.query.get("to")
         if to not in ("earliest", "latest"):
             return _error(400, "reset takes to=earliest or to=latest")
-        return await _answer(asyncio.to_thread(_reset_group, cluster, request.match_info["group"], to))
+        return await _answer(asyncio.to_thread(cluster.reset_group, request.match_info["group"], to))
 
     @routes.get("/api/transactions")
     async def transactions(_request):
@@ -130,23 +128,3 @@ def _timestamp_ms(text: str) -> int:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
     return int(moment.timestamp() * 1000)
 
-
-def _reset_group(cluster: Cluster, group: str, to: str) -> dict:
-    """Move every committed offset of an empty group to its partition's earliest or latest offset."""
-    admin = cluster.admin
-    described = result_of(admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
-                        f"describing group {group}")
-    if described.members:
-        raise ConsoleError(f"group {group} has {len(described.members)} active member(s): stop them first, as "
-                           f"kafka-consumer-groups asks")
-    committed = result_of(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                          request_timeout=TIMEOUT_S)[group],
-                        f"reading the offsets of group {group}")
-    partitions = [(tp.topic, tp.partition) for tp in committed.topic_partitions if tp.offset >= 0]
-    spec = OffsetSpec.earliest() if to == "earliest" else OffsetSpec.latest()
-    targets = cluster.offsets(partitions, spec)
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in targets.items()])
-    result_of(admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group],
-            f"resetting the offsets of group {group}")
-    return {"group": group, "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in
-                                        sorted(targets.items())]}

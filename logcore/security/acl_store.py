@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import abc
 import json
-import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from ..storage.files import write_atomically
 from .acls import AclBinding, AclFilter, PatternType, ResourceType, parse, title
 
 ROOTS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
@@ -69,12 +69,7 @@ class FileAcls(AclStore):
         return removed
 
     def _write(self, bindings: frozenset[AclBinding]) -> None:
-        temporary = self.path.with_suffix(".tmp")
-        with open(temporary, "w") as f:
-            json.dump([_record(b) for b in sorted(bindings, key=_order)], f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)
+        write_atomically(str(self.path), json.dumps([_record(b) for b in sorted(bindings, key=_order)]))
         self._replace(bindings)
 
 

@@ -52,14 +52,7 @@ class Authorizer:
                   name: str) -> bool:
         if principal in self.super_users:
             return True
-        bindings = self.applying(resource_type, name)
-        if not bindings:
-            return self.allow_if_no_acl
-        mine = [b for b in bindings if b.principal in (principal, WILDCARD_USER) and b.host in (host, WILDCARD)]
-        if any(b.permission == Permission.DENY and b.operation in (operation, Operation.ALL) for b in mine):
-            return False
-        granting = {operation, Operation.ALL, *IMPLIED_BY.get(operation, ())}
-        return any(b.permission == Permission.ALLOW and b.operation in granting for b in mine)
+        return self._decide(self.applying(resource_type, name), principal, host, operation)
 
     def authorize_some(self, principal: str, host: str, operation: Operation, resource_type: ResourceType) -> bool:
         """May the principal do `operation` on at least one resource of the type (Kafka's
@@ -68,11 +61,19 @@ class Authorizer:
             return True
         of_type = [*(b for (t, _), bs in self._literal.items() if t == resource_type for b in bs),
                    *self._prefixed.get(resource_type, ())]
-        if not of_type:
+        return self._decide(of_type, principal, host, operation,
+                            denies=lambda b: b.pattern_type == PatternType.LITERAL and b.resource_name == WILDCARD)
+
+    def _decide(self, bindings: list[AclBinding], principal: str, host: str, operation: Operation,
+                denies=lambda _binding: True) -> bool:
+        """None: `allow.everyone.if.no.acl.found`. Else the principal's (or User:*'s) bindings from its
+        host (or *): a DENY of the operation or ALL (of those `denies` counts) refuses, then an ALLOW
+        of it, of ALL or of an operation that implies it grants."""
+        if not bindings:
             return self.allow_if_no_acl
-        mine = [b for b in of_type if b.principal in (principal, WILDCARD_USER) and b.host in (host, WILDCARD)]
-        if any(b.permission == Permission.DENY and b.operation in (operation, Operation.ALL)
-               and b.pattern_type == PatternType.LITERAL and b.resource_name == WILDCARD for b in mine):
+        mine = [b for b in bindings if b.principal in (principal, WILDCARD_USER) and b.host in (host, WILDCARD)]
+        if any(b.permission == Permission.DENY and b.operation in (operation, Operation.ALL) and denies(b)
+               for b in mine):
             return False
         granting = {operation, Operation.ALL, *IMPLIED_BY.get(operation, ())}
         return any(b.permission == Permission.ALLOW and b.operation in granting for b in mine)

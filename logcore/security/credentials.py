@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from pathlib import Path
 
+from ..storage.files import write_atomically
 from .sasl import ScramCredential
 
 USERS = "/config/users"
@@ -52,12 +52,7 @@ class FileCredentials:
             mechanisms[mechanism] = encode(credential)
         if not mechanisms:
             del self.users[user]
-        temporary = self.path.with_suffix(".tmp")
-        with open(temporary, "w") as f:
-            json.dump(self.users, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)
+        write_atomically(str(self.path), json.dumps(self.users))
 
 
 class ZooKeeperCredentials:
