@@ -63,6 +63,8 @@ class Fuzzer:
         self.recent: collections.deque[bytes] = collections.deque(maxlen=RECENT)
         self.failure: FuzzFailure | None = None  # set by whichever task finds it first
         self._due = asyncio.Event()  # a health check is due
+        self._checked = asyncio.Event()  # no check is due or running: connections may send
+        self._checked.set()
         self._finished = False
 
     async def run(self) -> FuzzReport:
@@ -94,8 +96,10 @@ class Fuzzer:
                 result = await health.check()
             except FuzzFailure as exc:
                 self.failure = exc
+                self._checked.set()  # (the connections see the failure and stop)
                 raise
             self.report.health.append(result)
+            self._checked.set()
             self.progress(f"  {self.report.frames:>9,} frames: alive, round trip {result.round_trip_ms:.0f} ms, "
                           f"RSS {result.rss_bytes / 2**20:.0f} MiB, {result.partitions:,} partitions created")
             if self._finished:
@@ -104,6 +108,9 @@ class Fuzzer:
     async def _connection(self) -> None:
         host, _, port = self.broker.address.rpartition(":")
         while self.report.frames < self.total and self.failure is None:
+            await self._checked.wait()  # the broker is checked after exactly check_every more frames
+            if self.report.frames >= self.total or self.failure is not None:
+                return
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5)
             except (OSError, TimeoutError):
@@ -129,16 +136,18 @@ class Fuzzer:
     def _send(self, writer: asyncio.StreamWriter) -> int:
         sent = 0
         for _ in range(BATCH):
-            if self.report.frames >= self.total or writer.transport.is_closing():
+            if self.report.frames >= self.total or not self._checked.is_set() or writer.transport.is_closing():
                 break
             applied, frame = self.mutator.frame()
             self.recent.append(frame)
             self.report.mutations.update(applied)
             self.report.frames += 1
             sent += 1
-            if self.report.frames % self.check_every == 0:
-                self._due.set()
             writer.write(frame)
+            if self.report.frames % self.check_every == 0:
+                self._checked.clear()
+                self._due.set()
+                break  # no more frames until the check is done
             if "wrong size prefix" in applied:
                 break  # nothing after it would be framed: it ends this connection's batch
         return sent

@@ -90,7 +90,8 @@ class LeaderEpochCache:
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
         self.entries = list(entries)
-        self._save()
+        if entries or os.path.exists(self.path):  # (a missing file already says "no epochs")
+            self._save()
 
     def _save(self) -> None:
         write_entries(self.path, self.entries)

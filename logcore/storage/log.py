@@ -57,6 +57,10 @@ class PartitionLog:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.last_flush_ms = int(time.time() * 1000)
+        # A new partition's directory entries are made durable at its first flush, not at creation:
+        # until then it holds nothing acknowledged, and a topic of thousands of partitions is created
+        # without an fsync per partition (Kafka flushes a new log's directory lazily too).
+        self._unsynced_directory = False
         self.epochs = LeaderEpochCache(directory)
         self.leader_epoch = 0
         self.producers = ProducerStateManager(directory, f"{topic}-{partition}")
@@ -76,7 +80,7 @@ class PartitionLog:
         self.log_start_offset, self.recovery_point = log_start_offset, recovery_point
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory)
-            fsync_dir(os.path.dirname(self.directory))
+            self._unsynced_directory = True
         swap.finish_swaps(self.directory)
         self._remove_orphan_indexes()
         interval = self.config["index.interval.bytes"]
@@ -295,6 +299,10 @@ class PartitionLog:
         """fsync every segment that may hold data past the recovery point, then move it to the end."""
         for segment in self.segments[self._first_segment_at(self.recovery_point):]:
             segment.flush()
+        if self._unsynced_directory:
+            fsync_dir(self.directory)
+            fsync_dir(os.path.dirname(self.directory))
+            self._unsynced_directory = False
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = int(time.time() * 1000)
 
