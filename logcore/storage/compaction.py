@@ -37,9 +37,9 @@ from typing import Callable
 from aiokafka.record.default_records import (  # compiled when aiokafka was built with them
     DefaultRecordBatch, DefaultRecordBatchBuilder)
 
-from .batch import (COMPRESSION_MASK, CONTROL, DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_LOG_APPEND,
-                    TRANSACTIONAL, BatchHeader, read_header)
-from .records import assemble_batch, build_batch
+from .batch import (COMPRESSION_MASK, CONTROL, CRC_START, DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD,
+                    TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, BatchHeader, read_header)
+from .records import assemble_batch, build_batch, decompress
 from .segment import Segment, segment_name
 from .swap import CLEANED, remove_cleaned
 from .txn_index import AbortedTxn
@@ -175,7 +175,7 @@ def build_offset_map(job: CleanJob, aborted: "AbortedIndex", stats: CleanStats, 
                 return OffsetMap(offsets, tombstones, job.first_dirty, mapped_to)
             if not (header.is_control or header.record_count == 0 or aborted.holds(header)):
                 keys_before = len(offsets)
-                for record in DefaultRecordBatch(raw):  # the hottest loop of the cleaner: keep it bare
+                for record in records_of(header, raw):  # the hottest loop of the cleaner: keep it bare
                     offsets[record.key] = offset = record.offset
                     if record.value is None:
                         tombstones.add(offset)
@@ -300,14 +300,14 @@ class Filter:
         if hi - lo == header.record_count and not tombstones:
             return raw
         wanted = set(latest[lo:hi])
-        return [r for r in DefaultRecordBatch(raw) if r.offset in wanted], tombstones
+        return [r for r in records_of(header, raw) if r.offset in wanted], tombstones
 
     def _kept_records(self, header: BatchHeader, raw: bytes) -> tuple[list, bool]:
         """The records that stay, and whether a tombstone is among them."""
         offsets = self.map.offsets
         expired = header.attributes & DELETE_HORIZON and header.base_timestamp <= self.job.now_ms
         kept, tombstones = [], False
-        for record in DefaultRecordBatch(raw):
+        for record in records_of(header, raw):
             key = record.key
             if key is None or offsets.get(key, -1) > record.offset:
                 continue
@@ -323,7 +323,7 @@ class Filter:
             return raw  # data of its transaction is still in the log
         if not header.attributes & DELETE_HORIZON:
             self.stats.records_kept += 1
-            return self._rebuild(header, list(DefaultRecordBatch(raw)), self.horizon)
+            return self._rebuild(header, list(records_of(header, raw)), self.horizon)
         if header.base_timestamp > self.job.now_ms:
             self.stats.records_kept += 1
             return raw
@@ -412,6 +412,18 @@ class CleanedSegment:
 
 
 # -- files -------------------------------------------------------------------------------------------
+
+def records_of(header: BatchHeader, raw: bytes) -> DefaultRecordBatch:
+    """aiokafka's compiled reader over the batch's records, decompressed here: for gzip, ISA-L's
+    inflate is a third faster than aiokafka's (and the cleaner inflates every batch twice)."""
+    codec = header.attributes & COMPRESSION_MASK
+    if not codec:
+        return DefaultRecordBatch(raw)
+    plain = bytearray(raw[:HEADER_SIZE])
+    plain[CRC_START:CRC_START + 2] = (header.attributes & ~COMPRESSION_MASK).to_bytes(2, "big")  # (the attributes)
+    plain += decompress(codec, raw[HEADER_SIZE:])
+    return DefaultRecordBatch(bytes(plain))
+
 
 def read_batches(directory: str, segment: SegmentFile):
     """(header, bytes) of each batch of a sealed segment, read through one mapping of its file."""
