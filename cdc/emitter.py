@@ -23,16 +23,38 @@ from cdc.schema.model import TableDef
 _dumps = orjson.dumps
 
 
+KNOWN_KEYS = 100_000  # keys a table remembers: a row that changes again soon is keyed without JSON or murmur2
+
+
 def _keyer(primary_key: tuple[str, ...], partitions: int) -> Callable[[dict], tuple[bytes | None, int]]:
     """row -> (key bytes, partition); specialized because it runs once per row."""
     if not primary_key:
         return lambda row: (None, 0)
-    (first, *rest) = primary_key
+    if len(primary_key) > 1:
+        def key_of(row: dict) -> tuple[bytes, int]:
+            key = _dumps({k: row[k] for k in primary_key})
+            return key, partition_for(key, partitions) if partitions > 1 else 0
+        return key_of
+    (column,) = primary_key
+    known: dict = {}
 
-    def key_of(row: dict) -> tuple[bytes, int]:
-        key = _dumps({k: row[k] for k in primary_key} if rest else {first: row[first]})
-        return key, partition_for(key, partitions) if partitions > 1 else 0
-    return key_of
+    def key_of_one(row: dict) -> tuple[bytes, int]:
+        value = row[column]
+        found = known.get(value)
+        if found is None:
+            if len(known) >= KNOWN_KEYS:
+                known.clear()
+            key = _dumps({column: value})
+            found = known[value] = key, partition_for(key, partitions) if partitions > 1 else 0
+        return found
+    return key_of_one
+
+
+def _primary_key_changed(primary_key: tuple[str, ...]) -> Callable[[dict, dict], bool]:
+    if len(primary_key) == 1:
+        (column,) = primary_key
+        return lambda before, after: before[column] != after[column]
+    return lambda before, after: any(before[k] != after[k] for k in primary_key)
 
 
 @dataclass(slots=True)
@@ -47,10 +69,12 @@ class TableContext:
     mysql_types: dict = field(default_factory=dict)
     sql_types: dict = field(default_factory=dict)
     key_of: Callable[[dict], tuple[bytes | None, int]] = None
+    primary_key_changed: Callable[[dict, dict], bool] = None
     collection: str = ""
 
     def __post_init__(self) -> None:
         self.key_of = _keyer(self.primary_key, self.partitions)
+        self.primary_key_changed = _primary_key_changed(self.primary_key)
         self.collection = f"{self.db}.{self.table}"
 
     @classmethod
@@ -79,7 +103,7 @@ class Emitter:
     def row(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: EventSource,
             row: int, txn: bytes | None, out: list[Record]) -> None:
         """Append the records of one row change to `out`."""
-        if op == "u" and table.primary_key and any(before[k] != after[k] for k in table.primary_key):
+        if op == "u" and table.primary_key and table.primary_key_changed(before, after):
             self.row(table, "d", before, None, source, row, txn, out)
             self.row(table, "c", None, after, source, row, txn, out)
             return
