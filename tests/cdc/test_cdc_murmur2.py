@@ -39,3 +39,18 @@ def test_librdkafka_murmur2_random_places_keys_in_the_same_partitions(broker_fac
     assert producer.flush(30) == 0
     assert len(set(placed.values())) == 7
     assert placed == {key: partition_for(key, 7) for key in keys}
+
+
+def test_a_tables_remembered_keys_are_the_keys_it_would_compute(monkeypatch):
+    """The emitter's key cache (a row changed again skips JSON and murmur2) gives the same key bytes
+    and partition as computing them, also once it is full and starts again."""
+    from cdc import emitter
+
+    monkeypatch.setattr(emitter, "KNOWN_KEYS", 50)
+    key_of = emitter._keyer(("id",), 6)
+    rows = [{"id": i % 120, "name": "x"} for i in range(600)] + [{"id": "é"}, {"id": "é"}]
+    for row in rows:
+        key = b'{"id":%b}' % (b"%d" % row["id"] if isinstance(row["id"], int) else b'"\xc3\xa9"')
+        assert key_of(row) == (key, partition_for(key, 6))
+    two = emitter._keyer(("a", "b"), 6)
+    assert two({"a": 1, "b": "z"}) == (b'{"a":1,"b":"z"}', partition_for(b'{"a":1,"b":"z"}', 6))
