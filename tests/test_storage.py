@@ -7,6 +7,7 @@ guarantees (real clients, SIGKILL) are in test_recovery.py and test_retention.py
 import datetime
 import gzip
 import io
+import asyncio
 import os
 import struct
 import time
@@ -219,6 +220,25 @@ def test_flush_messages_and_flush_ms_move_the_recovery_point(tmp_path):
     pl.flush_if_due(pl.last_flush_ms + 50)
     assert pl.recovery_point == 4
 
+
+
+def test_a_roll_fsyncs_the_sealed_segments_off_the_event_loop_then_moves_the_recovery_point(tmp_path):
+    async def rolls_then_waits():
+        pl = open_log(tmp_path / "t-0")
+        append(pl, 40)  # several rolls, inside a running event loop
+        sealed_end = pl.active.base_offset
+        assert len(pl.segments) > 2
+        deadline = time.monotonic() + 30
+        while pl.recovery_point < sealed_end and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert pl.recovery_point == sealed_end  # the active segment is not flushed by a roll
+        append(pl, 40)
+        pl.truncate_to(5)  # before any flush in flight reports back: none may move the recovery point past it
+        await asyncio.get_running_loop().shutdown_default_executor()  # every flush has finished
+        await asyncio.sleep(0)  # and reported back
+        assert pl.recovery_point <= pl.log_end_offset == 5
+        pl.close()
+    asyncio.run(rolls_then_waits())
 
 # -- recovery ------------------------------------------------------------------------------------
 

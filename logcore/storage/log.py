@@ -61,6 +61,7 @@ class PartitionLog:
         # until then it holds nothing acknowledged, and a topic of thousands of partitions is created
         # without an fsync per partition (Kafka flushes a new log's directory lazily too).
         self._unsynced_directory = False
+        self._truncations = 0  # a background flush of sealed segments applies only if this did not change
         self.epochs = LeaderEpochCache(directory)
         self.leader_epoch = 0
         self.producers = ProducerStateManager(directory, f"{topic}-{partition}")
@@ -284,16 +285,39 @@ class PartitionLog:
         return random.randrange(jitter) if jitter > 0 else 0
 
     def roll(self) -> Segment:
-        """Seal and fsync the active segment, then start a new one at the log end offset."""
+        """Seal the active segment and start a new one at the log end offset. The sealed segments are
+        fsynced on a worker thread, as Kafka's roll schedules their flush: an fsync of a whole segment
+        in the event loop held every client of the broker for as long as the disk took."""
         self.active.seal()
-        self.flush()
         segment = Segment.create(self.directory, self.log_end_offset, self.config["index.interval.bytes"])
         fsync_dir(self.directory)
         self.segments.append(segment)
         self.roll_jitter_ms = self._random_jitter()
         self.producers.take_snapshot(segment.base_offset)
+        self._flush_sealed(segment.base_offset)
         log.info("%s: rolled new segment %s", self, segment.path)
         return segment
+
+    def _flush_sealed(self, upto: int) -> None:
+        """fsync the segments below `upto` past the recovery point in the background, then move the
+        recovery point to `upto` (unless the log was truncated meanwhile: what is below it changed)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (tools, benchmarks): flush now
+            self.flush()
+            return
+        sealed = self.segments[self._first_segment_at(self.recovery_point):-1]
+        truncations = self._truncations
+
+        def flushed(job: asyncio.Future) -> None:
+            if job.cancelled():
+                return
+            if job.exception() is not None:
+                log.warning("%s: could not fsync its sealed segments (they are flushed again at the next "
+                            "flush or recovered after a crash): %s", self, job.exception())
+            elif truncations == self._truncations:
+                self.recovery_point = max(self.recovery_point, upto)
+        loop.run_in_executor(None, _flush_segments, sealed).add_done_callback(flushed)
 
     def flush(self) -> None:
         """fsync every segment that may hold data past the recovery point, then move it to the end."""
@@ -454,6 +478,7 @@ class PartitionLog:
         """Remove everything at or after `offset` (a replica diverging from its leader)."""
         if offset >= self.log_end_offset:
             return
+        self._truncations += 1
         if offset < self.segments[0].base_offset:
             self.restart_at(offset)
             return
@@ -470,6 +495,7 @@ class PartitionLog:
 
     def restart_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (also a follower behind its leader's log start)."""
+        self._truncations += 1
         for segment in self.segments:
             segment.delete()
             _close_later(segment, self.config["file.delete.delay.ms"])
@@ -495,6 +521,17 @@ def _first_record(segment: Segment, position: int, header: BatchHeader, wanted) 
         return header.base_offset, header.max_timestamp
     record = next((r for r in records if wanted(r)), None)
     return (record.offset, record.timestamp) if record else (header.base_offset, header.max_timestamp)
+
+
+def _flush_segments(segments: list[Segment]) -> None:
+    """A worker thread's fsync of sealed segments. One deleted meanwhile (retention, the cleaner's
+    swap) needs none."""
+    for segment in segments:
+        try:
+            segment.flush()
+        except (OSError, ValueError):
+            if os.path.exists(segment.path):
+                raise
 
 
 def _close_later(segment: Segment, delay_ms: int) -> None:
