@@ -290,7 +290,7 @@ class PartitionLog:
         in the event loop held every client of the broker for as long as the disk took."""
         self.active.seal()
         segment = Segment.create(self.directory, self.log_end_offset, self.config["index.interval.bytes"])
-        fsync_dir(self.directory)
+        self._sync_directories()
         self.segments.append(segment)
         self.roll_jitter_ms = self._random_jitter()
         self.producers.take_snapshot(segment.base_offset)
@@ -324,11 +324,16 @@ class PartitionLog:
         for segment in self.segments[self._first_segment_at(self.recovery_point):]:
             segment.flush()
         if self._unsynced_directory:
-            fsync_dir(self.directory)
-            fsync_dir(os.path.dirname(self.directory))
-            self._unsynced_directory = False
+            self._sync_directories()
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = int(time.time() * 1000)
+
+    def _sync_directories(self) -> None:
+        """Make the segment files' entries durable, and a new partition's own entry in the data directory."""
+        fsync_dir(self.directory)
+        if self._unsynced_directory:
+            fsync_dir(os.path.dirname(self.directory))
+            self._unsynced_directory = False
 
     def flush_if_due(self, now_ms: int) -> None:
         """flush.ms: fsync data that has waited that long since the last flush."""
