@@ -217,7 +217,8 @@ def leftovers(broker, topic: str) -> list[str]:
     return [n for n in os.listdir(broker.data_dir / f"{topic}-0") if n.endswith((".cleaned", ".swap"))]
 
 
-@pytest.mark.parametrize("kills", [2, pytest.param(20, marks=pytest.mark.slow)])
+# 20 kills take about 6 minutes here (each round throttles a clean to seconds, then restarts the broker).
+@pytest.mark.parametrize("kills", [2, pytest.param(20, marks=[pytest.mark.slow, pytest.mark.timeout(900)])])
 def test_sigkill_while_cleaning_loses_and_duplicates_nothing(broker_factory, kills):
     # The cleaner is throttled so that a clean takes seconds and each SIGKILL lands somewhere in one.
     broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "1000000"})
