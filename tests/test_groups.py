@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
@@ -84,7 +85,7 @@ async def main():
                          group_instance_id=instance or None, max_poll_records=2000)
     await c.start()
     seen = None
-    sink = open(out, "a") if out else None
+    sink = open(f"{out}.{os.getpid()}", "w") if out else None  # one file each: a killed member's torn last line stays its own
     while True:
         batches = await c.getmany(timeout_ms=100)
         now = sorted(tp.partition for tp in c.assignment())
@@ -390,17 +391,24 @@ def _crash_and_resume(broker, total: int, partitions: int, kills: int, tmp_path)
         if i % 100_000 == 99_999:
             producer.flush()
     assert producer.flush(60) == 0
-    out = str(tmp_path / "processed.txt")
+    out = str(tmp_path / "processed")
     members = [MemberProcess(broker.address, "alo", "alo-group", out=out) for _ in range(2)]
 
+    def outputs() -> list[Path]:
+        return list(tmp_path.glob("processed.*"))
+
     def processed() -> list[tuple[int, int]]:
-        with open(out) as f:
-            return [tuple(map(int, line.split())) for line in f if line.endswith("\n")]
+        """What every member wrote, but the torn last line a SIGKILL can leave. (Members once shared
+        one file: a killed member's torn line then joined the next member's first line and hid it.)"""
+        lines = []
+        for path in outputs():
+            lines += [line for line in path.read_text().splitlines(keepends=True) if line.endswith("\n")]
+        return [tuple(map(int, line.split())) for line in lines]
 
     deadline = time.monotonic() + max(120, total / 5000)
     for kill in range(kills):
         target = total * (kill + 1) // (kills + 2)
-        while not os.path.exists(out) or os.path.getsize(out) < target * 4:
+        while sum(path.stat().st_size for path in outputs()) < target * 4:
             assert time.monotonic() < deadline, "consumers made no progress"
             time.sleep(0.05)
         members[kill % 2].kill()  # mid-stream: between processing and committing, with luck
