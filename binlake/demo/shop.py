@@ -90,6 +90,10 @@ WORKLOAD = (
          ("INSERT INTO orders VALUES (6, 1, 'TEE-01', 3, 59.70, 'new', NOW(), 'happy birthday')",)),
 )
 
+SCHEMA_CHANGES = tuple(" ".join(s.split()) for step in WORKLOAD for s in step.statements
+                       if s.startswith(("ALTER ", "CREATE ", "DROP ", "RENAME ", "TRUNCATE ")))
+"""The workload's DDL, whitespace collapsed: the demo shows each one's schema-change event."""
+
 HIGH_VALUE_TOTAL = decimal.Decimal("20")
 """The processors' high-value threshold in the demo (its orders are small)."""
 
