@@ -24,6 +24,7 @@ from mysql_workload import (MAX_BATCH_RECORDS, TABLES, check, check_stable_offse
                             sample_stable_offsets, seeded_workload, snapshot_done)
 
 SESSION_TIMEOUT_MS = 3000
+STATUS_TIMEOUT_S = 2  # one worker's answer to a status request
 CLI = [sys.executable, "-m", "binlake.cli"]
 
 
@@ -69,14 +70,16 @@ class Workers:
 
 
 async def task_status(http: aiohttp.ClientSession, workers: Workers, name: str) -> dict | None:
-    """Task 0's status as any live worker tells it."""
+    """Task 0's status as any live worker tells it. A frozen (SIGSTOPped) worker is alive but never
+    answers: each ask has a short timeout (aiohttp's default of 5 minutes outlasted the test once)."""
     for process in workers.alive():
         try:
-            async with http.get(f"{workers.url(process)}/connectors/{name}/status") as response:
+            async with http.get(f"{workers.url(process)}/connectors/{name}/status",
+                                timeout=aiohttp.ClientTimeout(total=STATUS_TIMEOUT_S)) as response:
                 if response.status == 200:
                     tasks = (await response.json())["tasks"]
                     return tasks[0] if tasks else None
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):
             continue
     return None
 
