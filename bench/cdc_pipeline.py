@@ -84,7 +84,7 @@ class Connector:
         if profile:
             self.profiler = subprocess.Popen(
                 [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--pid", str(self.proc.pid),
-                 "--rate", "250", "--format", "raw", "--threads", "--output", profile, "--nonblocking"],
+                 "--rate", "250", "--format", "raw", "--threads", "--output", profile, "--nonblocking", "--subprocesses"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def cpu_seconds(self) -> float:

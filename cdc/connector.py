@@ -6,9 +6,10 @@
     database: {host: 127.0.0.1, port: 3306, user: cdc, password: "${MYSQL_PASSWORD}", server_id: 5401}
     tables: {include: ['shop\\..*'], exclude: []}
 
-The source is blocking (binlog socket, SQLAlchemy), so it runs in a thread and hands batches to the
-event loop through a small bounded queue (`_Handoff`): decoding goes on while the runtime writes and
-commits. Each batch carries the schema-history records recorded since the previous one
+The source (binlog socket, SQLAlchemy: blocking, and most of the connector's CPU) runs in a child
+process (cdc/source_process.py); a thread receives its batches and hands them to the event loop
+through a small bounded queue (`_Handoff`): decoding goes on, on another core, while the runtime
+writes and commits. Each batch carries the schema-history records recorded since the previous one
 (`TopicHistoryStore`), so history, change events and offset land in one Kafka transaction, and a
 batch that slices a large MySQL transaction says so (`ends_transaction=False`): the runtime keeps
 the Kafka transaction open until the MySQL transaction's last slice.
@@ -17,9 +18,7 @@ the Kafka transaction open until the MySQL transaction's last slice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-import time
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Literal
@@ -29,8 +28,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from cdc.config import SourceConfig, check_regexes
 from cdc.errors import CdcError
-from cdc.schema.history import TopicHistoryStore
-from cdc.source import MySqlSource
+from cdc.source_process import SourceProcess
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
 
 _ACCESS_DENIED = 1045
@@ -154,16 +152,16 @@ class MySqlTask(SourceTask):
         topic = self.config.schema_history_topic or f"{connector}.schema-history"
         await log.ensure_topic(topic, 1, compact=True, label="schema history topic",
                                loss="table structures, and events could no longer be decoded after a restart")
-        self.history = TopicHistoryStore(topic, (value for _, value in await log.read(topic)))
+        self._history_topic = topic
+        self._stored_history = [value for _, value in await log.read(topic)]
         self._partitions: dict[str, int] = {}
         self._loop = asyncio.get_running_loop()
         self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records)
-        self._source = MySqlSource(self.source_config, self.history, self.context.offsets.get(self.source_partition),
-                                   partitions=self._partition_count)
+        self._source: SourceProcess | None = None
         self._thread: threading.Thread | None = None
 
     def _partition_count(self, topic: str) -> int:
-        """From the source thread: the topic's partitions, creating it if missing."""
+        """From the receiving thread: the topic's partitions, creating it if missing."""
         count = self._partitions.get(topic)
         if count is None:
             future = asyncio.run_coroutine_threadsafe(
@@ -172,21 +170,20 @@ class MySqlTask(SourceTask):
         return count
 
     def _run(self) -> None:
-        """The source thread: every batch, with the history recorded before it, into the handoff."""
+        """The receiving thread: every batch of the source process into the handoff."""
         handoff = self._handoff
         try:
-            with contextlib.closing(self._source.batches()) as batches:   # closed: a snapshot's connections too
-                for batch in batches:
-                    records = batch.records
-                    if history := self.history.take():
-                        records = history + records
-                    if not handoff.put(Batch(records, self.source_partition, batch.offset, batch.ends_transaction)):
-                        return
+            for batch in self._source.batches():
+                if not handoff.put(Batch(batch.records, self.source_partition, batch.offset, batch.ends_transaction)):
+                    return
             handoff.put(_STOP)
         except BaseException as exc:
             handoff.put(_fatal(exc, self.config))
 
     async def batches(self) -> AsyncGenerator[Batch, None]:
+        # Started from the event loop's thread, which outlives it (the kernel's "parent" is a thread).
+        self._source = SourceProcess(self.source_config, self._history_topic, self._stored_history,
+                                     self.context.offsets.get(self.source_partition), self._partition_count)
         self._thread = threading.Thread(target=self._run, name=f"mysql-{self.context.connector}", daemon=True)
         self._thread.start()
         while True:
@@ -199,7 +196,7 @@ class MySqlTask(SourceTask):
 
     def metrics(self) -> dict[str, float]:
         source = getattr(self, "_source", None)
-        return {} if source is None else source.metrics(time.time())
+        return {} if source is None else source.metrics
 
     async def stop(self) -> None:
         if getattr(self, "_source", None) is None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -225,3 +228,33 @@ async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker
         return found if found["binlake_connect_records_total"] >= samples["binlake_connect_records_total"] + 3 else None
     after = await wait_until(streamed, 60, "three streamed rows counted")
     assert after["binlake_connect_source_transactions_total"] >= samples["binlake_connect_source_transactions_total"] + 2
+
+
+def source_process(connector_pid: int) -> int:
+    """The pid of the connector's source process (cdc/source_process.py), a multiprocessing child."""
+    children = []
+    for task in os.listdir(f"/proc/{connector_pid}/task"):
+        with open(f"/proc/{connector_pid}/task/{task}/children") as f:
+            children += [int(pid) for pid in f.read().split()]
+    sources = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(sources) == 1, children
+    return sources[0]
+
+
+async def test_a_killed_source_process_restarts_the_task_and_nothing_is_lost_or_repeated(mariadb, broker, connector,
+                                                                                      tmp_path):
+    db = mariadb.new_database()
+    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    config = write_config(tmp_path / "k.yaml", **mysql_config("killed", broker, mariadb, [rf"{db}\.t"]))
+    running = connector(config)
+    mariadb.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(100)))
+
+    async def events(count: int):
+        return len(await messages(broker.address, f"killed.{db}.t")) >= count
+    await wait_until(lambda: events(100), 60, "the first 100 events")
+    os.kill(source_process(running.proc.pid), signal.SIGKILL)
+    mariadb.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(100, 200)))
+    await wait_until(lambda: events(200), 60, "200 events after the source process was killed")
+    assert [m.data["after"]["id"] for m in await messages(broker.address, f"killed.{db}.t")] == list(range(200))
+    assert "the source process exited unexpectedly" in running.log()
+    assert running.proc.poll() is None   # the task restarted; the connector runs on

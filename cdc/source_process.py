@@ -1,0 +1,145 @@
+"""The mysql connector's source in a process of its own.
+
+Reading the binlog, decoding rows and building change events is about two thirds of the connector's
+CPU; the producer (record batches, requests, the socket) is the rest. In one Python process both
+halves share one core (the GIL). Here `MySqlSource` runs in a child process and sends its batches to
+the connector's process, so the two halves run on two cores (bench/cdc_pipeline.py).
+
+Messages on a duplex pipe, child → parent:
+    ("batch", columns, offset, ends_transaction)   columns: the records' topics, keys, values and
+                                                partitions, four lists; the schema history recorded
+                                                since the last batch first
+    ("partitions", topic)                       how many partitions has `topic` (created if missing)?
+                                                The parent answers with the count.
+    ("metrics", gauges)                         the source's gauges, every METRICS_EVERY_S
+    ("end",)                                    the source finished
+    ("error", exception)                        the source failed (the child's traceback in its notes)
+Records travel as columns: pickling slotted dataclasses costs nine times as much.
+
+The child dies with the process that started it (PR_SET_PDEATHSIG), and is killed on stop: what it
+read but did not hand over is read again from the committed offset by the next attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+
+from binlake.lifetime import die_with
+from cdc.config import SourceConfig
+from cdc.records import Batch, Record
+
+METRICS_EVERY_S = 1.0
+
+
+class SourceProcess:
+    """Parent side. `batches()` runs in one thread of the parent (it blocks on the pipe); `partitions`
+    is called from that thread."""
+
+    def __init__(self, config: SourceConfig, history_topic: str, stored_history: list[bytes | None],
+                 offset: dict | None, partitions: Callable[[str], int]) -> None:
+        self.metrics: dict[str, float] = {}
+        self._partitions = partitions
+        self._stopped = False
+        root = logging.getLogger()
+        log_format = root.handlers[0].formatter._fmt if root.handlers and root.handlers[0].formatter else None
+        context = multiprocessing.get_context("spawn")   # (forking a process that runs threads is unsafe)
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_serve, name=f"binlake-source-{config.name}", daemon=True,
+            args=(child, os.getpid(), config, history_topic, stored_history, offset, root.level, log_format))
+        self._process.start()
+        child.close()
+
+    def batches(self) -> Iterator[Batch]:
+        """The child's batches, in order; raises what the child raised."""
+        conn = self._conn
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                if self._stopped:
+                    return
+                self._process.join(5)
+                raise RuntimeError(f"the source process exited unexpectedly (exit code {self._process.exitcode})"
+                                   ) from None
+            kind = message[0]
+            if kind == "batch":
+                _, columns, offset, ends_transaction = message
+                yield Batch(list(map(Record, *columns)), offset, ends_transaction)
+            elif kind == "partitions":
+                conn.send(self._partitions(message[1]))
+            elif kind == "metrics":
+                self.metrics = message[1]
+            elif kind == "end":
+                return
+            else:
+                raise message[1]
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._process.kill()
+        self._process.join()
+        self._conn.close()
+
+
+def _serve(conn: multiprocessing.connection.Connection, parent: int, config: SourceConfig, history_topic: str,
+           stored_history: list[bytes | None], offset: dict | None, log_level: int, log_format: str | None) -> None:
+    """Child side: run the source and send what it yields."""
+    die_with(parent)
+    logging.basicConfig(level=log_level, **({"format": log_format} if log_format else {}))
+    from cdc.schema.history import TopicHistoryStore
+    from cdc.source import MySqlSource
+
+    sending = threading.Lock()
+
+    def send(message: tuple) -> None:
+        with sending:
+            conn.send(message)
+
+    def partitions(topic: str) -> int:
+        send(("partitions", topic))
+        return conn.recv()   # (only this thread receives)
+
+    history = TopicHistoryStore(history_topic, stored_history)
+    try:
+        source = MySqlSource(config, history, offset, partitions=partitions)
+        threading.Thread(target=_report_metrics, args=(source, send), name="source-metrics", daemon=True).start()
+        with contextlib.closing(source.batches()) as batches:   # closed: a snapshot's connections too
+            for batch in batches:
+                records = history.take() + batch.records
+                columns = ([r.topic for r in records], [r.key for r in records], [r.value for r in records],
+                           [r.partition for r in records])
+                send(("batch", columns, batch.offset, batch.ends_transaction))
+        send(("end",))
+    except BaseException as exc:  # noqa: BLE001 (everything goes to the parent, which decides)
+        send(("error", _portable(exc)))
+
+
+def _report_metrics(source, send: Callable[[tuple], None]) -> None:
+    while True:
+        time.sleep(METRICS_EVERY_S)
+        try:
+            send(("metrics", source.metrics(time.time())))
+        except Exception:
+            logging.getLogger(__name__).exception("reading the source's metrics failed")
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """`exc` as the parent can unpickle it, with this process's traceback as a note."""
+    exc.add_note("in the source process:\n" + "".join(traceback.format_exception(exc)))
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        portable = RuntimeError(f"{type(exc).__name__}: {exc}")
+        portable.__notes__ = exc.__notes__
+        return portable
