@@ -1,4 +1,4 @@
-"""`binlake streams worker`: what it installs into an app, what it says about apps it cannot load,
+"""`binlake streams worker`: what it installs into an app, its producer linger, what it says about apps it cannot load,
 the root logger back at the level asked for once a worker has started, and a zombie worker
 (SIGSTOPped past its session, then resumed) that is fenced and stops without making its uncommitted
 output visible."""
@@ -23,6 +23,7 @@ from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
 from streams.exactly_once import ExactlyOnceTransport, install
+from streams.worker import linger_unless_set
 
 
 def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left_alone():
@@ -32,6 +33,23 @@ def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left
     assert install(exact) and isinstance(exact.transport, ExactlyOnceTransport)
     assert all(agent.supervisor_strategy is CrashingSupervisor for agent in exact.agents.values())
     assert not install(plain) and not isinstance(plain.transport, ExactlyOnceTransport)
+
+
+def test_the_producer_lingers_5_ms_unless_the_app_says_otherwise(monkeypatch):
+    def linger_ms(app) -> int:
+        linger_unless_set(app)
+        return app.producer.linger_ms   # (what faust's producer is built with; it is not started)
+    assert linger_ms(faust.App("default", broker="kafka://127.0.0.1:1")) == 5
+    assert linger_ms(faust.App("zero", broker="kafka://127.0.0.1:1", producer_linger=0.0)) == 0
+    assert linger_ms(faust.App("twenty", broker="kafka://127.0.0.1:1", producer_linger=0.02)) == 20
+
+    class Config:
+        producer_linger_ms = 0
+    from_object = faust.App("object", broker="kafka://127.0.0.1:1")
+    from_object.config_from_object(Config)
+    assert linger_ms(from_object) == 0
+    monkeypatch.setenv("PRODUCER_LINGER", "0.001")
+    assert linger_ms(faust.App("environment", broker="kafka://127.0.0.1:1")) == 1
 
 
 def test_a_topic_read_by_two_agents_is_refused_under_exactly_once(tmp_path, monkeypatch):
