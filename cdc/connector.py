@@ -28,7 +28,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from cdc.config import SourceConfig, check_regexes
 from cdc.errors import CdcError
-from cdc.source_process import SourceProcess
+from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
 
 _ACCESS_DENIED = 1045
@@ -147,6 +147,11 @@ class MySqlTask(SourceTask):
 
     async def start(self) -> None:
         connector, log = self.context.connector, self.context.log
+        self._loop = asyncio.get_running_loop()
+        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records)
+        self._partitions: dict[str, int] = {}
+        self._thread: threading.Thread | None = None
+        self._source = SourceProcess(f"binlake-source-{connector}")
         self.source_config = self.config.source_config(connector)
         self.source_partition = {"server": self.source_config.name}
         topic = self.config.schema_history_topic or f"{connector}.schema-history"
@@ -154,11 +159,6 @@ class MySqlTask(SourceTask):
                                loss="table structures, and events could no longer be decoded after a restart")
         self._history_topic = topic
         self._stored_history = [value for _, value in await log.read(topic)]
-        self._partitions: dict[str, int] = {}
-        self._loop = asyncio.get_running_loop()
-        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records)
-        self._source: SourceProcess | None = None
-        self._thread: threading.Thread | None = None
 
     def _partition_count(self, topic: str) -> int:
         """From the receiving thread: the topic's partitions, creating it if missing."""
@@ -181,9 +181,8 @@ class MySqlTask(SourceTask):
             handoff.put(_fatal(exc, self.config))
 
     async def batches(self) -> AsyncGenerator[Batch, None]:
-        # Started from the event loop's thread, which outlives it (the kernel's "parent" is a thread).
-        self._source = SourceProcess(self.source_config, self._history_topic, self._stored_history,
-                                     self.context.offsets.get(self.source_partition), self._partition_count)
+        self._source.begin(self.source_config, self._history_topic, self._stored_history,
+                           self.context.offsets.get(self.source_partition), self._partition_count)
         self._thread = threading.Thread(target=self._run, name=f"mysql-{self.context.connector}", daemon=True)
         self._thread.start()
         while True:
@@ -210,3 +209,7 @@ class MySqlTask(SourceTask):
 class MySqlConnector(SourceConnector):
     config_model = MySqlConfig
     task_class = MySqlTask
+
+    def __init__(self, name: str, config: MySqlConfig) -> None:
+        super().__init__(name, config)
+        warm_up()   # (its tasks' source processes are forked from a server that has imported the source)

@@ -5,7 +5,15 @@ CPU; the producer (record batches, requests, the socket) is the rest. In one Pyt
 halves share one core (the GIL). Here `MySqlSource` runs in a child process and sends its batches to
 the connector's process, so the two halves run on two cores (bench/cdc_pipeline.py).
 
-Messages on a duplex pipe, child → parent:
+Children are forked from multiprocessing's fork server, started by `warm_up()` when the connector is
+loaded: the server imports the source's modules (SQLAlchemy, the binlog reader: a third of a second,
+more on a busy machine) beside the connect process's own start, so a task attempt's source process
+is ready at once. The server has no threads and no sockets of the connect process, so forking it is
+safe; it exits when the connect process does, and its children die with it. `begin` hands a child
+what to run.
+
+Messages on a duplex pipe, parent → child: ("begin", config, history topic, stored history, offset),
+then answers to the child's questions. Child → parent:
     ("batch", columns, offset, ends_transaction)   columns: the records' topics, keys, values and
                                                 partitions, four lists; the schema history recorded
                                                 since the last batch first
@@ -26,6 +34,7 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
 import os
 import pickle
 import threading
@@ -38,26 +47,35 @@ from cdc.config import SourceConfig
 from cdc.records import Batch, Record
 
 METRICS_EVERY_S = 1.0
+_CONTEXT = multiprocessing.get_context("forkserver")
+
+
+def warm_up() -> None:
+    """Start the fork server now, the source's modules imported in it (idempotent)."""
+    _CONTEXT.set_forkserver_preload(["cdc.source", "cdc.schema.history", "cdc.source_process"])
+    multiprocessing.forkserver.ensure_running()
 
 
 class SourceProcess:
     """Parent side. `batches()` runs in one thread of the parent (it blocks on the pipe); `partitions`
     is called from that thread."""
 
-    def __init__(self, config: SourceConfig, history_topic: str, stored_history: list[bytes | None],
-                 offset: dict | None, partitions: Callable[[str], int]) -> None:
+    def __init__(self, name: str) -> None:
         self.metrics: dict[str, float] = {}
-        self._partitions = partitions
+        self._partitions: Callable[[str], int] | None = None
         self._stopped = False
         root = logging.getLogger()
         log_format = root.handlers[0].formatter._fmt if root.handlers and root.handlers[0].formatter else None
-        context = multiprocessing.get_context("spawn")   # (forking a process that runs threads is unsafe)
-        self._conn, child = context.Pipe()
-        self._process = context.Process(
-            target=_serve, name=f"binlake-source-{config.name}", daemon=True,
-            args=(child, os.getpid(), config, history_topic, stored_history, offset, root.level, log_format))
+        warm_up()
+        self._conn, child = _CONTEXT.Pipe()
+        self._process = _CONTEXT.Process(target=_serve, name=name, daemon=True, args=(child, root.level, log_format))
         self._process.start()
         child.close()
+
+    def begin(self, config: SourceConfig, history_topic: str, stored_history: list[bytes | None],
+              offset: dict | None, partitions: Callable[[str], int]) -> None:
+        self._partitions = partitions
+        self._conn.send(("begin", config, history_topic, stored_history, offset))
 
     def batches(self) -> Iterator[Batch]:
         """The child's batches, in order; raises what the child raised."""
@@ -91,13 +109,14 @@ class SourceProcess:
         self._conn.close()
 
 
-def _serve(conn: multiprocessing.connection.Connection, parent: int, config: SourceConfig, history_topic: str,
-           stored_history: list[bytes | None], offset: dict | None, log_level: int, log_format: str | None) -> None:
+def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_format: str | None) -> None:
     """Child side: run the source and send what it yields."""
-    die_with(parent)
+    die_with(os.getppid())   # (the fork server, which exits with the connect process)
     logging.basicConfig(level=log_level, **({"format": log_format} if log_format else {}))
     from cdc.schema.history import TopicHistoryStore
     from cdc.source import MySqlSource
+
+    _, config, history_topic, stored_history, offset = conn.recv()
 
     sending = threading.Lock()
 

@@ -230,15 +230,20 @@ async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker
     assert after["binlake_connect_source_transactions_total"] >= samples["binlake_connect_source_transactions_total"] + 2
 
 
+def children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(child) for child in f.read().split()]
+    return found
+
+
 def source_process(connector_pid: int) -> int:
-    """The pid of the connector's source process (cdc/source_process.py), a multiprocessing child."""
-    children = []
-    for task in os.listdir(f"/proc/{connector_pid}/task"):
-        with open(f"/proc/{connector_pid}/task/{task}/children") as f:
-            children += [int(pid) for pid in f.read().split()]
-    sources = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    assert len(sources) == 1, children
-    return sources[0]
+    """The pid of the connector's source process (cdc/source_process.py): a child of the fork server
+    the connect process started."""
+    [server] = [pid for pid in children(connector_pid) if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    [source] = children(server)
+    return source
 
 
 async def test_a_killed_source_process_restarts_the_task_and_nothing_is_lost_or_repeated(mariadb, broker, connector,
