@@ -117,7 +117,7 @@ def producers(records: int, backlog: int, rounds: int, io_limit: float | None, w
             outlasted += done not in broker.log()
             wait_until(lambda: done in broker.log(), 300)
             clean_end = time.monotonic()
-            clean_seconds = float(re.search(rf"{re.escape(done)} \d+ in ([\d.]+) s", broker.log()).group(1))
+            clean_seconds = float(re.search(rf"{re.escape(done)} offset \d+ in ([\d.]+) s", broker.log()).group(1))
             overlap = min(ended, clean_end) - max(started, clean_end - clean_seconds)
             overlaps.append(max(overlap, 0) / (ended - started))
     finally:
