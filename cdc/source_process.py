@@ -24,8 +24,8 @@ then answers to the child's questions. Child → parent:
     ("error", exception)                        the source failed (the child's traceback in its notes)
 Records travel as columns: pickling slotted dataclasses costs nine times as much.
 
-The child dies with the process that started it (PR_SET_PDEATHSIG), and is killed on stop: what it
-read but did not hand over is read again from the committed offset by the next attempt.
+A child dies with the fork server (PR_SET_PDEATHSIG), and so with the connect process, and is killed
+on stop: what it read but did not hand over is read again from the committed offset by the next attempt.
 """
 
 from __future__ import annotations
@@ -134,7 +134,9 @@ def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_form
         threading.Thread(target=_report_metrics, args=(source, send), name="source-metrics", daemon=True).start()
         with contextlib.closing(source.batches()) as batches:   # closed: a snapshot's connections too
             for batch in batches:
-                records = history.take() + batch.records
+                records = batch.records
+                if recorded := history.take():
+                    records = recorded + records
                 columns = ([r.topic for r in records], [r.key for r in records], [r.value for r in records],
                            [r.partition for r in records])
                 send(("batch", columns, batch.offset, batch.ends_transaction))
