@@ -517,6 +517,42 @@ def test_log_cleaner_threads_clean_partitions_in_parallel_processes(broker_facto
     wait_for(lambda: clean_lines(broker, "a") and clean_lines(broker, "b"), "both cleans")
 
 
+
+def test_a_clean_runs_on_idle_cpu_time_unless_its_partition_is_overdue(broker_factory):
+    """Each clean runs in a thread of a worker process: SCHED_IDLE for an ordinary clean, niceness 10
+    for one past max.compaction.lag.ms (read from /proc while both cleans run, slowed by the io limit)."""
+    broker = broker_factory(config={**FAST_CLEANER, "log.cleaner.threads": "2",
+                                    "log.cleaner.io.max.bytes.per.second": "400000"})
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    create_topic(broker.address, "calm", **{"segment.bytes": "65536", "cleanup.policy": "delete"})
+    create_topic(broker.address, "late", **{"segment.bytes": "65536", "cleanup.policy": "delete",
+                                            "max.compaction.lag.ms": "1"})
+    for topic in ("calm", "late"):
+        fill(broker, topic, keys=100, records=20000)
+    resources = [ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+        for topic in ("calm", "late")]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(30)
+    policies = wait_for(lambda: len(found := cleaning_threads(broker)) == 2 and found, "two cleans at work")
+    assert sorted(policies) == [(os.SCHED_OTHER, 10), (os.SCHED_IDLE, 10)]
+    wait_for(lambda: clean_lines(broker, "calm") and clean_lines(broker, "late"), "both cleans")
+
+
+def cleaning_threads(broker) -> list[tuple[int, int]]:
+    """(scheduling policy, niceness) of each cleaner process's cleaning thread (the one beside its main thread)."""
+    found = []
+    for pid in cleaner_processes(broker):
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                if int(tid) != pid:
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        fields = f.read().rpartition(")")[2].split()
+                    found.append((int(fields[38]), int(fields[16])))  # stat fields 41 and 19
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
 def cleaner_processes(broker) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
