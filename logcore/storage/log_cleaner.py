@@ -308,7 +308,7 @@ def _clean(conn: multiprocessing.connection.Connection, job: CleanJob, overdue: 
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread only
     try:
         result = clean(job, lambda group: conn.send(("group", group)))
-    except Exception:
+    except BaseException:  # all of them: a thread that died silently would leave the broker waiting
         conn.send(("error", traceback.format_exc()))
     else:
         conn.send(("done", result))
