@@ -49,6 +49,7 @@ class PostgreSQL:
     port: int
     proc: subprocess.Popen
     log_path: Path
+    scratch_dir: Path  # what `stop` removes: the data directory, or as root the directory made to hold it
 
     @property
     def url(self) -> str:
@@ -83,7 +84,7 @@ class PostgreSQL:
                 self.proc.kill()
                 self.proc.wait()
         if remove:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
 
 
@@ -93,16 +94,18 @@ def _as_owner() -> dict:
     return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
 
 
-def _new_data_dir(base: Path) -> Path:
-    """`base`/data, or as root a directory the `postgres` user can reach (a test's tmp directory is
-    private to root): its own under the system's temp directory, removed by `stop`."""
+def _new_data_dir(base: Path) -> tuple[Path, Path]:
+    """The data directory to create, and what `stop` removes. Normally both are `base`/data; as
+    root the data directory must be one the `postgres` user can reach (a test's tmp directory is
+    private to root), so it goes in a directory of its own under the system's temp directory, and
+    `stop` removes that whole."""
     if os.geteuid() != 0:
-        return base / "data"
-    data_dir = Path(tempfile.mkdtemp(prefix="binlake-pg-")) / "data"
+        return base / "data", base / "data"
+    scratch = Path(tempfile.mkdtemp(prefix="binlake-pg-"))
     entry = pwd.getpwnam("postgres")
-    os.chmod(data_dir.parent, 0o711)
-    os.chown(data_dir.parent, entry.pw_uid, entry.pw_gid)
-    return data_dir
+    os.chmod(scratch, 0o711)
+    os.chown(scratch, entry.pw_uid, entry.pw_gid)
+    return scratch / "data", scratch
 
 
 def _own(path: Path) -> None:
@@ -119,7 +122,7 @@ def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> P
     when that is SIGKILLed (binlake.lifetime)."""
     binaries = bin_dir()
     base.mkdir(parents=True, exist_ok=True)
-    data_dir = _new_data_dir(base)
+    data_dir, scratch_dir = _new_data_dir(base)
     data_dir.mkdir()
     _own(data_dir)
     done = subprocess.run([str(binaries / "initdb"), "-D", str(data_dir), "-U", USER, "--auth=trust",
@@ -134,7 +137,7 @@ def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> P
              "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, **_as_owner(),
             preexec_fn=die_with_parent() if tied else None)  # (after the user change, which would clear it)
-    server = PostgreSQL(data_dir, port, proc, log_path)
+    server = PostgreSQL(data_dir, port, proc, log_path, scratch_dir)
     try:
         _wait_ready(server)
     except BaseException:

@@ -13,3 +13,4 @@ def test_stop_shuts_the_server_down_rather_than_killing_it(tmp_path):
     assert server.proc.returncode == 0, f"stopped with {server.proc.returncode}, not a clean shutdown"
     assert "database system is shut down" in server.log_path.read_text()
     assert not server.data_dir.exists()
+    assert not server.scratch_dir.exists(), "stop left the directory it made for the data behind"
