@@ -145,21 +145,40 @@ class ExactlyOnceConsumer(driver.Consumer):
         is for the started ones: the messages faust tracks, which it lets the garbage collector
         forget when it drops them (as its own `wait_empty` does)."""
         started = warned = time.monotonic()
+        done = 0  # self._in_flight[:done] needs no more waiting
         while not self.should_stop:
-            if self.app.flow_control.is_active():
-                pending = self._unprocessed([m for m in self._in_flight if m is not excluding])
+            flowing = self.app.flow_control.is_active()
+            if flowing:
+                done = self._first_unprocessed(done, excluding)
+                if done == len(self._in_flight):
+                    return
             else:
                 self._in_flight.clear()  # (its references would keep the dropped messages alive)
                 gc.collect()
                 self._clean_unacked_messages()
-                pending = self._unprocessed(list(self._unacked_messages))
-            if not pending:
-                return
+                if not self._unprocessed(list(self._unacked_messages)):
+                    return
             if time.monotonic() - warned > BARRIER_WARN_S:
                 warned = time.monotonic()
+                waiting = self._in_flight[done:] if flowing else list(self._unacked_messages)
+                pending = self._unprocessed([m for m in waiting if m is not excluding])
                 log.warning("commit waiting %.0f s for agents to finish events in %s", warned - started,
                             ", ".join(f"{tp.topic}-{tp.partition} (up to offset {o})" for tp, o in sorted(pending.items())))
-            await asyncio.sleep(0.005 if self.app.flow_control.is_active() else 0.05)
+            await asyncio.sleep(0.005 if flowing else 0.05)
+
+    def _first_unprocessed(self, done: int, excluding: Optional[Message]) -> int:
+        """The index in `_in_flight` of the first message from `done` on that a commit must wait
+        for (its length if none). Messages are handed out in that order and mostly finished in it,
+        and a message once acknowledged stays so: a poll looks only at those finished since the
+        last, instead of every message in flight (thousands, every 5 ms of a commit's wait)."""
+        in_flight, assignment, acks = self._in_flight, self.assignment(), self.app.topics.acks_enabled_for
+        done = min(done, len(in_flight))  # (the fetcher takes back a message no agent got)
+        while done < len(in_flight):
+            message = in_flight[done]
+            if message is not excluding and not message.acked and message.tp in assignment and acks(message.tp.topic):
+                break
+            done += 1
+        return done
 
     def _new_offset(self, tp: TP) -> Optional[int]:
         """The offset to commit for `tp`: past the last message acknowledged (hole 8). faust commits
