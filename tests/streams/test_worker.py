@@ -1,4 +1,4 @@
-"""`binlake streams worker`: what it installs into an app, its producer linger, what it says about apps it cannot load,
+"""`binlake streams worker`: what it installs into an app, its producer linger and fetch size, what it says about apps it cannot load,
 the root logger back at the level asked for once a worker has started, and a zombie worker
 (SIGSTOPped past its session, then resumed) that is fenced and stops without making its uncommitted
 output visible."""
@@ -23,7 +23,7 @@ from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
 from streams.exactly_once import ExactlyOnceTransport, install
-from streams.worker import linger_unless_set
+from streams.worker import defaults_unless_set
 
 
 def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left_alone():
@@ -37,7 +37,7 @@ def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left
 
 def test_the_producer_lingers_5_ms_unless_the_app_says_otherwise(monkeypatch):
     def linger_ms(app) -> int:
-        linger_unless_set(app)
+        defaults_unless_set(app)
         return app.producer.linger_ms   # (what faust's producer is built with; it is not started)
     assert linger_ms(faust.App("default", broker="kafka://127.0.0.1:1")) == 5
     assert linger_ms(faust.App("zero", broker="kafka://127.0.0.1:1", producer_linger=0.0)) == 0
@@ -50,6 +50,16 @@ def test_the_producer_lingers_5_ms_unless_the_app_says_otherwise(monkeypatch):
     assert linger_ms(from_object) == 0
     monkeypatch.setenv("PRODUCER_LINGER", "0.001")
     assert linger_ms(faust.App("environment", broker="kafka://127.0.0.1:1")) == 1
+
+
+def test_the_consumer_fetches_4_mib_per_partition_unless_the_app_says_otherwise(monkeypatch):
+    def fetch_size(app) -> int:
+        defaults_unless_set(app)
+        return app.conf.consumer_max_fetch_size  # (what faust's driver builds its aiokafka consumer with)
+    assert fetch_size(faust.App("default", broker="kafka://127.0.0.1:1")) == 4 * 1024 * 1024
+    assert fetch_size(faust.App("own", broker="kafka://127.0.0.1:1", consumer_max_fetch_size=1024**2)) == 1024**2
+    monkeypatch.setenv("CONSUMER_MAX_FETCH_SIZE", "2097152")
+    assert fetch_size(faust.App("environment", broker="kafka://127.0.0.1:1")) == 2097152
 
 
 def test_a_topic_read_by_two_agents_is_refused_under_exactly_once(tmp_path, monkeypatch):
