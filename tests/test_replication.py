@@ -49,6 +49,10 @@ def cluster(tmp_path):
     yield make
     for started in clusters:
         started.stop()
+        for broker in started.brokers:  # (pytest shows a teardown's output only when the test failed)
+            lines = [line for line in broker.log().splitlines() if "coordinating the groups of" not in line]
+            print(f"--- the end of broker {broker.broker_id}'s log ({broker.log_path}), without the group "
+                  f"coordinator's one line per __consumer_offsets partition ---", *lines[-60:], sep="\n")
 
 
 def partitions(admin: AdminClient, topic: str) -> dict:
