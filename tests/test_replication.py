@@ -687,6 +687,33 @@ def test_a_partition_moves_to_other_brokers_while_a_producer_writes(cluster, tmp
         stop_client(zk)
 
 
+def test_a_controller_taking_over_a_reassignment_under_way_goes_on_electing(cluster, tmp_path):
+    """The controller dies while a reassignment waits for a replica that cannot catch up (stopped);
+    the next controller follows the reassignment and still elects leaders. (It once deadlocked on
+    its own lock doing so, and elected nothing ever again: seen in CI as a partition left leaderless.)"""
+    nodes = cluster(3)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    controller = admin.list_topics(timeout=10).controller_id
+    other, stalled = [b for b in range(3) if b != controller]
+    admin.create_topics([NewTopic("moving", 1, replica_assignment=[[other]])])["moving"].result(30)
+    nodes.pause(stalled)
+    try:
+        (tmp_path / "plan.json").write_text(json.dumps(
+            {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [other, stalled]}]}))
+        started = CliRunner().invoke(main, ["reassign-partitions", "--bootstrap-server", nodes.brokers[other].address,
+                                            "--execute", "--reassignment-json-file", str(tmp_path / "plan.json")])
+        assert started.exit_code == 0, started.output
+        nodes.brokers[controller].kill()
+        survivor = AdminClient({"bootstrap.servers": nodes.brokers[other].address})
+        wait_for(lambda: survivor.list_topics(timeout=10).controller_id == other, f"broker {other} to take control",
+                 timeout=120)
+        survivor.create_topics([NewTopic("after", 1, replica_assignment=[[other]])])
+        wait_for(lambda: partitions(survivor, "after").get(0, (-1,))[0] == other,
+                 "the new controller to elect a leader for a new topic", timeout=60)
+    finally:
+        nodes.resume(stalled)
+
+
 def test_a_new_replica_starts_at_the_leaders_log_start(cluster, tmp_path):
     """A partition whose first records are gone (DeleteRecords, or retention) gets a new replica: the
     leader answers OFFSET_OUT_OF_RANGE for offset 0, and the replica starts over at the log start."""

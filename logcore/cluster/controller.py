@@ -117,6 +117,7 @@ class Controller:
 
     def reconcile(self) -> None:
         """Bring every partition's state in line with the live brokers, if this broker is the controller."""
+        followed: list[str] = []
         with self._lock:
             if not self.membership.is_controller:
                 return
@@ -134,7 +135,11 @@ class Controller:
                 unclean = self._unclean(topic)
                 for partition, replicas in sorted(assignment.items()):
                     self._reconcile_partition(topic, partition, replicas, live, unclean)
-                self._follow_reassignments(topic)
+                followed.append(topic)
+        # Outside the lock: a new watch runs _finish_reassignment at once, in this thread, and that takes
+        # the lock (a controller taking over a reassignment under way once deadlocked here).
+        for topic in followed:
+            self._follow_reassignments(topic)
 
     def _reconcile_partition(self, topic: str, partition: int, replicas: list[int], live: set[int],
                              unclean: bool) -> None:
