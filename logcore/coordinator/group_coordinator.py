@@ -7,8 +7,9 @@ replica manager, then replays them. Membership while a rebalance is under way (w
 who waits for SyncGroup) lives only in memory, as in Kafka, where only the outcome is logged.
 
 Event loop only; no `await` between computing records and replaying them. JoinGroup and SyncGroup
-park on futures until the rebalance completes; a sweep every `TICK_S` expires sessions, pending
-member ids and rebalance timeouts, and now and then expires old offsets of empty groups.
+park on futures until the rebalance completes. A sweep expires sessions, pending member ids and
+rebalance timeouts, and now and then old offsets of empty groups; it runs when the earliest of those
+falls due (at least every `MAX_SWEEP_WAIT_S`), not on a fixed tick, so an idle broker stays asleep.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .state_topic import StateTopic
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.1
+MAX_SWEEP_WAIT_S = 1.0  # bounds how late a deadline set outside the sweep is noticed
 S = GroupState
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 
@@ -89,19 +90,23 @@ class GroupCoordinator:
         self.led: set[int] | None = None
         # Told (partition, True) when this broker loaded a partition's groups, (partition, False) when it dropped them.
         self.partition_listeners: list[Callable[[int, bool], None]] = []
-        self._task: asyncio.Task | None = None
+        self._running = False
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        self.sweep_due = 0.0  # time.monotonic() of the next sweep
         self._next_retention_check = 0.0
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.load()
-        self._task = asyncio.create_task(self._sweep_forever())
+        self._running = True
+        self._sweep_by(time.monotonic())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        self._running = False
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
         for group in self.groups.values():
             for member in group.members.values():
                 _resolve(member.join_waiter, JoinResult(ErrorCode.not_coordinator))
@@ -281,6 +286,7 @@ class GroupCoordinator:
             return self._rejoin_static(group, req, member_id, waiter)
         if req.require_known_member_id and not req.group_instance_id:
             group.pending_members[member_id] = time.monotonic() + req.session_timeout_ms / 1000
+            self._sweep_by(group.pending_members[member_id])
             return JoinResult(ErrorCode.member_id_required, member_id)
         self._add_and_rebalance(group, req, member_id, waiter)
         return None
@@ -303,7 +309,7 @@ class GroupCoordinator:
         member.protocols = req.protocols
         member.session_timeout_ms, member.rebalance_timeout_ms = req.session_timeout_ms, req.rebalance_timeout_ms
         member.join_waiter = waiter
-        member.heartbeat()
+        self._touch(member)
         if not group.is_(S.PREPARING_REBALANCE):
             self._prepare_rebalance(group, f"member {member.member_id} rejoined")
         return None
@@ -311,7 +317,7 @@ class GroupCoordinator:
     def _add_and_rebalance(self, group: Group, req: JoinRequest, member_id: str, waiter: asyncio.Future) -> None:
         member = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
                         req.session_timeout_ms, req.protocols, join_waiter=waiter)
-        member.heartbeat()
+        self._touch(member)
         if not group.members:
             group.protocol_type = req.protocol_type
         group.add(member)
@@ -331,7 +337,7 @@ class GroupCoordinator:
         member.rebalance_timeout_ms, member.session_timeout_ms = req.rebalance_timeout_ms, req.session_timeout_ms
         member.client_id, member.client_host = req.client_id, req.client_host
         old_protocols, member.protocols = member.protocols, req.protocols
-        member.heartbeat()
+        self._touch(member)
         if group.is_(S.STABLE) and group.select_protocol() == group.protocol:
             assignments = {m.member_id: m.assignment for m in group.members.values()}
             try:
@@ -366,6 +372,7 @@ class GroupCoordinator:
         group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000
         delay = self.config.get("group.initial.rebalance.delay.ms") / 1000
         group.join_not_before = min(now + delay, group.rebalance_deadline) if initial else None
+        self._sweep_by(group.rebalance_deadline if group.join_not_before is None else group.join_not_before)
         log.info("group %s preparing to rebalance (generation %d): %s", group.group_id, group.generation, reason)
 
     def _maybe_complete_join(self, group: Group) -> None:
@@ -399,7 +406,7 @@ class GroupCoordinator:
         log.info("group %s: generation %d with %d member(s), protocol %s", group.group_id, group.generation,
                  len(group.members), group.protocol)
         for member in group.members.values():
-            member.heartbeat()
+            self._touch(member)
             if member.awaiting_join:
                 _resolve(member.join_waiter, self._join_result(group, member))
             member.join_waiter = None
@@ -422,7 +429,7 @@ class GroupCoordinator:
         if group.is_(S.STABLE):
             return SyncResult(ErrorCode.none, group.protocol_type, group.protocol, member.assignment)
         member.sync_waiter = asyncio.get_running_loop().create_future()
-        member.heartbeat()
+        self._touch(member)
         if group.is_leader(member_id):
             self._complete_sync(group, assignments)
         try:
@@ -453,7 +460,7 @@ class GroupCoordinator:
         error = self._check_member(group, member_id, instance_id, generation)
         if error is not ErrorCode.none:
             return error
-        group.members[member_id].heartbeat()
+        self._touch(group.members[member_id])
         return ErrorCode.rebalance_in_progress if group.is_(S.PREPARING_REBALANCE) else ErrorCode.none
 
     def _check_member(self, group: Group | None, member_id: str, instance_id: str | None,
@@ -528,7 +535,7 @@ class GroupCoordinator:
             except BrokerError as exc:
                 return [exc.code if e is ErrorCode.none else e for e in errors]
         if group is not None and member_id in group.members:
-            group.members[member_id].heartbeat()  # a commit is as good as a heartbeat
+            self._touch(group.members[member_id])  # a commit is as good as a heartbeat
         return errors
 
     def offset_records(self, group_id: str,
@@ -627,13 +634,42 @@ class GroupCoordinator:
 
     # -- timers --------------------------------------------------------------------------------
 
-    async def _sweep_forever(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            try:
-                self.sweep(time.monotonic())
-            except Exception:
-                log.exception("group coordinator sweep failed")
+    def _sweep_by(self, at: float) -> None:
+        """Make the sweep run by `at` (a time.monotonic()), earlier than planned if need be."""
+        if not self._running:
+            return
+        if self._sweep_timer is not None:
+            if self.sweep_due <= at:
+                return
+            self._sweep_timer.cancel()
+        self.sweep_due = at
+        self._sweep_timer = asyncio.get_running_loop().call_later(max(at - time.monotonic(), 0), self._sweep_now)
+
+    def _touch(self, member: Member) -> None:
+        """A sign of life from `member`: its session starts again, and the sweep is due when it ends."""
+        member.heartbeat()
+        self._sweep_by(member.deadline)
+
+    def _sweep_now(self) -> None:
+        self._sweep_timer = None
+        now = time.monotonic()
+        try:
+            self.sweep(now)
+        except Exception:
+            log.exception("group coordinator sweep failed")
+        self._sweep_by(min(self._next_deadline(now), now + MAX_SWEEP_WAIT_S))
+
+    def _next_deadline(self, now: float) -> float:
+        """The earliest moment after `now` at which the sweep has something to check."""
+        due = [self._next_retention_check]
+        for group in self.groups.values():
+            due.extend(group.pending_members.values())
+            due.extend(m.deadline for m in group.members.values())
+            if group.is_(S.PREPARING_REBALANCE):
+                due.append(group.rebalance_deadline)
+                if group.join_not_before is not None:
+                    due.append(group.join_not_before)
+        return min((t for t in due if t > now), default=now + MAX_SWEEP_WAIT_S)
 
     def sweep(self, now: float) -> None:
         for group in list(self.groups.values()):
