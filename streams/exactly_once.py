@@ -81,12 +81,14 @@ from faust.transport.drivers import aiokafka as driver
 from faust.types import TP, Message
 from mode import CrashingSupervisor, OneForOneSupervisor
 
+from . import consumer
+
 log = logging.getLogger(__name__)
 BARRIER_WARN_S = 10.0  # a commit waiting this long for agents to finish their events says which
 TAIL_WINDOW = 16  # records read back from a changelog's end to find its last committed record
 
 
-class ExactlyOnceConsumer(driver.Consumer):
+class ExactlyOnceConsumer(consumer.Consumer):
     """Consumer whose commits wait for every delivered message to be processed (hole 1) and
     whose changelog ends are the last stable offsets (hole 5)."""
 
@@ -453,7 +455,7 @@ async def fenced(app, transactional_id: str) -> None:
     await app.crash(ProducerFenced(f"{transactional_id} fenced by a newer instance"))
 
 
-class ExactlyOnceTransport(driver.Transport):
+class ExactlyOnceTransport(consumer.Transport):
     Consumer = ExactlyOnceConsumer
     Producer = ExactlyOnceProducer
     TransactionManager = ExactlyOnceTransactions

@@ -1,6 +1,7 @@
 """`binlake streams worker MODULE[:APP] [--config FILE.yaml] [faust worker options]`: run a plain
 faust app as a worker, with binlake's exactly-once pieces installed when the app asks for
-exactly_once (streams/exactly_once.py) and the change-event codecs registered (streams/codecs.py).
+exactly_once (streams/exactly_once.py), a consumer that hands messages to the streams at less cost
+otherwise (streams/consumer.py), and the change-event codecs registered (streams/codecs.py).
 The app imports nothing of binlake. `--config` points it at another cluster, a secured one too,
 with the keys the connector and the sink use:
 
@@ -97,6 +98,7 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None,
     """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
     from faust.exceptions import AlreadyConfiguredWarning
 
+    from . import consumer
     from .codecs import register_codecs
     from .exactly_once import NotExactlyOnce, install
 
@@ -109,7 +111,8 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None,
     if prometheus_listener is not None:
         serve_metrics(app, prometheus_listener)
     try:
-        install(app)
+        if not install(app):
+            consumer.install(app)
     except NotExactlyOnce as exc:
         raise click.ClickException(str(exc)) from None
     with warnings.catch_warnings():  # (faust warns of any late setting; these are read when the worker starts)
