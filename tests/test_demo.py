@@ -51,6 +51,12 @@ def work_dir(output: str) -> Path:
     return Path(re.search(r"files in (/\S+)", output).group(1))
 
 
+def postgres_dir(output: str) -> Path:
+    """What the demo's PostgreSQL keeps: as root, a directory of its own under the system's temp
+    directory (the postgres user cannot reach the demo's), so outside `work_dir`."""
+    return Path(re.search(r"PostgreSQL .*data in (/\S+)\)", output).group(1)).parent
+
+
 def processes_using(directory: Path) -> list[str]:
     """Command lines of the processes that mention `directory` (mariadbd's datadir, the brokers', the
     connector's config) or run in it (the faust workers, the sink and its JVM)."""
@@ -158,24 +164,26 @@ def test_the_whole_pipeline_matches_mysql_then_keep_leaves_it_running_until_sigt
 
 def test_a_sigkilled_demo_takes_every_child_with_it():
     """Nothing can clean up after SIGKILL, but every server and worker the demo started dies with it
-    (PR_SET_PDEATHSIG), the JVMs included; only the files stay."""
+    (PR_SET_PDEATHSIG), the JVMs and PostgreSQL (whose data is outside the demo's directory) included;
+    only the files stay, and the test removes both."""
     proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV)
     seen = ""
     for line in proc.stdout:
         seen += line
         if line.startswith("processors "):
             break
-    directory = work_dir(seen)
+    directory, postgres = work_dir(seen), postgres_dir(seen)
     try:
         assert len(processes_using(directory)) >= 8, processes_using(directory)  # servers, brokers, sink, workers
+        assert processes_using(postgres)
         proc.kill()
         proc.wait()
         deadline = time.monotonic() + 30
-        while processes_using(directory) and time.monotonic() < deadline:
+        while (processes_using(directory) or processes_using(postgres)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert processes_using(directory) == []
+        assert processes_using(directory) == [] and processes_using(postgres) == []
     finally:
-        subprocess.run(["rm", "-rf", str(directory)])
+        subprocess.run(["rm", "-rf", str(directory), str(postgres)])
 
 
 @pytest.mark.parametrize("when", [r"^broker( \d)? +127\.0\.0\.1:", r"streaming: changes"])
@@ -188,11 +196,11 @@ def test_ctrl_c_stops_every_process_and_removes_the_files(when):
         seen += line
         if re.search(when, line):
             break
-    directory = work_dir(seen)
+    directory, postgres = work_dir(seen), postgres_dir(seen)
     assert processes_using(directory)                   # MariaDB at least is running now
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=90)
     assert proc.returncode == 1, seen + rest
     assert "interrupted" in rest
-    assert not directory.exists()
-    assert processes_using(directory) == []
+    assert not directory.exists() and not postgres.exists()
+    assert processes_using(directory) == [] and processes_using(postgres) == []
