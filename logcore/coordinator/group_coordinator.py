@@ -657,11 +657,11 @@ class GroupCoordinator:
             self.sweep(now)
         except Exception:
             log.exception("group coordinator sweep failed")
-        self._sweep_by(min(self._next_deadline(now), now + MAX_SWEEP_WAIT_S))
+        self._sweep_by(self._next_sweep(now))
 
-    def _next_deadline(self, now: float) -> float:
-        """The earliest moment after `now` at which the sweep has something to check."""
-        due = [self._next_retention_check]
+    def _next_sweep(self, now: float) -> float:
+        """The earliest moment after `now` at which the sweep has something to check, within MAX_SWEEP_WAIT_S."""
+        due = [self._next_retention_check, now + MAX_SWEEP_WAIT_S]
         for group in self.groups.values():
             due.extend(group.pending_members.values())
             due.extend(m.deadline for m in group.members.values())
@@ -669,7 +669,7 @@ class GroupCoordinator:
                 due.append(group.rebalance_deadline)
                 if group.join_not_before is not None:
                     due.append(group.join_not_before)
-        return min((t for t in due if t > now), default=now + MAX_SWEEP_WAIT_S)
+        return min(t for t in due if t > now)
 
     def sweep(self, now: float) -> None:
         for group in list(self.groups.values()):

@@ -38,7 +38,8 @@ def app_consumer(exactly_once: bool = False):
 
 def test_every_app_gets_the_consumer():
     assert type(app_consumer()[0]) is consumer.Consumer
-    assert isinstance(app_consumer(exactly_once=True)[0], (ExactlyOnceConsumer, consumer.Consumer))
+    exact = app_consumer(exactly_once=True)[0]
+    assert isinstance(exact, ExactlyOnceConsumer) and isinstance(exact, consumer.Consumer)
 
 
 async def test_a_message_is_handed_over_once_its_streams_take_it():
