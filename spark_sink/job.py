@@ -53,14 +53,16 @@ class TableSummary:
 
 class SinkJob:
     def __init__(self, spark: SparkSession, config: SinkConfig) -> None:
-        self.spark = spark
+        # A session of its own (same SparkContext): the Delta target puts each merge's idempotent-write
+        # identity in the session's SQL conf, where another job's query must neither see nor unset it.
+        self.spark = spark.newSession()
         self.config = config
         if config.target.delta is not None:
             from spark_sink.delta_target import DeltaTables
-            self.target = DeltaTables(spark, config.target.delta, config.mode, config.tombstone_retention_ms)
+            self.target = DeltaTables(self.spark, config.target.delta, config.mode, config.tombstone_retention_ms)
         else:
             from spark_sink.postgres_target import PostgresTables
-            self.target = PostgresTables(spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
+            self.target = PostgresTables(self.spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
         self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic, config.security) \
             if config.format == "debezium" else None
         self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
@@ -225,10 +227,9 @@ def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_liste
         from binlake.prometheus import serve_in_thread
         serve_in_thread(metrics.REGISTRY, metrics_listener)
     try:
-        while any(q.isActive for q in queries):
-            # (raises the failure of a query that failed; wakes now and then to read the queries' lag)
-            if spark.streams.awaitAnyTermination(PROGRESS_S):
-                spark.streams.resetTerminated()
+        while active := [q for q in queries if q.isActive]:
+            for q in active:  # (raises the failure of a query that failed; wakes now and then to read the lag)
+                q.awaitTermination(PROGRESS_S / len(active))
             for q in queries:
                 metrics.progress(q.name, q.lastProgress)
     except KeyboardInterrupt:

@@ -205,3 +205,29 @@ def test_metrics_count_batches_rows_and_the_offsets_left_behind(spark, broker, t
     assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 4
     metrics.progress(name, query.lastProgress)
     assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 0
+
+
+def test_queries_of_one_app_merge_at_once_each_with_its_own_idempotent_identity(spark, broker, tmp_path, targets):
+    """Several configs run as queries of one Spark application (`binlake sink run a.yaml b.yaml`). Each
+    MERGE commit must carry its own query's identity (txnAppId = the query's id, txnVersion = the batch),
+    however the two queries' merges interleave: without it, a replayed batch is merged again."""
+    from spark_sink.config import validate
+    from spark_sink.job import run
+
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i)) for i in range(8)])
+    configs = {name: validate(sink(broker, tmp_path, name, {name: {"delta": {"path": str(tmp_path / name)}}},
+                                   max_offsets_per_trigger=1)) for name in ("left", "right")}
+    assert run(configs) == 0
+    for name in configs:
+        query_id = json.loads((tmp_path / f"ck-{name}" / "metadata").read_text())["id"]
+        merges = []
+        for commit in sorted((tmp_path / name / "shop" / "items" / "_delta_log").glob("*.json")):
+            actions = [json.loads(line) for line in commit.read_text().splitlines()]
+            if any(a.get("commitInfo", {}).get("operation") == "MERGE" for a in actions):
+                merges.append(next((a["txn"] for a in actions if "txn" in a), None))
+        assert [(t or {}).get("appId") for t in merges] == [query_id] * 8, name
+        versions = [t["version"] for t in merges]
+        assert versions == sorted(set(versions)), name
+        rows = spark.read.format("delta").load(str(tmp_path / name / "shop" / "items")).where("NOT __deleted")
+        assert sorted(r.id for r in rows.select("id").collect()) == list(range(8)), name
