@@ -1,9 +1,10 @@
 # Everything a fresh Debian machine needs, installed by the targets themselves (run as root).
 VENV        := .venv
 PYTHON      ?= python3
-APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven chromium chromium-driver
+APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven chromium chromium-driver debootstrap
 SPARK_JARS  := .cache/spark-jars
 REFERENCE_JARS := .cache/reference-jars
+MYSQL_ROOT  := .cache/mysql-root
 WHEELHOUSE  := .cache/wheelhouse
 DOCKER_PACKAGES := docker.io docker-compose debootstrap
 PYTEST_ARGS ?=
@@ -11,9 +12,9 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 DEMO_ARGS   ?=
 
-.PHONY: setup system-deps spark-jars reference test test-all demo bench clean compose-demo compose-image docker-engine docker-base wheelhouse
+.PHONY: setup system-deps spark-jars reference mysql-root test test-all demo bench clean compose-demo compose-image docker-engine docker-base wheelhouse
 
-setup: system-deps $(VENV)/.installed spark-jars reference
+setup: system-deps $(VENV)/.installed spark-jars reference mysql-root
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -42,6 +43,18 @@ reference: $(REFERENCE_JARS)/.fetched
 
 $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 	mvn -q -B -f bench/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(REFERENCE_JARS)
+	touch $@
+
+# Oracle MySQL, which Debian 12 lacks: a minimal Debian sid root with sid's mysql-server (9.x), from
+# Debian's archive (its Release file may be past Valid-Until). binlake.sandbox runs mysqld from it.
+mysql-root: $(MYSQL_ROOT)/.built
+
+$(MYSQL_ROOT)/.built:
+	rm -rf $(MYSQL_ROOT).tmp
+	debootstrap --variant=minbase sid $(MYSQL_ROOT).tmp >/dev/null
+	chroot $(MYSQL_ROOT).tmp sh -c 'apt-get -qq -o Acquire::Check-Valid-Until=false update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mysql-server >/dev/null && apt-get clean'
+	rm -rf $(MYSQL_ROOT) && mv $(MYSQL_ROOT).tmp $(MYSQL_ROOT)
 	touch $@
 
 test: setup
@@ -74,7 +87,7 @@ docker-engine:
 # debian:bookworm for the Dockerfile: pulled where a registry answers, else made with debootstrap.
 docker-base: docker-engine
 	@docker image inspect debian:bookworm >/dev/null 2>&1 || docker pull debian:bookworm 2>/dev/null || { \
-	  rm -rf .cache/debootstrap && debootstrap --variant=minbase bookworm .cache/debootstrap http://deb.debian.org/debian \
+	  rm -rf .cache/debootstrap && debootstrap --variant=minbase bookworm .cache/debootstrap \
 	  && tar -C .cache/debootstrap -c . | docker import - debian:bookworm && rm -rf .cache/debootstrap; }
 
 # The Python packages the image installs (pip inside a container cannot reach the index here).

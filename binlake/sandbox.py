@@ -1,16 +1,26 @@
-"""A throwaway MariaDB server with the binlog settings CDC needs, for the demo and the tests.
+"""Throwaway MariaDB and Oracle MySQL servers with the binlog settings CDC needs, for the demo and the tests.
 
 Each server has its own data directory (the socket and pid file live in it), a free loopback port
-(never the machine's own server on 3306), row-based binlog with full row images and full metadata,
-and a `cdc` user holding the privileges the source needs. Root has no password on loopback.
+(never the machine's own server on 3306), row-based binlog with full row images, and a `cdc` user
+holding the privileges the source needs. Root has no password on loopback.
 
     server = start_mariadb(Path("/tmp/x"))          # initializes /tmp/x/data, starts mariadbd
+    server = start_mysql(Path("/tmp/y"))            # the same with Oracle MySQL
     server.sql("CREATE DATABASE shop")
     server.stop()
 
-Tests initialize one template data directory and copy it per server (`template=`): copying is
-faster than `mariadb-install-db`. By hand: `python -m binlake.sandbox DIR [--port N]` runs one in the
-foreground until Ctrl-C (docs/quickstart.md).
+MariaDB is Debian 12's `mariadb-server`, with full row metadata. MySQL runs at its own defaults
+(binlog on, ROW, full images, *minimal* row metadata, caching_sha2_password) plus GTIDs, the way it
+is deployed. Debian 12 has no MySQL: `make mysql-root` (part of `make setup`) debootstraps a minimal
+Debian sid root and installs sid's `mysql-server` (9.x) into it, in `.cache/mysql-root`
+(BINLAKE_MYSQL_ROOT overrides). mysqld then runs from that root through the root's own dynamic
+loader and libraries (`ROOT/lib64/ld-linux-x86-64.so.2 --library-path ...`): the same binary and
+libraries as `chroot ROOT mysqld`, without mounting /proc and /dev into the cache, where a later
+`rm -rf .cache` would reach through the mounts, and with data directories at the host's own paths.
+
+Tests initialize one template data directory per server kind and copy it per server (`template=`):
+copying is faster than initializing. By hand: `python -m binlake.sandbox DIR [--mysql] [--port N]`
+runs one in the foreground until Ctrl-C (docs/quickstart.md).
 """
 
 from __future__ import annotations
@@ -33,12 +43,18 @@ from .lifetime import die_with_parent
 
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
+MYSQL_ROOT = Path(os.environ.get("BINLAKE_MYSQL_ROOT", Path(__file__).resolve().parents[1] / ".cache" / "mysql-root"))
 # REPLICATION SLAVE + REPLICATION CLIENT (BINLOG MONITOR on MariaDB) to follow the binlog, SELECT to
 # snapshot, RELOAD or LOCK TABLES for the snapshot's brief lock (docs/cdc.md)
-CDC_GRANTS = "SELECT, RELOAD, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR, REPLICATION CLIENT"
+CDC_GRANTS = {"mariadb": "SELECT, RELOAD, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR, REPLICATION CLIENT",
+              "mysql": "SELECT, RELOAD, LOCK TABLES, REPLICATION SLAVE, REPLICATION CLIENT"}
 BINLOG_OPTIONS: dict[str, str | None] = {
     "log-bin": "binlog", "binlog-format": "ROW", "binlog-row-image": "FULL",
     "binlog-row-metadata": "FULL", "server-id": "1",
+}
+# MySQL's defaults are already ROW, FULL images, binlog on (minimal row metadata); GTIDs as deployed.
+MYSQL_OPTIONS: dict[str, str | None] = {
+    "log-bin": "binlog", "server-id": "1", "gtid-mode": "ON", "enforce-gtid-consistency": "ON",
 }
 START_TIMEOUT_S = 60
 
@@ -86,14 +102,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def installed() -> bool:
+def installed(kind: str = "mariadb") -> bool:
+    if kind == "mysql":
+        return (MYSQL_ROOT / "usr" / "sbin" / "mysqld").exists()
     return Path(MARIADBD).exists() and Path(INSTALL_DB).exists()
 
 
-@dataclass
-class MariaDB:
-    """A running mariadbd; `sql()` runs statements as root, `settings()` gives the cdc user's connection."""
+def _missing(kind: str) -> SandboxError:
+    if kind == "mysql":
+        return SandboxError(f"Oracle MySQL is not in {MYSQL_ROOT}; run `make setup` (its `mysql-root` step "
+                            "debootstraps a Debian sid root holding mysql-server)")
+    return SandboxError(f"{MARIADBD} is not installed; run `make setup` (it installs the Debian package "
+                        "mariadb-server)")
 
+
+@dataclass
+class SqlServer:
+    """A running mariadbd or mysqld (`kind`); `sql()` runs statements as root, `settings()` gives the
+    cdc user's connection."""
+
+    kind: str                   # "mariadb" or "mysql"
     data_dir: Path
     port: int
     proc: subprocess.Popen
@@ -101,6 +129,10 @@ class MariaDB:
     user: str = "cdc"
     password: str = "cdc-secret"
     _dbs: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def name(self) -> str:
+        return "MySQL" if self.kind == "mysql" else "MariaDB"
 
     @property
     def socket_path(self) -> Path:
@@ -141,12 +173,21 @@ class MariaDB:
                 self.proc.wait()
 
 
-def initialize_datadir(data_dir: Path) -> None:
-    # own session: if we are interrupted, the script and the bootstrap mariadbd it runs die together
-    proc = subprocess.Popen(
-        [INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", "--auth-root-authentication-method=normal",
-         "--user=root", "--skip-test-db"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+def _mysqld() -> list[str]:
+    """mysqld from the sid root, through that root's loader and libraries (see the module doc)."""
+    root = MYSQL_ROOT
+    libraries = ":".join(str(root / d) for d in ("usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"))
+    mysqld = str(root / "usr" / "sbin" / "mysqld")
+    return [str(root / "lib64" / "ld-linux-x86-64.so.2"), "--library-path", libraries, "--argv0", mysqld, mysqld,
+            "--no-defaults", f"--basedir={root / 'usr'}",
+            f"--lc-messages-dir={root / 'usr' / 'share' / 'mysql'}",
+            f"--character-sets-dir={root / 'usr' / 'share' / 'mysql' / 'charsets'}",
+            f"--plugin-dir={root / 'usr' / 'lib' / 'mysql' / 'plugin'}"]
+
+
+def _run_to_end(args: list[str], what: str) -> None:
+    # own session: if we are interrupted, the command and what it starts die together
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate()
     except BaseException:
@@ -154,59 +195,90 @@ def initialize_datadir(data_dir: Path) -> None:
         proc.wait()
         raise
     if proc.returncode != 0:
-        raise SandboxError(f"mariadb-install-db failed:\n{output}")
+        raise SandboxError(f"{what} failed:\n{output}")
 
 
-def start_mariadb(base: Path, template: Path | None = None, options: dict[str, str | None] = BINLOG_OPTIONS,
-                  port: int | None = None, tied: bool = False) -> MariaDB:
-    """Start mariadbd on `base`/data (a copy of `template`, else freshly initialized) with `options`
-    (`--key=value`, or `--key` for None), on `port` (default: a free one); its log is `base`/mariadbd.log.
+def initialize_datadir(data_dir: Path, kind: str = "mariadb") -> None:
+    if not installed(kind):
+        raise _missing(kind)
+    if kind == "mysql":
+        _run_to_end([*_mysqld(), f"--datadir={data_dir}", "--initialize-insecure", "--user=root"],
+                    "mysqld --initialize-insecure")
+    else:
+        _run_to_end([INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", "--auth-root-authentication-method=normal",
+                     "--user=root", "--skip-test-db"], "mariadb-install-db")
+
+
+def _server_args(kind: str, data_dir: Path, port: int) -> list[str]:
+    common = [f"--datadir={data_dir}", f"--port={port}", "--bind-address=127.0.0.1",
+              f"--socket={data_dir / 'mysqld.sock'}", f"--pid-file={data_dir / 'mysqld.pid'}", "--user=root",
+              "--innodb-buffer-pool-size=64M", "--max-connections=60", "--performance-schema=OFF"]
+    if kind == "mysql":   # (names resolved: MySQL's initialized root is root@localhost only)
+        return [*_mysqld(), *common, "--mysqlx=OFF", "--secure-file-priv=", "--innodb-redo-log-capacity=100M"]
+    return [MARIADBD, "--no-defaults", *common, "--skip-name-resolve", "--innodb-log-file-size=48M"]
+
+
+def start_server(kind: str, base: Path, template: Path | None = None, options: dict[str, str | None] | None = None,
+                 port: int | None = None, tied: bool = False) -> SqlServer:
+    """Start a `kind` server ("mariadb" or "mysql") on `base`/data (a copy of `template`, else freshly
+    initialized) with `options` (`--key=value`, or `--key` for None; default BINLOG_OPTIONS or
+    MYSQL_OPTIONS), on `port` (default: a free one); its log is `base`/<kind>d.log.
 
     The server runs in its own session, so a Ctrl-C meant for the caller does not reach it: the
     caller stops it (`stop()`), or leaves it running on purpose. `tied`: it dies with the calling
     process even when that is SIGKILLed (binlake.lifetime; call from the main thread).
     """
-    if not installed():
-        raise SandboxError(f"{MARIADBD} is not installed; run `make setup` (it installs the Debian package "
-                           "mariadb-server)")
+    if not installed(kind):
+        raise _missing(kind)
+    if options is None:
+        options = MYSQL_OPTIONS if kind == "mysql" else BINLOG_OPTIONS
     data_dir = base / "data"
     if template is None:
-        initialize_datadir(data_dir)
+        initialize_datadir(data_dir, kind)
     else:
         shutil.copytree(template, data_dir)
     port = port or free_port()
-    args = [MARIADBD, "--no-defaults", f"--datadir={data_dir}", f"--port={port}", "--bind-address=127.0.0.1",
-            f"--socket={data_dir / 'mysqld.sock'}", f"--pid-file={data_dir / 'mysqld.pid'}", "--user=root",
-            "--skip-name-resolve", "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
-            "--max-connections=60", "--performance-schema=OFF"]
+    args = _server_args(kind, data_dir, port)
     args += [f"--{key}={value}" if value is not None else f"--{key}" for key, value in options.items()]
-    log_path = base / "mariadbd.log"
+    log_path = base / f"{kind}d.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=die_with_parent() if tied else None)
-    server = MariaDB(data_dir=data_dir, port=port, proc=proc, log_path=log_path)
+    server = SqlServer(kind=kind, data_dir=data_dir, port=port, proc=proc, log_path=log_path)
     try:
         _wait_ready(server)
         server.sql(f"CREATE USER '{server.user}'@'%' IDENTIFIED BY '{server.password}'",
-                   f"GRANT {CDC_GRANTS} ON *.* TO '{server.user}'@'%'")
+                   f"GRANT {CDC_GRANTS[kind]} ON *.* TO '{server.user}'@'%'")
     except BaseException:       # Ctrl-C included: never leave a server nobody will stop
         server.stop()
         raise
     return server
 
 
-def _wait_ready(server: MariaDB) -> None:
+def start_mariadb(base: Path, template: Path | None = None, options: dict[str, str | None] = BINLOG_OPTIONS,
+                  port: int | None = None, tied: bool = False) -> SqlServer:
+    return start_server("mariadb", base, template, options, port, tied)
+
+
+def start_mysql(base: Path, template: Path | None = None, options: dict[str, str | None] = MYSQL_OPTIONS,
+                port: int | None = None, tied: bool = False) -> SqlServer:
+    return start_server("mysql", base, template, options, port, tied)
+
+
+def _wait_ready(server: SqlServer) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if server.proc.poll() is not None:
-            raise SandboxError(f"mariadbd exited with {server.proc.returncode}:\n"
+            raise SandboxError(f"{server.name} exited with {server.proc.returncode}:\n"
                                f"{server.log_path.read_text(errors='replace')}")
         try:
             server.sql("SELECT 1")
             return
-        except pymysql.err.OperationalError:
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] not in (2003, 2013):   # anything but "not listening yet" will not go away
+                raise SandboxError(f"{server.name} refused the connection: {exc}") from None
             if time.monotonic() > deadline:
-                raise SandboxError(f"mariadbd did not accept connections within {START_TIMEOUT_S} s:\n"
+                raise SandboxError(f"{server.name} did not accept connections within {START_TIMEOUT_S} s:\n"
                                    f"{server.log_path.read_text(errors='replace')}") from None
             time.sleep(0.1)
 
@@ -214,13 +286,15 @@ def _wait_ready(server: MariaDB) -> None:
 @click.command()
 @click.argument("base", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
-def main(base: Path, port: int | None) -> None:
-    """Run a throwaway MariaDB in BASE (its data in BASE/data) until Ctrl-C, then stop it; BASE stays."""
+@click.option("--mysql", "kind", flag_value="mysql", help="Oracle MySQL (from `make setup`'s sid root)")
+@click.option("--mariadb", "kind", flag_value="mariadb", default=True, help="MariaDB  [default]")
+def main(base: Path, port: int | None, kind: str) -> None:
+    """Run a throwaway MariaDB or MySQL in BASE (its data in BASE/data) until Ctrl-C, then stop it; BASE stays."""
     if (base / "data").exists():
         raise click.ClickException(f"{base / 'data'} exists already; remove it or choose another directory")
     base.mkdir(parents=True, exist_ok=True)
-    run_in_foreground(lambda: start_mariadb(base, port=port), lambda server: (
-        f"MariaDB on 127.0.0.1:{server.port} (socket {server.socket_path}), binlog ROW/FULL/FULL; "
+    run_in_foreground(lambda: start_server(kind, base, port=port), lambda server: (
+        f"{server.name} on 127.0.0.1:{server.port} (socket {server.socket_path}), binlog ROW, full row images; "
         f"users root (no password) and {server.user} (password {server.password}); log {server.log_path}\n"
         f"  export MYSQL_PORT={server.port} MYSQL_PASSWORD={server.password}"))
 

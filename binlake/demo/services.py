@@ -125,7 +125,7 @@ class Pipeline:
     format: str
     console: Console
     single_broker: bool = False
-    mariadb: sandbox.MariaDB | None = None
+    mariadb: sandbox.SqlServer | None = None
     postgres: pgsandbox.PostgreSQL | None = None
     zookeeper: zksandbox.ZooKeeper | None = None
     bootstrap: str = ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import decimal
 from dataclasses import dataclass
 
-from binlake.sandbox import MariaDB
+from binlake.sandbox import SqlServer
 
 from .events import normalized
 
@@ -102,7 +102,7 @@ LAST_CHANGE = ("orders", (6,))
 committed in the log."""
 
 
-def run_step(server: MariaDB, step: Step) -> None:
+def run_step(server: SqlServer, step: Step) -> None:
     with server.connect(db=DATABASE) as conn, conn.cursor() as cur:
         conn.begin()
         for statement in step.statements:
@@ -110,7 +110,7 @@ def run_step(server: MariaDB, step: Step) -> None:
         conn.commit()
 
 
-def primary_keys(server: MariaDB) -> dict[str, set[tuple[str, ...]]]:
+def primary_keys(server: SqlServer) -> dict[str, set[tuple[str, ...]]]:
     """Per table ("shop.orders"): the primary keys of the rows it holds now."""
     with server.connect(db=DATABASE) as conn, conn.cursor() as cur:
         cur.execute("SELECT TABLE_NAME, GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from binlake.sandbox import MariaDB
+from binlake.sandbox import SqlServer
 
 
 class Capture:
@@ -13,7 +13,7 @@ class Capture:
 
     _server_ids = itertools.count(100)
 
-    def __init__(self, server: MariaDB) -> None:
+    def __init__(self, server: SqlServer) -> None:
         self.server = server
         self.stores: dict[int, object] = {}     # schema history per source (server_id), kept across runs
 

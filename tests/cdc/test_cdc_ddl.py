@@ -10,12 +10,12 @@ from cdc.offsets import BinlogPosition
 from cdc.schema.history import FileHistoryStore, SchemaHistory
 
 
-def test_add_drop_rename_columns_mid_stream(mariadb, db, capture, tmp_path):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, a INT, b VARCHAR(5))")
+def test_add_drop_rename_columns_mid_stream(server, db, capture, tmp_path):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, a INT, b VARCHAR(5))")
     store = FileHistoryStore(tmp_path / "history.jsonl")
     config = capture.config(db, format="canal")
     snapshot = capture.run(config, store=store)
-    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (1, 10, 'x')",
+    server.sql(f"INSERT INTO `{db}`.t VALUES (1, 10, 'x')",
                 f"ALTER TABLE `{db}`.t ADD COLUMN c DECIMAL(4,1) AFTER id",
                 f"INSERT INTO `{db}`.t VALUES (2, 1.5, 20, 'y')",
                 f"ALTER TABLE `{db}`.t DROP COLUMN a, RENAME COLUMN b TO bee",
@@ -50,11 +50,11 @@ def test_add_drop_rename_columns_mid_stream(mariadb, db, capture, tmp_path):
     assert len(ddl) == 3
 
 
-def test_debezium_schema_change_events(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+def test_debezium_schema_change_events(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
     config = capture.config(db)
     snapshot = capture.run(config)
-    mariadb.sql(f"ALTER TABLE `{db}`.t ADD COLUMN name VARCHAR(20) NOT NULL DEFAULT ''",
+    server.sql(f"ALTER TABLE `{db}`.t ADD COLUMN name VARCHAR(20) NOT NULL DEFAULT ''",
                 f"RENAME TABLE `{db}`.t TO `{db}`.t2", f"DROP TABLE `{db}`.t2")
     records = Capture.records(capture.run(config, offset=snapshot[-1].offset))
     assert [r["topic"] for r in records] == ["srv"] * 3
@@ -69,11 +69,11 @@ def test_debezium_schema_change_events(mariadb, db, capture):
     assert drop["tableChanges"][0] == {"type": "DROP", "id": f"{db}.t2", "previousId": None, "table": None}
 
 
-def test_unparseable_ddl_stops_unless_skipped(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+def test_unparseable_ddl_stops_unless_skipped(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
     config = capture.config(db)
     snapshot = capture.run(config)
-    mariadb.sql(f"CREATE TABLE `{db}`.u (id INT PRIMARY KEY, x INET6)", f"INSERT INTO `{db}`.t VALUES (7)")
+    server.sql(f"CREATE TABLE `{db}`.u (id INT PRIMARY KEY, x INET6)", f"INSERT INTO `{db}`.t VALUES (7)")
     with pytest.raises(UnsupportedDdlError, match=r"column type 'inet6' is not supported.*ddl_skip_unparseable"):
         capture.run(config, offset=snapshot[-1].offset)
     skipping = {**config, "ddl_skip_unparseable": True}
@@ -81,11 +81,11 @@ def test_unparseable_ddl_stops_unless_skipped(mariadb, db, capture):
     assert [c["after"] for c in Capture.changes(batches)] == [{"id": 7}]
 
 
-def test_ddl_on_one_table_keeps_streaming_the_others(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY)")
+def test_ddl_on_one_table_keeps_streaming_the_others(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY)")
     config = capture.config(db)
     snapshot = capture.run(config)
-    mariadb.sql(f"INSERT INTO `{db}`.b VALUES (1)", f"ALTER TABLE `{db}`.a ADD COLUMN x INT",
+    server.sql(f"INSERT INTO `{db}`.b VALUES (1)", f"ALTER TABLE `{db}`.a ADD COLUMN x INT",
                 f"INSERT INTO `{db}`.b VALUES (2)", f"TRUNCATE TABLE `{db}`.a", f"INSERT INTO `{db}`.b VALUES (3)",
                 f"INSERT INTO `{db}`.a VALUES (1, 1)")
     changes = Capture.changes(capture.run(config, offset=snapshot[-1].offset))

@@ -14,16 +14,16 @@ def _without_clock(records):
     return records
 
 
-def test_recorded_events_replay_identically(mariadb, db, capture, tmp_path):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10), d DATETIME(3))")
+def test_recorded_events_replay_identically(server, db, capture, tmp_path):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10), d DATETIME(3))")
     config = capture.config(db)
     snapshot = capture.run(config)
-    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (1, 'a', '2020-01-01 00:00:00.123'), (2, 'b', NULL)",
+    server.sql(f"INSERT INTO `{db}`.t VALUES (1, 'a', '2020-01-01 00:00:00.123'), (2, 'b', NULL)",
                 f"UPDATE `{db}`.t SET v = 'c'", f"ALTER TABLE `{db}`.t ADD COLUMN n INT",
                 f"DELETE FROM `{db}`.t WHERE id = 1")
     start = snapshot[-1].offset
     live = capture.run(config, offset=start)
-    client = PyMySqlReplicationClient(mariadb.settings(), 999, BinlogPosition(start["file"], start["pos"]),
+    client = PyMySqlReplicationClient(server.settings(), 999, BinlogPosition(start["file"], start["pos"]),
                                       blocking=False)
     path = tmp_path / "events.jsonl"
     assert record_events(client.events(), path) > 10

@@ -24,15 +24,15 @@ def _apply(state: dict, change: dict) -> None:
         del state[change["before"]["id"]]
 
 
-def test_snapshot_hands_off_to_streaming_without_gap_or_duplicate(mariadb, db):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT NOT NULL)",
+def test_snapshot_hands_off_to_streaming_without_gap_or_duplicate(server, db):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT NOT NULL)",
                 f"INSERT INTO `{db}`.t SELECT seq, 0 FROM seq_1_to_3000", db=db)
     stop = threading.Event()
     written = []
 
     def writer():
         rng = random.Random(7)
-        with mariadb.connect(db=db) as conn, conn.cursor() as cur:
+        with server.connect(db=db) as conn, conn.cursor() as cur:
             next_id = 10_000
             while not stop.is_set():
                 op = rng.random()
@@ -45,7 +45,7 @@ def test_snapshot_hands_off_to_streaming_without_gap_or_duplicate(mariadb, db):
                     cur.execute("DELETE FROM t WHERE id = %s", (rng.randint(1, 3000),))
                 written.append(op)
 
-    config = Capture(mariadb).config(db, snapshot_chunk_rows=100)
+    config = Capture(server).config(db, snapshot_chunk_rows=100)
     thread = threading.Thread(target=writer)
     thread.start()
     deadline = time.monotonic() + 30
@@ -77,18 +77,18 @@ def test_snapshot_hands_off_to_streaming_without_gap_or_duplicate(mariadb, db):
         else:
             assert state[change["before"]["id"]] == change["before"], "a change was missed or applied twice"
         _apply(state, change)
-    rows = mariadb.sql(f"SELECT id, v FROM `{db}`.t")
+    rows = server.sql(f"SELECT id, v FROM `{db}`.t")
     assert state == {i: {"id": i, "v": v} for i, v in rows}
 
 
-def test_crashed_snapshot_resumes_from_its_last_chunk(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (k VARCHAR(5) PRIMARY KEY)",
+def test_crashed_snapshot_resumes_from_its_last_chunk(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (k VARCHAR(5) PRIMARY KEY)",
                 f"INSERT INTO `{db}`.a SELECT seq FROM seq_1_to_25",
                 f"INSERT INTO `{db}`.b SELECT CONCAT('k', seq) FROM seq_1_to_5", db=db)
     config = capture.config(db, snapshot_chunk_rows=10)
     first = capture.run(config, limit=2)          # then the process dies
     assert first[-1].offset["snapshot"] == {"done": [], "table": f"{db}.a", "after": ["20"]}
-    mariadb.sql(f"UPDATE `{db}`.a SET id = 100 WHERE id = 3")
+    server.sql(f"UPDATE `{db}`.a SET id = 100 WHERE id = 3")
     rest = capture.run(config, offset=first[-1].offset)
     resumed = [c["after"] for c in Capture.changes(rest) if c["op"] == "r"]
     # The remaining chunks come from a new consistent snapshot (which sees id 100); streaming restarts at
@@ -99,8 +99,8 @@ def test_crashed_snapshot_resumes_from_its_last_chunk(mariadb, db, capture):
     assert "snapshot" not in rest[-1].offset
 
 
-def test_table_locks_without_reload_privilege(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)",
+def test_table_locks_without_reload_privilege(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)",
                 f"CREATE USER 'nolock_{db}'@'%' IDENTIFIED BY 'pw'",
                 f"GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'nolock_{db}'@'%'",
                 f"CREATE USER 'nolocks_{db}'@'%' IDENTIFIED BY 'pw'",
@@ -111,8 +111,8 @@ def test_table_locks_without_reload_privilege(mariadb, db, capture):
         capture.run(capture.config(db, user=f"nolocks_{db}", password="pw"))
 
 
-def test_lost_position_resnapshots_when_needed_else_fails(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1)")
+def test_lost_position_resnapshots_when_needed_else_fails(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1)")
     config = capture.config(db)
     offset = {**capture.run(config)[-1].offset, "file": "binlog.999999"}     # purged long ago
     with pytest.raises(PositionLostError, match="binlog.999999.*snapshot: when_needed"):
@@ -121,29 +121,29 @@ def test_lost_position_resnapshots_when_needed_else_fails(mariadb, db, capture):
     assert [c["op"] for c in Capture.changes(again)] == ["r"]
 
 
-def test_progress_bar_shows_tables_rows_and_rate(mariadb, db, capture, capsys):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t SELECT seq FROM seq_1_to_50", db=db)
+def test_progress_bar_shows_tables_rows_and_rate(server, db, capture, capsys):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t SELECT seq FROM seq_1_to_50", db=db)
     capture.run(capture.config(db, snapshot_progress=True, snapshot_chunk_rows=20))
     out = capsys.readouterr().out
     assert f"{db}.t" in out and "50/50" in out and "rows/s" in out and "tables" in out
 
 
-def test_no_data_mode_records_structure_and_streams_from_now(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(3))", f"INSERT INTO `{db}`.t VALUES (1, 'a')")
+def test_no_data_mode_records_structure_and_streams_from_now(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(3))", f"INSERT INTO `{db}`.t VALUES (1, 'a')")
     config = capture.config(db, snapshot="no_data", format="canal")
     first = capture.run(config)
     assert [r["value"]["type"] for r in Capture.records(first)] == ["CREATE"]      # structure, no rows
-    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (2, 'b')")
+    server.sql(f"INSERT INTO `{db}`.t VALUES (2, 'b')")
     later = Capture.records(capture.run(config, offset=first[-1].offset))
     assert [(m["value"]["type"], m["value"]["data"]) for m in later] == [("INSERT", [{"id": "2", "v": "b"}])]
     assert later[0]["value"]["mysqlType"] == {"id": "int(11)", "v": "varchar(3)"}
 
 
-def test_initial_only_snapshots_once_and_never_streams(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)")
+def test_initial_only_snapshots_once_and_never_streams(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)")
     config = capture.config(db, snapshot="initial_only")
     first = capture.run(config)
-    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (3)")
+    server.sql(f"INSERT INTO `{db}`.t VALUES (3)")
     assert [(c["op"], c["after"]["id"]) for c in Capture.changes(first)] == [("r", 1), ("r", 2)]
     assert all(b.ends_transaction for b in first) and "snapshot" not in first[-1].offset
     assert capture.run(config, offset=first[-1].offset) == []          # done: a restart neither reads nor streams

@@ -12,14 +12,14 @@ def _run(server, **overrides):
     return Capture(server).run(Capture(server).config("x", **overrides))
 
 
-def test_binlog_off(mariadb_factory):
-    server = mariadb_factory(server_id="1")
+def test_binlog_off(server_factory):
+    server = server_factory(server_id="1")
     with pytest.raises(ConfigurationError, match=r"binary logging is off.*--log-bin"):
         _run(server)
 
 
-def test_statement_format_and_minimal_metadata(mariadb_factory):
-    server = mariadb_factory(log_bin="binlog", server_id="1", binlog_format="STATEMENT", binlog_row_image="MINIMAL")
+def test_statement_format_and_minimal_metadata(server_factory):
+    server = server_factory(log_bin="binlog", server_id="1", binlog_format="STATEMENT", binlog_row_image="MINIMAL")
     with pytest.raises(ConfigurationError) as err:
         _run(server)
     message = str(err.value)
@@ -28,15 +28,15 @@ def test_statement_format_and_minimal_metadata(mariadb_factory):
     assert "binlog_row_metadata is NO_LOG: set binlog_row_metadata=FULL" in message
 
 
-def test_user_without_privileges(mariadb, db):
-    mariadb.sql(f"CREATE USER 'weak_{db}'@'%' IDENTIFIED BY 'pw'", f"GRANT SELECT ON `{db}`.* TO 'weak_{db}'@'%'")
+def test_user_without_privileges(server, db):
+    server.sql(f"CREATE USER 'weak_{db}'@'%' IDENTIFIED BY 'pw'", f"GRANT SELECT ON `{db}`.* TO 'weak_{db}'@'%'")
     with pytest.raises(ConfigurationError,
                        match=rf"user 'weak_{db}'@'%' lacks REPLICATION SLAVE, REPLICATION CLIENT: run GRANT"):
-        _run(mariadb, user=f"weak_{db}", password="pw")
-    mariadb.sql(f"CREATE USER 'noselect_{db}'@'%' IDENTIFIED BY 'pw'",
+        _run(server, user=f"weak_{db}", password="pw")
+    server.sql(f"CREATE USER 'noselect_{db}'@'%' IDENTIFIED BY 'pw'",
                 f"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'noselect_{db}'@'%'")
     with pytest.raises(ConfigurationError, match=r"lacks SELECT"):
-        _run(mariadb, user=f"noselect_{db}", password="pw")
+        _run(server, user=f"noselect_{db}", password="pw")
 
 
 def test_unknown_config_key_is_refused():

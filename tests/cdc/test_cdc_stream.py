@@ -12,19 +12,19 @@ from cdc.schema.history import MemoryHistoryStore
 from cdc.source import MySqlSource
 
 
-def _stream(mariadb, capture, db, statements, **overrides):
+def _stream(server, capture, db, statements, **overrides):
     """Snapshot the (empty) tables, run `statements`, return the streamed batches."""
     config = capture.config(db, **overrides)
     snapshot = capture.run(config)
-    with mariadb.connect(db=db) as conn, conn.cursor() as cur:
+    with server.connect(db=db) as conn, conn.cursor() as cur:
         for s in statements:
             cur.execute(s)
     return config, snapshot, capture.run(config, offset=snapshot[-1].offset)
 
 
-def test_debezium_insert_update_delete_and_key_change(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10), n INT)")
-    _, _, batches = _stream(mariadb, capture, db, [
+def test_debezium_insert_update_delete_and_key_change(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10), n INT)")
+    _, _, batches = _stream(server, capture, db, [
         "INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20)",
         "UPDATE t SET v = 'aa' WHERE id = 1",
         "DELETE FROM t WHERE id = 2",
@@ -53,10 +53,10 @@ def test_debezium_insert_update_delete_and_key_change(mariadb, db, capture):
                for r in records)
 
 
-def test_canal_flat_message(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT UNSIGNED NOT NULL, k CHAR(2) NOT NULL, v VARCHAR(10), "
+def test_canal_flat_message(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT UNSIGNED NOT NULL, k CHAR(2) NOT NULL, v VARCHAR(10), "
                 "d DECIMAL(5,2), PRIMARY KEY (id, k))")
-    _, snapshot, batches = _stream(mariadb, capture, db, [
+    _, snapshot, batches = _stream(server, capture, db, [
         "INSERT INTO t VALUES (1, 'x', 'a', 1.50)",
         "UPDATE t SET v = 'b' WHERE id = 1",
         "DELETE FROM t WHERE id = 1",
@@ -77,18 +77,18 @@ def test_canal_flat_message(mariadb, db, capture):
     assert [r["key"] for r in records] == [{"id": 1, "k": "x"}] * 3     # deterministic key: the primary key
 
 
-def test_table_filters_are_anchored_regexes(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.orders (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.orders_log (id INT PRIMARY KEY)",
+def test_table_filters_are_anchored_regexes(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.orders (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.orders_log (id INT PRIMARY KEY)",
                 f"CREATE TABLE `{db}`.users (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.tmp_users (id INT PRIMARY KEY)")
     inserts = [f"INSERT INTO {t} VALUES (1)" for t in ("orders", "orders_log", "users", "tmp_users")]
-    _, _, batches = _stream(mariadb, capture, db, inserts,
+    _, _, batches = _stream(server, capture, db, inserts,
                             table_include=[rf"{db}\.orders", rf"{db}\..*users"], table_exclude=[r".*\.tmp_.*"])
     assert sorted(r["topic"] for r in Capture.records(batches)) == [f"srv.{db}.orders", f"srv.{db}.users"]
 
 
-def test_transaction_metadata_and_multi_statement_transactions(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY)")
-    _, _, batches = _stream(mariadb, capture, db, [
+def test_transaction_metadata_and_multi_statement_transactions(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY)")
+    _, _, batches = _stream(server, capture, db, [
         "BEGIN", "INSERT INTO a VALUES (1), (2)", "INSERT INTO b VALUES (1)", "UPDATE a SET id = 3 WHERE id = 2",
         "COMMIT"], transaction_metadata=True)
     assert len(batches) == 1
@@ -103,10 +103,10 @@ def test_transaction_metadata_and_multi_statement_transactions(mariadb, db, capt
     assert {c["transaction"]["id"] for c in changes} == {begin["value"]["id"]}
 
 
-def test_large_transaction_streams_in_bounded_batches_and_resumes(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(20))")
+def test_large_transaction_streams_in_bounded_batches_and_resumes(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(20))")
     rows = ", ".join(f"({i}, 'v{i}')" for i in range(1, 1001))
-    config, snapshot, batches = _stream(mariadb, capture, db, [f"INSERT INTO t VALUES {rows}", "INSERT INTO t VALUES (5000, 'x')"],
+    config, snapshot, batches = _stream(server, capture, db, [f"INSERT INTO t VALUES {rows}", "INSERT INTO t VALUES (5000, 'x')"],
                                         max_batch_records=100)
     assert all(len(b.records) <= 100 for b in batches)
     ids = [c["after"]["id"] for c in Capture.changes(batches)]
@@ -123,8 +123,8 @@ def test_large_transaction_streams_in_bounded_batches_and_resumes(mariadb, db, c
     assert [b.ends_transaction for b in batches] == [False] * 10 + [True, True]
 
 
-def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.watched (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.other (id INT PRIMARY KEY)")
+def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.watched (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.other (id INT PRIMARY KEY)")
     config = capture.config(db, table_include=[rf"{db}\.watched"], heartbeat_interval_s=0.3)
     source = MySqlSource(config, MemoryHistoryStore())          # follows the binlog like production
     batches: list = []
@@ -135,7 +135,7 @@ def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(mariadb, db, c
         while not any("snapshot" not in b.offset for b in batches) and time.monotonic() < deadline:
             time.sleep(0.05)
         start = batches[-1].offset
-        mariadb.sql(f"INSERT INTO `{db}`.other VALUES (1)", f"INSERT INTO `{db}`.other VALUES (2)")
+        server.sql(f"INSERT INTO `{db}`.other VALUES (1)", f"INSERT INTO `{db}`.other VALUES (2)")
         while time.monotonic() < deadline and not (batches[-1].offset["pos"] > start["pos"]
                                                    and len(batches) > 3):
             time.sleep(0.05)
@@ -150,10 +150,10 @@ def test_heartbeats_move_the_offset_on_quiet_and_filtered_traffic(mariadb, db, c
     assert not Capture.changes(batches[len(beats):])       # the inserts themselves are filtered out
 
 
-def test_restart_by_gtid_ignores_the_file_position(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+def test_restart_by_gtid_ignores_the_file_position(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
     rows = ", ".join(f"({i})" for i in range(1, 301))
-    config, _, batches = _stream(mariadb, capture, db, [f"INSERT INTO t VALUES {rows}", "INSERT INTO t VALUES (999)"],
+    config, _, batches = _stream(server, capture, db, [f"INSERT INTO t VALUES {rows}", "INSERT INTO t VALUES (999)"],
                                  max_batch_records=100, restart_by="gtid")
     # as if the source had failed over to a server where these files and positions mean nothing
     middle = {**batches[1].offset, "file": "elsewhere.000042", "pos": 4}
@@ -163,8 +163,8 @@ def test_restart_by_gtid_ignores_the_file_position(mariadb, db, capture):
     assert resumed[-1].offset == batches[-1].offset
 
 
-def test_table_without_primary_key(mariadb, db, capture):
-    mariadb.sql(f"CREATE TABLE `{db}`.log (msg VARCHAR(10), n INT)",
+def test_table_without_primary_key(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.log (msg VARCHAR(10), n INT)",
                 *[f"INSERT INTO `{db}`.log VALUES ('m{i}', {i})" for i in range(5)])
     config = capture.config(db, snapshot_chunk_rows=2, topic_partitions=4)
     snapshot = capture.run(config)
@@ -172,19 +172,19 @@ def test_table_without_primary_key(mariadb, db, capture):
     assert [r["value"]["after"]["n"] for r in reads] == [0, 1, 2, 3, 4]
     assert reads[-1]["value"]["source"]["snapshot"] == "last"
     assert [len([r for r in b.records if r.topic.endswith(".log")]) for b in snapshot] == [2, 2, 1]
-    mariadb.sql(f"UPDATE `{db}`.log SET n = 10 WHERE n = 1", f"DELETE FROM `{db}`.log WHERE n = 2")
+    server.sql(f"UPDATE `{db}`.log SET n = 10 WHERE n = 1", f"DELETE FROM `{db}`.log WHERE n = 2")
     records = Capture.records(capture.run(config, offset=snapshot[-1].offset))
     assert [(r["value"]["op"], r["key"], r["partition"]) for r in records] == [("u", None, 0), ("d", None, 0)]
 
 
-def test_binlog_lag_bytes_is_what_the_server_wrote_past_the_stream(mariadb, db, capture):
+def test_binlog_lag_bytes_is_what_the_server_wrote_past_the_stream(server, db, capture):
     from cdc.binlog_lag import POLL_S
-    mariadb.sql("CREATE TABLE t (id INT PRIMARY KEY, pad VARCHAR(200))", db=db)
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY, pad VARCHAR(200))", db=db)
     source = MySqlSource(capture.config(db), MemoryHistoryStore(), follow=False)
     list(source.batches())  # the snapshot, then the stream up to the server's end
     assert source.metrics(time.time())["binlog_lag_bytes"] == 0
-    mariadb.sql("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_1_to_50", db=db)
-    file, end = mariadb.sql("SHOW MASTER STATUS")[0][:2]
+    server.sql("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_1_to_50", db=db)
+    file, end = server.sql("SHOW MASTER STATUS")[0][:2]
     position = source.streaming.position
     assert position.file == file  # (one binlog file here, so the expected figure is one subtraction)
     behind = source.metrics(time.time() + POLL_S)["binlog_lag_bytes"]  # (a clock past the poll interval)

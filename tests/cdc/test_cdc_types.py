@@ -38,18 +38,18 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def mapped(mariadb):
+def mapped(server):
     """Rows of every type read by the snapshot (src), then copied so the binlog carries them (dst)."""
-    db = mariadb.new_database()
-    with mariadb.connect(db=db) as conn, conn.cursor() as cur:
+    db = server.new_database()
+    with server.connect(db=db) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE TABLE src ({COLUMNS}) DEFAULT CHARSET=utf8mb4")
         cur.execute(f"CREATE TABLE dst ({COLUMNS}) DEFAULT CHARSET=utf8mb4")
         cur.execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'")
         cur.execute(f"INSERT INTO src VALUES {', '.join(ROWS)}")
-    capture = Capture(mariadb)
+    capture = Capture(server)
     config = capture.config(db)
     snapshot = capture.run(config)
-    with mariadb.connect(db=db) as conn, conn.cursor() as cur:
+    with server.connect(db=db) as conn, conn.cursor() as cur:
         cur.execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'")
         cur.execute("INSERT INTO dst SELECT * FROM src")
         cur.execute("UPDATE dst SET c = 'zz' WHERE id = 1")
@@ -97,12 +97,12 @@ def test_documented_mapping(mapped):
     assert all(v is None for k, v in r3.items() if k != "id")
 
 
-def test_random_decimals_and_temporals_agree_with_the_server(mariadb, db, capture):
+def test_random_decimals_and_temporals_agree_with_the_server(server, db, capture):
     """Many random values through the generated decoders, compared with the server's own text."""
     rng = random.Random(11)
     specs = [(1, 0), (9, 9), (10, 2), (18, 9), (19, 0), (27, 13), (65, 30), (40, 1)]
     cols = ", ".join(f"d{i} DECIMAL({p},{s})" for i, (p, s) in enumerate(specs))
-    mariadb.sql(f"CREATE TABLE `{db}`.r (id INT PRIMARY KEY, {cols}, dt DATETIME(4), t TIME(5), ts TIMESTAMP(1) NULL)")
+    server.sql(f"CREATE TABLE `{db}`.r (id INT PRIMARY KEY, {cols}, dt DATETIME(4), t TIME(5), ts TIMESTAMP(1) NULL)")
     config = capture.config(db)
     snapshot = capture.run(config)
 
@@ -119,7 +119,7 @@ def test_random_decimals_and_temporals_agree_with_the_server(mariadb, db, captur
         t = f"'{rng.choice('-+')}{rng.randint(0, 838)}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}.{rng.randint(0, 99999):05d}'"
         ts = f"FROM_UNIXTIME({rng.randint(1, 2**31 - 1)}.{rng.randint(0, 9)})"
         rows.append(f"({i}, {', '.join(values)}, {dt}, {t}, {ts})")
-    mariadb.sql("SET time_zone = '+00:00'", f"INSERT INTO `{db}`.r VALUES {', '.join(rows)}")
+    server.sql("SET time_zone = '+00:00'", f"INSERT INTO `{db}`.r VALUES {', '.join(rows)}")
     streamed = {c["after"]["id"]: c["after"] for c in Capture.changes(capture.run(config, offset=snapshot[-1].offset))}
     snapped = {c["after"]["id"]: c["after"] for c in Capture.changes(capture.run(capture.config(db)))}
     assert len(streamed) == 300 and streamed == snapped

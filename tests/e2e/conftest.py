@@ -1,4 +1,4 @@
-"""Fixtures of the end-to-end tests: MariaDB servers (tests/mariadb_fixtures.py) beside the real broker
+"""Fixtures of the end-to-end tests: MariaDB and MySQL servers (tests/sql_fixtures.py) beside the real broker
 (tests/conftest.py) or a three-broker cluster standing in for it, and `binlake connect run` processes
 stopped at the end of each test."""
 
@@ -8,7 +8,8 @@ import pytest
 
 from binlake.clusterproc import LocalCluster
 from e2e_harness import CONNECT_RUN, ConnectorProcess
-from mariadb_fixtures import mariadb, mariadb_factory, mariadb_template  # noqa: F401  (fixtures)
+from sql_fixtures import (mariadb, mariadb_factory, mariadb_template, mysql, mysql_factory,  # noqa: F401
+                          mysql_template, server, server_factory, server_kind)  # (fixtures)
 
 
 @pytest.fixture

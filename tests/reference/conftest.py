@@ -7,7 +7,7 @@ import pytest
 
 from binlake.reference import MissingReference, classpath
 from java_tools import KafkaTools
-from mariadb_fixtures import mariadb, mariadb_template  # noqa: F401  (fixtures)
+from sql_fixtures import mariadb, mariadb_template  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
