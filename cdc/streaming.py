@@ -131,6 +131,9 @@ class StreamingSource:
         if not self._in_group:
             self._start_group(event, None)
             self._dml_txn = True
+        if event.partial:
+            raise DecodeError(f"partial JSON update at {event.file}:{event.start}; "
+                              "set binlog_row_value_options='' on the server")
         rows = mapped.decode(event.data, event.begin, event.stop)
         self.dispatcher.emitter.tick()
         source = self.source

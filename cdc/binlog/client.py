@@ -24,7 +24,7 @@ from cdc.offsets import BinlogPosition
 
 _EVENTS = [RotateEvent, QueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent, WriteRowsEvent,
            UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent]
-_ROW_KINDS = {WriteRowsEvent: "c", UpdateRowsEvent: "u", DeleteRowsEvent: "d"}
+_ROW_KINDS = {WriteRowsEvent: "c", UpdateRowsEvent: "u", DeleteRowsEvent: "d", PartialUpdateRowsEvent: "u"}
 _HEADER = 20  # OK byte + 19-byte event header in front of every event payload
 
 
@@ -87,7 +87,8 @@ class PyMySqlReplicationClient:
                 raise DecodeError(f"row event at {self._file}:{start} has a partial row image; "
                                   "set binlog_row_image=FULL on the server")
             return Rows(*head, kind=kind, table_id=e.table_id, data=packet.packet._data,
-                        begin=packet.packet._position, stop=_HEADER + e.event_size)
+                        begin=packet.packet._position, stop=_HEADER + e.event_size,
+                        partial=cls is PartialUpdateRowsEvent)
         if cls is TableMapEvent:
             pk = tuple(e.optional_metadata.simple_primary_key_list or
                        sorted(e.optional_metadata.primary_keys_with_prefix or ()))
@@ -113,7 +114,4 @@ class PyMySqlReplicationClient:
             return Rotate(*head, next_file=e.next_binlog, next_pos=e.position)
         if cls is HeartbeatLogEvent:
             return Heartbeat(*head)
-        if cls is PartialUpdateRowsEvent:
-            raise DecodeError(f"partial JSON update at {self._file}:{start}; "
-                              "set binlog_row_value_options='' on the server")
         return None

@@ -81,6 +81,7 @@ class Rows(Event):
     data: bytes
     begin: int
     stop: int
+    partial: bool = False  # a PARTIAL_UPDATE_ROWS event: JSON columns of after images may be diffs
 
 
 @dataclass(frozen=True, slots=True)
