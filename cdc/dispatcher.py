@@ -72,9 +72,11 @@ class Dispatcher:
         self._sliced = False
         self._txn_prefix = b'{"id":%b,"total_order":' % orjson.dumps(txid)
 
-    def rows(self, table: TableContext, kind: str, images: list[dict], start: int, source: EventSource) -> int:
+    def rows(self, table: TableContext, kind: str, images: list[dict], start: int, source: EventSource,
+             first_row: int = 0) -> int:
         """Emit the changes of one rows event (or snapshot chunk, kind "r") from change `start` on (update
-        images come in before/after pairs) until the batch is full; returns the first change not emitted."""
+        images come in before/after pairs) until the batch is full; returns the first change not emitted.
+        Change i is row `first_row + i` of its position."""
         emit = self.emitter.row
         records = self._records
         limit = self._max_records
@@ -87,12 +89,13 @@ class Dispatcher:
                 self._order += 1
                 n = self._counts[table.collection] = self._counts.get(table.collection, 0) + 1
                 txn = self._txn_prefix + b'%d,"data_collection_order":%d}' % (self._order, n)
+            row = first_row + index
             if kind == "c" or kind == "r":
-                emit(table, kind, None, images[index], source, index, txn, records)
+                emit(table, kind, None, images[index], source, row, txn, records)
             elif kind == "d":
-                emit(table, "d", images[index], None, source, index, txn, records)
+                emit(table, "d", images[index], None, source, row, txn, records)
             else:
-                emit(table, "u", images[2 * index], images[2 * index + 1], source, index, txn, records)
+                emit(table, "u", images[2 * index], images[2 * index + 1], source, row, txn, records)
             if len(records) >= limit:
                 return index + 1
         return count

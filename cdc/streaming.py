@@ -2,11 +2,14 @@
 
 Positions: a transaction's restart position is where its group starts (the GTID event, or BEGIN
 without GTIDs); after its commit the offset moves past the commit event. Rows of a large transaction
-already emitted before a restart are skipped by count (`skip_rows`).
+already emitted before a restart are skipped by count (`skip_rows`). The events of a compressed
+transaction all stand at its payload event's position; their rows are numbered on across them, so
+each change keeps a distinct (position, row) for the sink's ordering.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Iterator
 
 from cdc.binlog.client import BinlogClient
@@ -19,6 +22,10 @@ from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
 from cdc.records import Batch
 from cdc.rowdecoder import compile_rows_decoder
 from cdc.schema.history import SchemaHistory
+
+
+# A data change written as a statement: a session ran with binlog_format=STATEMENT or MIXED.
+_STATEMENT_DML = re.compile(r"(?:\s|/\*.*?\*/)*(INSERT|UPDATE|DELETE|REPLACE)\b", re.I | re.S)
 
 
 class _MappedTable:
@@ -73,6 +80,8 @@ class StreamingSource:
         self._txn_start: BinlogPosition | None = None
         self._txn_gtid: str | None = None
         self._emitted = 0
+        self._rows_at: tuple[str, int] | None = None   # position of the last rows event, and its next row number
+        self._next_row = 0
         handlers = self._handlers
         ready = self.dispatcher.ready
         try:
@@ -141,11 +150,14 @@ class StreamingSource:
         source.db, source.table, source.ts_ms = mapped.context.db, mapped.context.table, event.ts * 1000
         event_source = source.event()
         count = len(rows) // 2 if event.kind == "u" else len(rows)
+        at = (event.file, event.start)
+        first_row = self._next_row if at == self._rows_at else 0
+        self._rows_at, self._next_row = at, first_row + count
         index = min(self._skip, count)          # rows emitted before a restart
         self._skip -= index
         self._emitted += index
         while index < count:
-            done = self.dispatcher.rows(mapped.context, event.kind, rows, index, event_source)
+            done = self.dispatcher.rows(mapped.context, event.kind, rows, index, event_source, first_row)
             self._emitted += done - index
             index = done
             if self.dispatcher.full:
@@ -169,6 +181,11 @@ class StreamingSource:
         self.dispatcher.commit(self._offset)
 
     def _on_query(self, event: Query) -> None:
+        if _STATEMENT_DML.match(event.sql):
+            raise DecodeError(f"a data change written as an SQL statement at {event.file}:{event.start} (a session "
+                              "ran with binlog_format=STATEMENT or MIXED): its rows are not in the binlog. Set "
+                              "binlog_format=ROW for every session, then re-snapshot the tables it changed: "
+                              f"{event.sql[:200]!r}")
         changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
         if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()

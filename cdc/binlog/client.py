@@ -4,28 +4,55 @@ pymysqlreplication keeps the replication protocol (COM_BINLOG_DUMP, checksums, t
 row bodies are not decoded by it (its `.rows` is never touched), only sliced out of the packet.
 A TABLE_MAP is sent once per table id (ids change with every DDL on the table and are only reused
 after a real rotate), so consumers keep maps until a Rotate with a non-zero timestamp.
+
+Every event the server sends is accounted for by its type code: converted, unpacked (compressed
+events, cdc.binlog.compressed, whose inner events are parsed as if written inline), skipped for a
+stated reason, or refused with a DecodeError that names the type, the position and what to do. The
+library itself drops only the types in `_DROPPED_BY_LIBRARY`; anything it does not know reaches us
+as a NotImplementedEvent. Nothing is skipped silently.
 """
 
 from __future__ import annotations
 
 from typing import Iterator, Protocol
 
-from pymysqlreplication.constants import FIELD_TYPE
+from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent,
-                                      XidEvent)
+from pymysqlreplication.constants import FIELD_TYPE
+from pymysqlreplication.event import (BeginLoadQueryEvent, ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent,
+                                      IntvarEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent, RandEvent,
+                                      RotateEvent, UserVarEvent, XAPrepareEvent, XidEvent)
+from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent,
                                           WriteRowsEvent)
 
+from cdc.binlog import compressed
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
 from cdc.errors import DecodeError
 from cdc.offsets import BinlogPosition
 
+# What reaches us; the library constructs (parses) only these classes. It drops, unparsed, the other
+# classes it maps: FORMAT_DESCRIPTION, PREVIOUS_GTIDS (the stream's offsets carry their own GTID set),
+# STOP, ROWS_QUERY (the statement text of row events, informative) and MariaDB's ANNOTATE_ROWS,
+# BINLOG_CHECKPOINT, GTID_LIST and START_ENCRYPTION (the dump thread sends events decrypted).
 _EVENTS = [RotateEvent, QueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent, WriteRowsEvent,
-           UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent]
+           UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent, XAPrepareEvent,
+           IntvarEvent, RandEvent, UserVarEvent, BeginLoadQueryEvent, ExecuteLoadQueryEvent, NotImplementedEvent]
 _ROW_KINDS = {WriteRowsEvent: "c", UpdateRowsEvent: "u", DeleteRowsEvent: "d", PartialUpdateRowsEvent: "u"}
 _HEADER = 20  # OK byte + 19-byte event header in front of every event payload
+_CHECKSUM = b"\0\0\0\0"  # appended to unpacked events, which have none, so they parse like streamed ones
+
+INCIDENT, HEARTBEAT_V2, TRANSACTION_PAYLOAD, GTID_TAGGED = 26, 41, 40, 42
+_SKIPPED = {
+    28: "IGNORABLE",                    # written so that replicas ignore it
+    34: "ANONYMOUS_GTID",               # gtid_mode=OFF: the group starts at its BEGIN or DDL, which follow
+    36: "TRANSACTION_CONTEXT",          # group replication's certification data
+    37: "VIEW_CHANGE",                  # group replication's membership change
+    5: "INTVAR", 13: "RAND", 14: "USER_VAR",  # context of the statement-based DML that follows; refused there
+}
+_STATEMENT_BASED = {17: "BEGIN_LOAD_QUERY", 18: "EXECUTE_LOAD_QUERY"}
+_IGNORABLE_FLAG = 0x80                  # LOG_EVENT_IGNORABLE_F: the server says replicas may skip it
 
 
 class BinlogClient(Protocol):
@@ -62,29 +89,60 @@ class PyMySqlReplicationClient:
         self._reader = BinLogStreamReader(
             connection_settings={"host": connection["host"], "port": connection["port"],
                                  "user": connection["user"], "password": connection["password"]},
-            server_id=server_id, blocking=blocking, only_events=_EVENTS, freeze_schema=True,
-            enable_logging=False, slave_heartbeat=heartbeat_s or None, **position)
+            server_id=server_id, blocking=blocking, only_events=_EVENTS, filter_non_implemented_events=False,
+            freeze_schema=True, enable_logging=False, slave_heartbeat=heartbeat_s or None, **position)
 
     def close(self) -> None:
         self._reader.close()
 
     def events(self) -> Iterator[Event]:
         for e in self._reader:
-            event = self._convert(e)
+            packet = e.packet
+            end = packet.log_pos
+            start = end - packet.event_size
+            if packet.event_type == TRANSACTION_PAYLOAD:
+                yield from self._payload(e, start, end)
+                continue
+            event = self._convert(e, start, end)
             if event is not None:
                 yield event
 
-    def _convert(self, e) -> Event | None:
+    def _payload(self, e, start: int, end: int) -> Iterator[Event]:
+        """A compressed transaction's events, each placed at the payload event's own position (the
+        only one a replica can restart from); streaming numbers their rows on (cdc.streaming)."""
+        body = _body(e)
+        for raw in compressed.transaction_payload(body):
+            event = self._convert(self._reparse(raw), start, end)
+            if event is not None:
+                yield event
+
+    def _reparse(self, raw: bytes):
+        """Parse one event's bytes (header + body, no checksum) with the library, as if streamed."""
+        size = len(raw) + len(_CHECKSUM)
+        header = raw[:9] + size.to_bytes(4, "little") + raw[13:compressed.HEADER_SIZE]
+        packet = MysqlPacket(b"\0" + header + raw[compressed.HEADER_SIZE:] + _CHECKSUM, "utf8")
+        reader = self._reader
+        # (checksum: _CHECKSUM; freeze_schema as the reader; the optional metadata is read where present)
+        wrapper = BinLogPacketWrapper(packet, reader.table_map, reader._ctl_connection, reader.mysql_version,
+                                      True, frozenset(_EVENTS), None, None, None, None, True, False, False,
+                                      True, False)
+        if wrapper.event is None:       # a table map of a known table id (freeze_schema): like a streamed one
+            return None
+        return wrapper.event
+
+    def _convert(self, e, start: int, end: int) -> Event | None:
+        if e is None:
+            return None
         packet = e.packet
-        end = packet.log_pos
-        start = end - packet.event_size
+        code = packet.event_type
         head = (self._file, start, end, packet.timestamp, packet.server_id)
+        where = f"{self._file}:{start}"
         cls = type(e)
         kind = _ROW_KINDS.get(cls)
         if kind is not None:
             full = (1 << e.number_of_columns) - 1
             if int.from_bytes(e.columns_present_bitmap, "little") & full != full:
-                raise DecodeError(f"row event at {self._file}:{start} has a partial row image; "
+                raise DecodeError(f"row event at {where} has a partial row image; "
                                   "set binlog_row_image=FULL on the server")
             return Rows(*head, kind=kind, table_id=e.table_id, data=packet.packet._data,
                         begin=packet.packet._position, stop=_HEADER + e.event_size,
@@ -95,14 +153,7 @@ class PyMySqlReplicationClient:
             return TableMap(*head, table_id=e.table_id, db=e.schema, table=e.table,
                             columns=tuple(_column(c) for c in e.columns), primary_key=pk)
         if cls is QueryEvent:
-            sql = e.query.strip()
-            word = sql.upper()
-            if word == "BEGIN":
-                return Begin(*head)
-            if word in ("COMMIT", "ROLLBACK"):
-                return Commit(*head)
-            db = e.schema.decode() if isinstance(e.schema, bytes) else e.schema
-            return Query(*head, db=db, sql=sql)
+            return _query(e, head)
         if cls is XidEvent:
             return Commit(*head, xid=e.xid)
         if cls is MariadbGtidEvent:
@@ -112,6 +163,64 @@ class PyMySqlReplicationClient:
         if cls is RotateEvent:
             self._file = e.next_binlog
             return Rotate(*head, next_file=e.next_binlog, next_pos=e.position)
-        if cls is HeartbeatLogEvent:
+        if cls is HeartbeatLogEvent or code == HEARTBEAT_V2:
             return Heartbeat(*head)
+        if cls is XAPrepareEvent:
+            if e.one_phase:              # XA COMMIT ... ONE PHASE: an ordinary commit
+                return Commit(*head)
+            raise DecodeError(f"XA PREPARE at {where}: two-phase XA transactions are not supported (whether their "
+                              "rows commit is known only at a later XA COMMIT or XA ROLLBACK); commit XA "
+                              "transactions with XA COMMIT ... ONE PHASE, or exclude their tables")
+        if code in compressed.ROWS_COMPRESSED:
+            plain, body = compressed.mariadb_rows(code, _body(e))
+            return self._convert(self._reparse(_event_bytes(e, plain, body)), start, end)
+        if code == compressed.QUERY_COMPRESSED:
+            body = compressed.mariadb_query(_body(e))
+            return self._convert(self._reparse(_event_bytes(e, 2, body)), start, end)
+        return _unconverted(e, code, where)
+
+
+def _query(e, head: tuple) -> Event | None:
+    sql = e.query.strip()
+    word = sql.upper()
+    if word == "BEGIN" or word.startswith("XA START"):
+        return Begin(*head)
+    if word in ("COMMIT", "ROLLBACK"):
+        return Commit(*head)
+    if word.startswith("XA END"):       # the XA transaction's commit event follows
         return None
+    db = e.schema.decode() if isinstance(e.schema, bytes) else e.schema
+    return Query(*head, db=db, sql=sql)
+
+
+def _unconverted(e, code: int, where: str) -> None:
+    """Event types with no change to convert: skipped for a known reason, or refused."""
+    if code in _SKIPPED:
+        return None
+    if code in _STATEMENT_BASED:
+        raise DecodeError(f"{_STATEMENT_BASED[code]} event at {where}: a LOAD DATA written in statement format "
+                          "(a session ran with binlog_format=STATEMENT or MIXED); binlake reads row events only: "
+                          "set binlog_format=ROW for every session and re-snapshot the table")
+    if code == INCIDENT:
+        raise DecodeError(f"INCIDENT event at {where}: the server recorded that changes may be missing from its "
+                          "binlog (see its error log); re-snapshot the affected tables, then move the stored "
+                          "offset past this event")
+    if code == GTID_TAGGED:
+        raise DecodeError(f"tagged GTID event at {where} is not decoded yet")
+    if e.packet.flags & _IGNORABLE_FLAG:
+        return None
+    raise DecodeError(f"binlog event type {code} at {where} is not one binlake decodes, and the server did not "
+                      "mark it ignorable: its changes would be lost; stopping. Upgrade binlake or report the "
+                      "type; to go on without it, move the stored offset past this event")
+
+
+def _body(e) -> bytes:
+    """The event's body: after its header, up to its declared size (a checksum may follow)."""
+    packet = e.packet
+    return bytes(packet.packet._data[_HEADER:_HEADER + packet.event_size - compressed.HEADER_SIZE])
+
+
+def _event_bytes(e, event_type: int, body: bytes) -> bytes:
+    """Header + body of an event of `event_type` rebuilt from `e`'s header (its size set by _reparse)."""
+    header = e.packet.packet._data[1:_HEADER]
+    return header[:4] + bytes([event_type]) + header[5:] + body
