@@ -6,6 +6,7 @@ import re
 
 from sqlalchemy import Connection
 
+from cdc.connection import is_mariadb
 from cdc.errors import ConfigurationError
 from cdc.offsets import BinlogPosition
 
@@ -61,7 +62,7 @@ def check_privileges(conn: Connection) -> None:
     if "ALL PRIVILEGES" in global_privs:
         return
     missing = []
-    if "REPLICATION SLAVE" not in global_privs:
+    if not global_privs & {"REPLICATION SLAVE", "REPLICATION REPLICA"}:   # (MySQL 8.4+ accepts both names)
         missing.append("REPLICATION SLAVE")
     if not global_privs & {"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}:
         missing.append("REPLICATION CLIENT")
@@ -83,12 +84,18 @@ def position_available(conn: Connection, position: BinlogPosition) -> bool:
     return size is not None and position.pos <= size
 
 
-def current_position(conn: Connection, mariadb: bool) -> tuple[BinlogPosition, str]:
+def _binlog_status_statement(version: str) -> str:
+    """MySQL 8.2 renamed SHOW MASTER STATUS, and 8.4 removed the old name; MariaDB keeps it."""
+    if is_mariadb(version):
+        return "SHOW MASTER STATUS"
+    major, minor = (int(n) for n in re.match(r"(\d+)\.(\d+)", version).groups())
+    return "SHOW BINARY LOG STATUS" if (major, minor) >= (8, 2) else "SHOW MASTER STATUS"
+
+
+def current_position(conn: Connection, version: str) -> tuple[BinlogPosition, str]:
     """The server's binlog end and its executed GTIDs."""
-    try:
-        row = conn.exec_driver_sql("SHOW MASTER STATUS").fetchone()
-    except Exception:                    # MySQL 8.4 removed it
-        row = conn.exec_driver_sql("SHOW BINARY LOG STATUS").fetchone()
+    mariadb = is_mariadb(version)
+    row = conn.exec_driver_sql(_binlog_status_statement(version)).fetchone()
     if row is None:
         raise ConfigurationError("binary logging is off on the server: start it with --log-bin")
     gtids = conn.exec_driver_sql("SELECT @@gtid_binlog_pos" if mariadb else "SELECT @@gtid_executed").scalar()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def check_regexes(patterns):
@@ -43,6 +43,23 @@ class SourceConfig(BaseModel):
     heartbeat_interval_s: float = Field(default=10.0, ge=0)
     max_batch_records: int = Field(default=10_000, ge=1)
     ddl_skip_unparseable: bool = False
+    # TLS to the server, Debezium's database.ssl.mode: disabled (caching_sha2_password then authenticates
+    # with the server's RSA key) | required (encrypted, server unverified) | verify_ca | verify_identity
+    ssl_mode: Literal["disabled", "required", "verify_ca", "verify_identity"] = "disabled"
+    ssl_ca: str | None = None      # CA file (PEM) for verify_ca / verify_identity
+    ssl_cert: str | None = None    # client certificate and key (PEM), for users created REQUIRE X509
+    ssl_key: str | None = None
+
+    @model_validator(mode="after")
+    def _tls_files_fit_the_mode(self) -> "SourceConfig":
+        if self.ssl_mode.startswith("verify") and not self.ssl_ca:
+            raise ValueError(f"ssl_mode {self.ssl_mode} verifies the server's certificate: set ssl_ca to its CA file")
+        if (self.ssl_cert is None) != (self.ssl_key is None):
+            raise ValueError("ssl_cert and ssl_key go together: set both, or neither")
+        if self.ssl_mode == "disabled" and (self.ssl_ca or self.ssl_cert):
+            raise ValueError("TLS files are set but ssl_mode is disabled: set ssl_mode (required, verify_ca or "
+                             "verify_identity) or remove them")
+        return self
 
     @field_validator("table_include", "table_exclude")
     @classmethod

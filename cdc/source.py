@@ -18,7 +18,7 @@ from cdc.binlog.client import BinlogClient, PyMySqlReplicationClient
 from cdc.binlog_lag import BinlogBytesBehind
 from cdc.checks import check_privileges, check_server, position_available
 from cdc.config import SourceConfig
-from cdc.connection import make_engine
+from cdc.connection import connection_settings, make_engine
 from cdc.dispatcher import Dispatcher
 from cdc.errors import CdcError
 from cdc.emitter import Emitter
@@ -67,9 +67,8 @@ class MySqlSource:
 
     def _binlog_client(self, offset: Offset) -> BinlogClient:
         c = self.config
-        return PyMySqlReplicationClient({"host": c.host, "port": c.port, "user": c.user, "password": c.password},
-                                        c.server_id, offset.position, blocking=self._follow,
-                                        heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
+        return PyMySqlReplicationClient(connection_settings(c), c.server_id, offset.position,
+                                        blocking=self._follow, heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
                                         gtids=offset.gtids if c.restart_by == "gtid" else None)
 
     def check(self) -> bool:

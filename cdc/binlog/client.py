@@ -81,14 +81,14 @@ class PyMySqlReplicationClient:
 
     def __init__(self, connection: dict, server_id: int, start: BinlogPosition, *, blocking: bool = True,
                  heartbeat_s: float = 0, gtids: str | None = None) -> None:
-        """Start at `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n` or MySQL
-        `uuid:1-n`); the server then names the file in the first Rotate."""
+        """Connect with `connection` (PyMySQL's settings: host, port, user, password, ssl) and start at
+        `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n` or MySQL `uuid:1-n`); the
+        server then names the file in the first Rotate."""
         self._file = start.file
         position = ({"auto_position": gtids, "is_mariadb": ":" not in gtids} if gtids is not None else
                     {"log_file": start.file, "log_pos": start.pos, "resume_stream": True})
         self._reader = BinLogStreamReader(
-            connection_settings={"host": connection["host"], "port": connection["port"],
-                                 "user": connection["user"], "password": connection["password"]},
+            connection_settings=dict(connection),
             server_id=server_id, blocking=blocking, only_events=_EVENTS, filter_non_implemented_events=False,
             freeze_schema=True, enable_logging=False, slave_heartbeat=heartbeat_s or None, **position)
 

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from cdc.config import SourceConfig
-from cdc.connection import is_mariadb, raw_values
+from cdc.connection import raw_values
 from cdc.checks import current_position
 from cdc.dispatcher import SYSTEM_DATABASES, Dispatcher
 from cdc.emitter import TableContext
@@ -144,7 +144,7 @@ class SnapshotSource:
 
     def _4_position(self, s: _State, resume_from: Offset | None) -> None:
         version = str(s.lock.exec_driver_sql("SELECT VERSION()").scalar())
-        s.position, s.gtids = current_position(s.lock, is_mariadb(version))
+        s.position, s.gtids = current_position(s.lock, version)
         if resume_from is not None and resume_from.snapshot is not None:
             s.position, s.gtids = resume_from.position, resume_from.gtids   # stream from the first snapshot
 

@@ -46,3 +46,50 @@ def test_unknown_config_key_is_refused():
         SourceConfig(name="x", user="u", server_id=1, snapshot_mode="initial")
     with pytest.raises(ValidationError, match="not a regular expression"):
         SourceConfig(name="x", user="u", server_id=1, table_include=["db.(unclosed"])
+
+
+def test_tls_settings_must_fit_the_mode():
+    from pydantic import ValidationError
+    from cdc.config import SourceConfig
+    with pytest.raises(ValidationError, match="ssl_mode verify_ca verifies the server's certificate: set ssl_ca"):
+        SourceConfig(name="x", user="u", server_id=1, ssl_mode="verify_ca")
+    with pytest.raises(ValidationError, match="TLS files are set but ssl_mode is disabled"):
+        SourceConfig(name="x", user="u", server_id=1, ssl_ca="/ca.pem")
+    with pytest.raises(ValidationError, match="ssl_cert and ssl_key go together"):
+        SourceConfig(name="x", user="u", server_id=1, ssl_mode="required", ssl_cert="/c.pem")
+
+
+def _user(server, db: str, name: str, require: str = "NONE") -> dict:
+    """A user of the default authentication plugin (MySQL: caching_sha2_password) with the source's grants,
+    its authentication cache emptied so the next login takes the full exchange."""
+    server.sql(f"CREATE USER '{name}'@'%' IDENTIFIED BY 'pw-{name}' REQUIRE {require}",
+               f"GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{name}'@'%'",
+               "FLUSH PRIVILEGES")
+    return {"user": name, "password": f"pw-{name}"}
+
+
+def _snapshot_rows(server, db: str, **settings) -> list:
+    capture = Capture(server)
+    return [c["after"] for c in Capture.changes(capture.run(capture.config(db, **settings)))]
+
+
+def test_caching_sha2_full_authentication_over_plain_tcp(mysql):
+    db = mysql.new_database()
+    mysql.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1)")
+    user = _user(mysql, db, f"sha2_{db}")
+    plugin = mysql.sql(f"SELECT plugin FROM mysql.user WHERE user = '{user['user']}'")[0][0]
+    assert plugin == "caching_sha2_password"          # the default: MySQL 9 has no mysql_native_password
+    assert _snapshot_rows(mysql, db, **user) == [{"id": 1}]      # RSA key exchange: no TLS, nothing cached
+
+
+def test_tls_modes_against_a_user_that_requires_tls(mysql):
+    db = mysql.new_database()
+    mysql.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1)")
+    user = _user(mysql, db, f"tls_{db}", require="SSL")
+    ca = str(mysql.data_dir / "ca.pem")                  # the server's own auto-generated CA
+    with pytest.raises(Exception, match="Access denied"):
+        _snapshot_rows(mysql, db, **user)
+    assert _snapshot_rows(mysql, db, ssl_mode="required", **user) == [{"id": 1}]
+    assert _snapshot_rows(mysql, db, ssl_mode="verify_ca", ssl_ca=ca, **user) == [{"id": 1}]
+    with pytest.raises(Exception, match="certificate verify failed|hostname"):   # issued to no host name
+        _snapshot_rows(mysql, db, ssl_mode="verify_identity", ssl_ca=ca, **user)
