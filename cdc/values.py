@@ -5,7 +5,7 @@ One function per type family turns the binlog's binary form (cdc.rowdecoder) or 
 too), DECIMAL as the server prints it, FLOAT as the shortest decimal that round-trips through float32,
 temporal values as ISO-8601 text with exactly the column's fractional digits (TIMESTAMP in UTC with
 "Z"), zero dates as null, binary strings as base64, BIT as an unsigned integer, GEOMETRY as
-{"srid", "wkb"}. MySQL's binary JSON is in cdc.mysql_json.
+{"srid", "wkb"}, VECTOR as a list of float32 values. MySQL's binary JSON is in cdc.mysql_json.
 """
 
 from __future__ import annotations
@@ -48,6 +48,11 @@ def text_decoder(charset: str | None) -> Callable[[bytes], str]:
     if codec in ("utf8", "utf8mb4", "utf8mb3", "utf-8"):
         return lambda raw: raw.decode("utf-8")
     return lambda raw: raw.decode(codec)
+
+
+def vector(raw: bytes) -> list[float]:
+    """MySQL 9's VECTOR: little-endian float32s, each as the shortest decimal that is the same float32."""
+    return [float32(x) for x in struct.unpack(f"<{len(raw) // 4}f", raw)]
 
 
 def geometry(raw: bytes) -> dict:

@@ -190,6 +190,8 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
         args.append(0)
     elif word in ("char", "binary") and not args:
         args = [1]
+    elif word == "vector" and not args:
+        args = [2048]
     if word not in KNOWN_TYPES:
         raise tok.fail(f"column type {word!r} is not supported")
     while not tok.at_end() and tok.peek() not in (",", ")", "FIRST", "AFTER"):
