@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 _F32 = struct.Struct("<f")
+_F32_MIN_NORMAL = 2.0 ** -126
 _D2B = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)          # bytes holding 0..9 decimal digits (MySQL decimal2bin)
 _FRAC_UNIT = (0, 10000, 100, 1)                 # microseconds per stored unit, by bytes of fraction
 # MySQL's latin1 is cp1252 except that five undefined bytes map to the C1 controls.
@@ -29,7 +30,9 @@ def b64(raw: bytes) -> str:
 def float32(x: float) -> float:
     """The shortest decimal that is the same float32 (what MySQL 8 prints; MariaDB prints 6 digits)."""
     packed = _F32.pack(x)
-    for digits in range(6, 10):
+    # a normal float32 that has a form shorter than 6 digits is that form rounded to 6; a subnormal one
+    # (below 2**-126) holds fewer digits, and its shortest form can be shorter than its 6-digit rounding
+    for digits in range(6 if abs(x) >= _F32_MIN_NORMAL or not x else 1, 10):
         candidate = float("%.*g" % (digits, x))
         if _F32.pack(candidate) == packed:
             return candidate
