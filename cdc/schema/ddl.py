@@ -36,7 +36,8 @@ _IGNORED_OBJECTS = {"USER", "ROLE", "VIEW", "PROCEDURE", "FUNCTION", "TRIGGER", 
 _TYPE_ALIASES = {"integer": "int", "int1": "tinyint", "int2": "smallint", "int3": "mediumint", "int4": "int",
                  "int8": "bigint", "middleint": "mediumint", "dec": "decimal", "numeric": "decimal",
                  "fixed": "decimal", "real": "double", "character": "char", "nchar": "char", "nvarchar": "varchar",
-                 "varcharacter": "varchar", "long": "mediumtext"}
+                 "varcharacter": "varchar", "long": "mediumtext",
+                 "geomcollection": "geometrycollection"}    # how MySQL 8+ prints GEOMETRYCOLLECTION
 
 
 @dataclass(frozen=True, slots=True)
