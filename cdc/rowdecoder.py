@@ -17,7 +17,9 @@ from pymysqlreplication.constants import FIELD_TYPE as T
 
 from cdc import values as V
 from cdc.binlog.events import BinlogColumn
+from cdc.binlog.vector_tablemap import VECTOR
 from cdc.errors import DecodeError
+from cdc.mysql_json import json_text
 
 _FIXED = {  # type → (struct code signed, struct code unsigned)
     T.TINY: ("b", "B"), T.SHORT: ("h", "H"), T.LONG: ("i", "I"), T.LONGLONG: ("q", "Q"),
@@ -33,9 +35,9 @@ class _Gen:
 
     def __init__(self) -> None:
         self.env: dict = {"_float32": V.float32, "_b64": V.b64, "_date": V.date_from_packed,
-                          "_from_bytes": int.from_bytes, "_geometry": V.geometry, "_json": V.mysql_json,
+                          "_from_bytes": int.from_bytes, "_geometry": V.geometry, "_json": json_text,
                           "_datetime_old": V.datetime_from_packed, "_time_old": V.time_from_packed,
-                          "_timestamp_old": V.timestamp_from_seconds}
+                          "_timestamp_old": V.timestamp_from_seconds, "_vector": V.vector}
 
     def helper(self, name: str, obj) -> str:
         self.env[name] = obj
@@ -89,6 +91,8 @@ class _Gen:
             return self.length_prefixed(i, c.length_size, "_json({raw})")
         if t == T.GEOMETRY:
             return self.length_prefixed(i, c.length_size, "_geometry({raw})")
+        if t == VECTOR:
+            return self.length_prefixed(i, c.length_size, "_vector({raw})")
         if t == T.ENUM:
             members = self.helper(f"_enum{i}", ("",) + c.values)
             read = "b[p]" if c.size == 1 else f"_from_bytes(b[p:p + {c.size}], 'little')"

@@ -26,7 +26,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent,
                                           WriteRowsEvent)
 
-from cdc.binlog import compressed
+from cdc.binlog import compressed, vector_tablemap
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
 from cdc.errors import DecodeError
@@ -53,6 +53,8 @@ _SKIPPED = {
 }
 _STATEMENT_BASED = {17: "BEGIN_LOAD_QUERY", 18: "EXECUTE_LOAD_QUERY"}
 _IGNORABLE_FLAG = 0x80                  # LOG_EVENT_IGNORABLE_F: the server says replicas may skip it
+
+vector_tablemap.install()       # MySQL 9's VECTOR columns in table maps
 
 
 class BinlogClient(Protocol):

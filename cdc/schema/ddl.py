@@ -36,7 +36,8 @@ _IGNORED_OBJECTS = {"USER", "ROLE", "VIEW", "PROCEDURE", "FUNCTION", "TRIGGER", 
 _TYPE_ALIASES = {"integer": "int", "int1": "tinyint", "int2": "smallint", "int3": "mediumint", "int4": "int",
                  "int8": "bigint", "middleint": "mediumint", "dec": "decimal", "numeric": "decimal",
                  "fixed": "decimal", "real": "double", "character": "char", "nchar": "char", "nvarchar": "varchar",
-                 "varcharacter": "varchar", "long": "mediumtext"}
+                 "varcharacter": "varchar", "long": "mediumtext",
+                 "geomcollection": "geometrycollection"}    # how MySQL 8+ prints GEOMETRYCOLLECTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +191,8 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
         args.append(0)
     elif word in ("char", "binary") and not args:
         args = [1]
+    elif word == "vector" and not args:
+        args = [2048]
     if word not in KNOWN_TYPES:
         raise tok.fail(f"column type {word!r} is not supported")
     while not tok.at_end() and tok.peek() not in (",", ")", "FIRST", "AFTER"):

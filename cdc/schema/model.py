@@ -13,14 +13,14 @@ TEMPORAL_TYPES = ("date", "datetime", "timestamp", "time", "year")
 GEOMETRY_TYPES = ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
                   "geometrycollection")
 KNOWN_TYPES = frozenset(INTEGER_TYPES + TEXT_TYPES + BINARY_TYPES + TEMPORAL_TYPES + GEOMETRY_TYPES
-                        + ("decimal", "float", "double", "bit", "enum", "set", "json"))
+                        + ("decimal", "float", "double", "bit", "enum", "set", "json", "vector"))
 
 # java.sql.Types codes, as Canal fills `sqlType`.
 _JDBC = {"tinyint": -6, "smallint": 5, "mediumint": 4, "int": 4, "bigint": -5, "decimal": 3, "float": 7,
          "double": 8, "bit": -7, "date": 91, "time": 92, "datetime": 93, "timestamp": 93, "year": 12, "char": 1,
          "varchar": 12, "tinytext": 2005, "text": 2005, "mediumtext": 2005, "longtext": 2005, "binary": -2,
          "varbinary": -3, "tinyblob": 2004, "blob": 2004, "mediumblob": 2004, "longblob": 2004, "enum": 12,
-         "set": 12, "json": 12}
+         "set": 12, "json": 12, "vector": -4}   # VECTOR: LONGVARBINARY, as MySQL Connector/J 9 reports it
 _UNSIGNED_WIDER = {"tinyint": 5, "smallint": 4, "mediumint": 4, "int": -5, "bigint": 3}
 
 

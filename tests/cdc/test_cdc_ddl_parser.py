@@ -91,3 +91,11 @@ def test_unsupported_statements_say_why_and_leave_the_schema_alone(sql, why):
     with pytest.raises(UnsupportedDdlError, match=why):
         apply_ddl(schema, "shop", sql)
     assert schema.tables == before
+
+
+def test_mysql_9_types():
+    """VECTOR (MySQL 9; 2048 dimensions unless given) and GEOMETRYCOLLECTION as MySQL 8+ prints it."""
+    t = _schema("CREATE TABLE t (id INT PRIMARY KEY, v VECTOR(3), w vector, gc geomcollection)").get("shop", "t")
+    assert [c.mysql_type for c in t.columns[1:]] == ["vector(3)", "vector(2048)", "geometrycollection"]
+    assert [c.jdbc_type for c in t.columns[1:]] == [-4, -4, 2004]
+    assert t.columns[1].to_dict()["typeName"] == "VECTOR"
