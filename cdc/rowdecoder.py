@@ -18,6 +18,7 @@ from pymysqlreplication.constants import FIELD_TYPE as T
 from cdc import values as V
 from cdc.binlog.events import BinlogColumn
 from cdc.errors import DecodeError
+from cdc.mysqljson import column_text
 
 _FIXED = {  # type → (struct code signed, struct code unsigned)
     T.TINY: ("b", "B"), T.SHORT: ("h", "H"), T.LONG: ("i", "I"), T.LONGLONG: ("q", "Q"),
@@ -33,7 +34,7 @@ class _Gen:
 
     def __init__(self) -> None:
         self.env: dict = {"_float32": V.float32, "_b64": V.b64, "_date": V.date_from_packed,
-                          "_from_bytes": int.from_bytes, "_geometry": V.geometry, "_json": V.mysql_json,
+                          "_from_bytes": int.from_bytes, "_geometry": V.geometry, "_json": column_text,
                           "_datetime_old": V.datetime_from_packed, "_time_old": V.time_from_packed,
                           "_timestamp_old": V.timestamp_from_seconds}
 

@@ -5,18 +5,15 @@ One function per type family turns the binlog's binary form (cdc.rowdecoder) or 
 too), DECIMAL as the server prints it, FLOAT as the shortest decimal that round-trips through float32,
 temporal values as ISO-8601 text with exactly the column's fractional digits (TIMESTAMP in UTC with
 "Z"), zero dates as null, binary strings as base64, BIT as an unsigned integer, GEOMETRY as
-{"srid", "wkb"}.
+{"srid", "wkb"}. MySQL's binary JSON has a module of its own (cdc.mysqljson).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import struct
 import time
 from typing import Callable
-
-from pymysqlreplication.json_binary import parse_json
 
 _F32 = struct.Struct("<f")
 _D2B = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)          # bytes holding 0..9 decimal digits (MySQL decimal2bin)
@@ -208,23 +205,6 @@ def time_from_packed(x: int) -> str:
 
 def timestamp_from_seconds(seconds: int) -> str | None:
     return "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(seconds)[:6] if seconds else None
-
-
-def mysql_json(raw: bytes) -> str | None:
-    """MySQL 8 binary JSON re-serialized the way the server prints it."""
-    if not raw:
-        return None
-
-    def plain(v):
-        if isinstance(v, bytes):
-            return v.decode("utf-8")
-        if isinstance(v, dict):
-            return {plain(k): plain(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [plain(x) for x in v]
-        return v
-
-    return json.dumps(plain(parse_json(raw[0], raw[1:])), ensure_ascii=False)
 
 
 # --- text (snapshot) forms -------------------------------------------------------------------
