@@ -15,7 +15,7 @@ _REQUIRED = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_met
 def _variables(conn: Connection) -> dict[str, str]:
     rows = conn.exec_driver_sql(
         "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', 'log_bin', 'binlog_format', 'binlog_row_image',"
-        " 'binlog_row_metadata', 'log_bin_compress', 'binlog_row_value_options')").fetchall()
+        " 'binlog_row_metadata', 'log_bin_compress')").fetchall()
     return {str(name).lower(): str(value) for name, value in rows}
 
 
@@ -37,8 +37,6 @@ def check_server(conn: Connection) -> str:
                             "server config), then restart the source")
     if v.get("log_bin_compress", "OFF").upper() == "ON":
         problems.append("log_bin_compress is ON: set log_bin_compress=OFF (compressed row events are not decoded)")
-    if "PARTIAL_JSON" in v.get("binlog_row_value_options", "").upper():
-        problems.append("binlog_row_value_options is PARTIAL_JSON: set binlog_row_value_options=''")
     if problems:
         raise ConfigurationError("; ".join(problems))
     return version

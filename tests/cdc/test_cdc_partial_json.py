@@ -133,6 +133,24 @@ def test_partial_updates_carry_the_documents_the_server_holds(mysql_full):
             assert partial_size + PAD // 2 < full_size, f"{set_clause!r} was logged with whole documents"
 
 
+def test_global_partial_json_is_accepted_and_decoded(mysql_full):
+    """With PARTIAL_JSON as the server's default every session writes partial updates; the source starts."""
+    db = mysql_full.new_database()
+    capture = Capture(mysql_full)
+    mysql_full.sql("CREATE TABLE t (id INT PRIMARY KEY, j JSON)",
+                   f"INSERT INTO t VALUES (1, JSON_OBJECT('a', JSON_ARRAY(1, 2), 'pad', REPEAT('p', {PAD})))", db=db)
+    mysql_full.sql("SET GLOBAL binlog_row_value_options = 'PARTIAL_JSON'")
+    try:
+        config = capture.config(db)
+        start = capture.run(config)[-1].offset
+        mysql_full.sql("UPDATE t SET j = JSON_SET(j, '$.a[0]', 'x', '$.b', 1.0e0)", db=db)
+        after = [c["after"] for c in Capture.changes(capture.run(config, offset=start))]
+    finally:
+        mysql_full.sql("SET GLOBAL binlog_row_value_options = ''")
+    assert after == [{"id": 1, "j": mysql_full.sql("SELECT j FROM t", db=db)[0][0]}]
+    assert [kinds for kinds, _ in _rows_events(mysql_full, start)["t"]] == [{"Update_rows_partial"}]
+
+
 def test_a_diff_that_does_not_fit_stops_with_table_position_and_path(mysql_full, tmp_path):
     """The diffs of a recorded event are made to name a member the document lacks: the source stops
     and says where, instead of emitting a wrong document."""
