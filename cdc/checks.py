@@ -16,7 +16,7 @@ _REQUIRED = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_met
 def _variables(conn: Connection) -> dict[str, str]:
     rows = conn.exec_driver_sql(
         "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', 'log_bin', 'binlog_format', 'binlog_row_image',"
-        " 'binlog_row_metadata', 'binlog_row_value_options')").fetchall()
+        " 'binlog_row_metadata')").fetchall()
     return {str(name).lower(): str(value) for name, value in rows}
 
 
@@ -36,8 +36,6 @@ def check_server(conn: Connection) -> str:
         elif have.upper() != wanted:
             problems.append(f"{name} is {have}: set {name}={wanted} (SET GLOBAL {name}='{wanted}' and in the "
                             "server config), then restart the source")
-    if "PARTIAL_JSON" in v.get("binlog_row_value_options", "").upper():
-        problems.append("binlog_row_value_options is PARTIAL_JSON: set binlog_row_value_options=''")
     if problems:
         raise ConfigurationError("; ".join(problems))
     return version

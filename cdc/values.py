@@ -5,7 +5,8 @@ One function per type family turns the binlog's binary form (cdc.rowdecoder) or 
 too), DECIMAL as the server prints it, FLOAT as the shortest decimal that round-trips through float32,
 temporal values as ISO-8601 text with exactly the column's fractional digits (TIMESTAMP in UTC with
 "Z"), zero dates as null, binary strings as base64, BIT as an unsigned integer, GEOMETRY as
-{"srid", "wkb"}, VECTOR as a list of float32 values. MySQL's binary JSON is in cdc.mysql_json.
+{"srid", "wkb"}, VECTOR as a list of float32 values. MySQL's binary JSON has a module of its own
+(cdc.mysqljson).
 """
 
 from __future__ import annotations
