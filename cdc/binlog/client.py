@@ -30,6 +30,7 @@ from cdc.binlog import compressed
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
 from cdc.binlog.gtid_dump import dump_by_gtid
+from cdc.binlog.gtid_event import tagged_gtid
 from cdc.errors import DecodeError
 from cdc.gtid import MySqlGtidSet
 from cdc.offsets import BinlogPosition
@@ -165,6 +166,8 @@ class PyMySqlReplicationClient:
             return Gtid(*head, gtid=e.gtid, standalone=bool(e.flags & 1))
         if cls is GtidEvent:             # MySQL: a BEGIN query follows unless the group is one DDL
             return Gtid(*head, gtid=e.gtid, standalone=True)
+        if code == GTID_TAGGED:          # MySQL 8.3+: the same with a tag (cdc.binlog.gtid_event)
+            return Gtid(*head, gtid=tagged_gtid(_body(e)), standalone=True)
         if cls is RotateEvent:
             self._file = e.next_binlog
             return Rotate(*head, next_file=e.next_binlog, next_pos=e.position)
@@ -210,8 +213,6 @@ def _unconverted(e, code: int, where: str) -> None:
         raise DecodeError(f"INCIDENT event at {where}: the server recorded that changes may be missing from its "
                           "binlog (see its error log); re-snapshot the affected tables, then move the stored "
                           "offset past this event")
-    if code == GTID_TAGGED:
-        raise DecodeError(f"tagged GTID event at {where} is not decoded yet")
     if e.packet.flags & _IGNORABLE_FLAG:
         return None
     raise DecodeError(f"binlog event type {code} at {where} is not one binlake decodes, and the server did not "
