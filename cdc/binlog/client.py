@@ -29,7 +29,10 @@ from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEven
 from cdc.binlog import compressed, vector_tablemap
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
+from cdc.binlog.gtid_dump import dump_by_gtid
+from cdc.binlog.gtid_event import tagged_gtid
 from cdc.errors import DecodeError
+from cdc.gtid import MySqlGtidSet
 from cdc.offsets import BinlogPosition
 
 # What reaches us; the library constructs (parses) only these classes. It drops, unparsed, the other
@@ -84,15 +87,18 @@ class PyMySqlReplicationClient:
     def __init__(self, connection: dict, server_id: int, start: BinlogPosition, *, blocking: bool = True,
                  heartbeat_s: float = 0, gtids: str | None = None) -> None:
         """Connect with `connection` (PyMySQL's settings: host, port, user, password, ssl) and start at
-        `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n` or MySQL `uuid:1-n`); the
-        server then names the file in the first Rotate."""
+        `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n`, or MySQL
+        `uuid:1-n:tag:1-n`); the server then names the file in the first Rotate."""
         self._file = start.file
-        position = ({"auto_position": gtids, "is_mariadb": ":" not in gtids} if gtids is not None else
-                    {"log_file": start.file, "log_pos": start.pos, "resume_stream": True})
+        stream_from: dict = {"log_file": start.file, "log_pos": start.pos, "resume_stream": True}
+        if gtids is not None and ":" in gtids:      # MySQL: the dump command is binlake's (cdc.binlog.gtid_dump)
+            stream_from["pymysql_wrapper"] = dump_by_gtid(server_id, MySqlGtidSet(gtids), blocking)
+        elif gtids is not None:     # MariaDB; an empty set means "from the oldest binlog" on either server
+            stream_from = {"auto_position": gtids, "is_mariadb": True}
         self._reader = BinLogStreamReader(
             connection_settings=dict(connection),
             server_id=server_id, blocking=blocking, only_events=_EVENTS, filter_non_implemented_events=False,
-            freeze_schema=True, enable_logging=False, slave_heartbeat=heartbeat_s or None, **position)
+            freeze_schema=True, enable_logging=False, slave_heartbeat=heartbeat_s or None, **stream_from)
 
     def close(self) -> None:
         self._reader.close()
@@ -162,6 +168,8 @@ class PyMySqlReplicationClient:
             return Gtid(*head, gtid=e.gtid, standalone=bool(e.flags & 1))
         if cls is GtidEvent:             # MySQL: a BEGIN query follows unless the group is one DDL
             return Gtid(*head, gtid=e.gtid, standalone=True)
+        if code == GTID_TAGGED:          # MySQL 8.3+: the same with a tag (cdc.binlog.gtid_event)
+            return Gtid(*head, gtid=tagged_gtid(_body(e)), standalone=True)
         if cls is RotateEvent:
             self._file = e.next_binlog
             return Rotate(*head, next_file=e.next_binlog, next_pos=e.position)
@@ -207,8 +215,6 @@ def _unconverted(e, code: int, where: str) -> None:
         raise DecodeError(f"INCIDENT event at {where}: the server recorded that changes may be missing from its "
                           "binlog (see its error log); re-snapshot the affected tables, then move the stored "
                           "offset past this event")
-    if code == GTID_TAGGED:
-        raise DecodeError(f"tagged GTID event at {where} is not decoded yet")
     if e.packet.flags & _IGNORABLE_FLAG:
         return None
     raise DecodeError(f"binlog event type {code} at {where} is not one binlake decodes, and the server did not "
