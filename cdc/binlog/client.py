@@ -27,6 +27,7 @@ from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEven
                                           WriteRowsEvent)
 
 from cdc.binlog import compressed, vector_tablemap
+from cdc.binlog.connection import ReplicationConnection
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
 from cdc.binlog.gtid_dump import dump_by_gtid
@@ -90,11 +91,12 @@ class PyMySqlReplicationClient:
         `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n`, or MySQL
         `uuid:1-n:tag:1-n`); the server then names the file in the first Rotate."""
         self._file = start.file
-        stream_from: dict = {"log_file": start.file, "log_pos": start.pos, "resume_stream": True}
+        stream_from: dict = {"log_file": start.file, "log_pos": start.pos, "resume_stream": True,
+                             "pymysql_wrapper": ReplicationConnection}   # (a lost connection ends the stream)
         if gtids is not None and ":" in gtids:      # MySQL: the dump command is binlake's (cdc.binlog.gtid_dump)
             stream_from["pymysql_wrapper"] = dump_by_gtid(server_id, MySqlGtidSet(gtids), blocking)
         elif gtids is not None:     # MariaDB; an empty set means "from the oldest binlog" on either server
-            stream_from = {"auto_position": gtids, "is_mariadb": True}
+            stream_from = {"auto_position": gtids, "is_mariadb": True, "pymysql_wrapper": ReplicationConnection}
         self._reader = BinLogStreamReader(
             connection_settings=dict(connection),
             server_id=server_id, blocking=blocking, only_events=_EVENTS, filter_non_implemented_events=False,

@@ -6,8 +6,7 @@ steps before the dump command (binlog checksum, heartbeat period, replica regist
 same private method. So the reader keeps those steps and only the command is binlake's: the reader
 is started at a file/position, and the connection class it is given through `pymysql_wrapper` (its
 hook for the connection it opens) sends COM_BINLOG_DUMP_GTID for binlake's set in place of the
-COM_BINLOG_DUMP it writes. Should the reader reconnect after a lost connection, the same set is sent
-again, as the library's own GTID mode does.
+COM_BINLOG_DUMP it writes.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from typing import Callable
 
 import pymysql
 
+from cdc.binlog.connection import ReplicationConnection
 from cdc.gtid import MySqlGtidSet
 
 COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID = 0x12, 0x1E
@@ -39,8 +39,8 @@ def dump_gtid_command(server_id: int, gtids: MySqlGtidSet, blocking: bool) -> by
     return len(payload).to_bytes(3, "little") + b"\0" + payload
 
 
-class _DumpByGtidConnection(pymysql.connections.Connection):
-    """A pymysql connection that sends `dump_command` when its user writes a COM_BINLOG_DUMP."""
+class _DumpByGtidConnection(ReplicationConnection):
+    """A replication connection that sends `dump_command` when its user writes a COM_BINLOG_DUMP."""
 
     def __init__(self, *, dump_command: bytes, **settings) -> None:
         self._dump_command = dump_command

@@ -189,3 +189,38 @@ def test_binlog_lag_bytes_is_what_the_server_wrote_past_the_stream(server, db, c
     assert position.file == file  # (one binlog file here, so the expected figure is one subtraction)
     behind = source.metrics(time.time() + POLL_S)["binlog_lag_bytes"]  # (a clock past the poll interval)
     assert behind == int(end) - position.pos and behind > 50 * 200
+
+
+def test_a_lost_replication_connection_ends_the_stream_instead_of_reconnecting_at_its_start(server, db, capture):
+    """pymysqlreplication would reconnect by itself and ask again from where it first started (events
+    read twice); the source ends instead, and its runtime restarts it from the stored offset."""
+    from cdc.binlog.connection import ConnectionLost
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    config = capture.config(db)
+    source = MySqlSource(config, MemoryHistoryStore())          # follows the binlog like production
+    batches: list = []
+    failure: list = []
+
+    def read() -> None:
+        try:
+            batches.extend(source.batches())
+        except ConnectionLost as exc:
+            failure.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        server.sql(f"INSERT INTO `{db}`.t VALUES (1)")
+        while not Capture.changes(batches) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dumps = [row[0] for row in server.sql("SHOW PROCESSLIST") if str(row[4]).startswith("Binlog Dump")
+                 and row[1] == server.user]
+        assert dumps, "the source's binlog dump thread"
+        server.sql(*(f"KILL {thread}" for thread in dumps))
+        reader.join(30)
+    finally:
+        source.stop()
+        reader.join(10)
+    assert failure and "restarts from its stored offset" in str(failure[0])
+    assert [c["after"] for c in Capture.changes(batches)] == [{"id": 1}]      # nothing read twice
