@@ -20,13 +20,13 @@ from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.event import (BeginLoadQueryEvent, ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent,
-                                      IntvarEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent, RandEvent,
+                                      IntvarEvent, MariadbGtidEvent, NotImplementedEvent, RandEvent,
                                       RotateEvent, UserVarEvent, XAPrepareEvent, XidEvent)
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent,
                                           WriteRowsEvent)
 
-from cdc.binlog import compressed, vector_tablemap
+from cdc.binlog import compressed, query_event, vector_tablemap
 from cdc.binlog.connection import ReplicationConnection
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
@@ -40,8 +40,8 @@ from cdc.offsets import BinlogPosition
 # classes it maps: FORMAT_DESCRIPTION, PREVIOUS_GTIDS (the stream's offsets carry their own GTID set),
 # STOP, ROWS_QUERY (the statement text of row events, informative) and MariaDB's ANNOTATE_ROWS,
 # BINLOG_CHECKPOINT, GTID_LIST and START_ENCRYPTION (the dump thread sends events decrypted).
-_EVENTS = [RotateEvent, QueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent, WriteRowsEvent,
-           UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent, XAPrepareEvent,
+_EVENTS = [RotateEvent, query_event.StatementQueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent,
+           WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent, XAPrepareEvent,
            IntvarEvent, RandEvent, UserVarEvent, BeginLoadQueryEvent, ExecuteLoadQueryEvent, NotImplementedEvent]
 _ROW_KINDS = {WriteRowsEvent: "c", UpdateRowsEvent: "u", DeleteRowsEvent: "d", PartialUpdateRowsEvent: "u"}
 _HEADER = 20  # OK byte + 19-byte event header in front of every event payload
@@ -59,6 +59,7 @@ _STATEMENT_BASED = {17: "BEGIN_LOAD_QUERY", 18: "EXECUTE_LOAD_QUERY"}
 _IGNORABLE_FLAG = 0x80                  # LOG_EVENT_IGNORABLE_F: the server says replicas may skip it
 
 vector_tablemap.install()       # MySQL 9's VECTOR columns in table maps
+query_event.install()           # QUERY events without parsing their status variables
 
 
 class BinlogClient(Protocol):
@@ -162,7 +163,7 @@ class PyMySqlReplicationClient:
                        sorted(e.optional_metadata.primary_keys_with_prefix or ()))
             return TableMap(*head, table_id=e.table_id, db=e.schema, table=e.table,
                             columns=tuple(_column(c) for c in e.columns), primary_key=pk)
-        if cls is QueryEvent:
+        if cls is query_event.StatementQueryEvent:
             return _query(e, head)
         if cls is XidEvent:
             return Commit(*head, xid=e.xid)
