@@ -169,7 +169,8 @@ class StreamingSource:
         self.dispatcher.commit(self._offset)
 
     def _on_query(self, event: Query) -> None:
-        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
+        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql,
+                                      event.server_charset)
         if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()
             src = self.source

@@ -21,6 +21,7 @@ from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbe
                                TableMap)
 from cdc.errors import DecodeError
 from cdc.offsets import BinlogPosition
+from cdc.schema.charsets import charset_of_collation_id
 
 _EVENTS = [RotateEvent, QueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent, WriteRowsEvent,
            UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent]
@@ -102,7 +103,8 @@ class PyMySqlReplicationClient:
             if word in ("COMMIT", "ROLLBACK"):
                 return Commit(*head)
             db = e.schema.decode() if isinstance(e.schema, bytes) else e.schema
-            return Query(*head, db=db, sql=sql)
+            return Query(*head, db=db, sql=sql,
+                         server_charset=charset_of_collation_id(getattr(e, "collation_server", None)))
         if cls is XidEvent:
             return Commit(*head, xid=e.xid)
         if cls is MariadbGtidEvent:

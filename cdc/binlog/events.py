@@ -63,6 +63,7 @@ class Commit(Event):
 class Query(Event):
     db: str
     sql: str
+    server_charset: str | None = None  # the server's default character set as the statement ran
 
 
 @dataclass(frozen=True, slots=True)
