@@ -18,6 +18,7 @@ from cdc.errors import DecodeError
 from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
 from cdc.records import Batch
 from cdc.rowdecoder import compile_rows_decoder
+from cdc.schema.columns import describe_columns
 from cdc.schema.history import SchemaHistory
 
 
@@ -106,20 +107,17 @@ class StreamingSource:
         self._dml_txn = True
 
     def _on_table_map(self, event: TableMap) -> None:
-        captured = self.dispatcher.captured(event.db, event.table)
-        context = None
-        if captured:
-            pk = tuple(event.columns[i].name for i in event.primary_key)
-            definition = self.history.schema.get(event.db, event.table)
-            if not pk and definition is not None:
-                pk = definition.primary_key
-            key = (event.db, event.table, pk, definition)
-            context = self._contexts.get(key)
-            if context is None:
-                context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
-                self._contexts[key] = context
-        decode = compile_rows_decoder(event.columns) if captured else None
-        self._tables[event.table_id] = _MappedTable(decode, context)
+        if not self.dispatcher.captured(event.db, event.table):
+            self._tables[event.table_id] = _MappedTable(None, None)
+            return
+        definition = self.history.schema.get(event.db, event.table)   # the table as of this event
+        columns, pk = describe_columns(event, definition)
+        key = (event.db, event.table, pk, definition)
+        context = self._contexts.get(key)
+        if context is None:
+            context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
+            self._contexts[key] = context
+        self._tables[event.table_id] = _MappedTable(compile_rows_decoder(columns), context)
 
     def _on_rows(self, event: Rows) -> None:
         mapped = self._tables.get(event.table_id)

@@ -8,6 +8,7 @@ after a real rotate), so consumers keep maps until a Rotate with a non-zero time
 
 from __future__ import annotations
 
+import logging
 from typing import Iterator, Protocol
 
 from pymysqlreplication.constants import FIELD_TYPE
@@ -27,6 +28,17 @@ _EVENTS = [RotateEvent, QueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, Table
            UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent]
 _ROW_KINDS = {WriteRowsEvent: "c", UpdateRowsEvent: "u", DeleteRowsEvent: "d", PartialUpdateRowsEvent: "u"}
 _HEADER = 20  # OK byte + 19-byte event header in front of every event payload
+
+
+class _RowMetadataAdvice(logging.Filter):
+    """pymysqlreplication warns at every connect that binlog_row_metadata should be FULL; binlake reads
+    MINIMAL and NO_LOG too (cdc.schema.columns), so that advice would only mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "BINLOG_ROW_METADATA = FULL" not in record.getMessage()
+
+
+logging.getLogger("pymysqlreplication").addFilter(_RowMetadataAdvice())
 
 
 class BinlogClient(Protocol):
