@@ -13,7 +13,7 @@ def _run(server, **overrides):
 
 
 def test_binlog_off(server_factory):
-    server = server_factory(server_id="1")
+    server = server_factory(server_id="1", skip_log_bin=None)        # (MySQL logs by default)
     with pytest.raises(ConfigurationError, match=r"binary logging is off.*--log-bin"):
         _run(server)
 
