@@ -22,6 +22,7 @@ from cdc.jsondiff import JsonDiffError
 from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
 from cdc.records import Batch
 from cdc.rowdecoder import RowImageError, compile_partial_update_decoder, compile_rows_decoder
+from cdc.schema.columns import describe_columns
 from cdc.schema.history import SchemaHistory
 
 
@@ -117,24 +118,18 @@ class StreamingSource:
         self._dml_txn = True
 
     def _on_table_map(self, event: TableMap) -> None:
-        captured = self.dispatcher.captured(event.db, event.table)
-        context = None
-        if captured:
-            pk = tuple(event.columns[i].name for i in event.primary_key)
-            definition = self.history.schema.get(event.db, event.table)
-            if not pk and definition is not None:
-                pk = definition.primary_key
-            key = (event.db, event.table, pk, definition)
-            context = self._contexts.get(key)
-            if context is None:
-                context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
-                self._contexts[key] = context
-        if captured:
-            mapped = _MappedTable(compile_rows_decoder(event.columns), compile_partial_update_decoder(event.columns),
-                                  context)
-        else:
-            mapped = _MappedTable(None, None, None)
-        self._tables[event.table_id] = mapped
+        if not self.dispatcher.captured(event.db, event.table):
+            self._tables[event.table_id] = _MappedTable(None, None, None)
+            return
+        definition = self.history.schema.get(event.db, event.table)   # the table as of this event
+        columns, pk = describe_columns(event, definition)
+        key = (event.db, event.table, pk, definition)
+        context = self._contexts.get(key)
+        if context is None:
+            context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
+            self._contexts[key] = context
+        self._tables[event.table_id] = _MappedTable(compile_rows_decoder(columns),
+                                                    compile_partial_update_decoder(columns), context)
 
     def _on_rows(self, event: Rows) -> None:
         mapped = self._tables.get(event.table_id)
@@ -203,7 +198,8 @@ class StreamingSource:
                               "ran with binlog_format=STATEMENT or MIXED): its rows are not in the binlog. Set "
                               "binlog_format=ROW for every session, then re-snapshot the tables it changed: "
                               f"{event.sql[:200]!r}")
-        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
+        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql,
+                                      event.server_charset)
         if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()
             src = self.source

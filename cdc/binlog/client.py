@@ -14,6 +14,7 @@ as a NotImplementedEvent. Nothing is skipped silently.
 
 from __future__ import annotations
 
+import logging
 from typing import Iterator, Protocol
 
 from pymysql.protocol import MysqlPacket
@@ -35,6 +36,7 @@ from cdc.binlog.gtid_event import tagged_gtid
 from cdc.errors import DecodeError
 from cdc.gtid import MySqlGtidSet
 from cdc.offsets import BinlogPosition
+from cdc.schema.charsets import charset_of_collation_id
 
 # What reaches us; the library constructs (parses) only these classes. It drops, unparsed, the other
 # classes it maps: FORMAT_DESCRIPTION, PREVIOUS_GTIDS (the stream's offsets carry their own GTID set),
@@ -60,6 +62,17 @@ _IGNORABLE_FLAG = 0x80                  # LOG_EVENT_IGNORABLE_F: the server says
 
 vector_tablemap.install()       # MySQL 9's VECTOR columns in table maps
 query_event.install()           # QUERY events without parsing their status variables
+
+
+class _RowMetadataAdvice(logging.Filter):
+    """pymysqlreplication warns at every connect that binlog_row_metadata should be FULL; binlake reads
+    MINIMAL and NO_LOG too (cdc.schema.columns), so that advice would only mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "BINLOG_ROW_METADATA = FULL" not in record.getMessage()
+
+
+logging.getLogger("pymysqlreplication").addFilter(_RowMetadataAdvice())
 
 
 class BinlogClient(Protocol):
@@ -203,7 +216,7 @@ def _query(e, head: tuple) -> Event | None:
     if word.startswith("XA END"):       # the XA transaction's commit event follows
         return None
     db = e.schema.decode() if isinstance(e.schema, bytes) else e.schema
-    return Query(*head, db=db, sql=sql)
+    return Query(*head, db=db, sql=sql, server_charset=charset_of_collation_id(getattr(e, "collation_server", None)))
 
 
 def _unconverted(e, code: int, where: str) -> None:

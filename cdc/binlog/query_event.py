@@ -1,17 +1,19 @@
-"""QUERY events read without their status variables.
+"""QUERY events read past status variables the library does not know.
 
 pymysqlreplication parses every status variable of a QUERY event and raises StatusVariableMismatch
 on one it does not know; servers add new ones (MySQL 9 writes some for statement-format DML), which
-would stop the source with a message about the library instead of the statement. binlake needs
-only the default database and the statement text, so this reader skips the status block by its
-declared length. `install()` maps QUERY events to it in the library's event table (its only hook).
+would stop the source with a message about the library instead of the statement. binlake needs the
+default database, the statement text and the server's collation (Q_CHARSET, which servers write
+before their newer variables), so this reader parses the variables the library knows and skips the
+rest of the block by its declared length. `install()` maps QUERY events to it in the library's
+event table (its only hook).
 """
 
 from __future__ import annotations
 
 from pymysqlreplication.constants import BINLOG
 from pymysqlreplication.event import BinLogEvent, QueryEvent
-from pymysqlreplication.exceptions import MalformedBinLogEvent
+from pymysqlreplication.exceptions import MalformedBinLogEvent, StatusVariableMismatch
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 _POST_HEADER = 13   # thread id 4, execution time 4, database name length 1, error code 2, status length 2
@@ -26,7 +28,13 @@ class StatementQueryEvent(QueryEvent):
         self.error_code = self.packet.read_uint16()
         self.status_vars_length = self.packet.read_uint16()
         post_header = self._advance_to_payload(_POST_HEADER)
-        self.packet.advance(self.status_vars_length)
+        end = self.packet.read_bytes + self.status_vars_length
+        try:
+            while self.packet.read_bytes < end:
+                self._read_status_vars_value_for_key(self.packet.read_uint8())
+        except StatusVariableMismatch:
+            pass                        # one newer than the library: the rest of the block is skipped
+        self.packet.advance(end - self.packet.read_bytes)
         self.schema = self.packet.read(self.schema_length)
         self.packet.advance(1)
         length = event_size - post_header - self.status_vars_length - self.schema_length - 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 INTEGER_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 TEXT_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext")
+CHARACTER_TYPES = TEXT_TYPES + ("enum", "set")    # the types that have a character set
 BINARY_TYPES = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
 TEMPORAL_TYPES = ("date", "datetime", "timestamp", "time", "year")
 GEOMETRY_TYPES = ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
@@ -30,7 +31,7 @@ class ColumnDef:
     type: str                            # normalized base type, one of KNOWN_TYPES
     args: tuple[int, ...] = ()           # (length) / (precision, scale) / (fsp) as declared
     unsigned: bool = False
-    charset: str | None = None
+    charset: str | None = None           # character columns: declared, else the table's default
     values: tuple[str, ...] = ()         # ENUM/SET members
     nullable: bool = True
 
@@ -59,7 +60,7 @@ class TableDef:
     name: str
     columns: tuple[ColumnDef, ...]
     primary_key: tuple[str, ...] = ()
-    charset: str | None = None
+    charset: str | None = None           # default for new columns: declared, else the database's
 
     @property
     def id(self) -> str:
@@ -79,9 +80,11 @@ class TableDef:
 
 @dataclass
 class Schema:
-    """All known tables by (db, table); names are case-sensitive as with lower_case_table_names=0."""
+    """All known tables by (db, table); names are case-sensitive as with lower_case_table_names=0. A
+    database's default character set (None: unknown) is what a table created without one gets."""
 
     tables: dict[tuple[str, str], TableDef] = field(default_factory=dict)
+    databases: dict[str, str | None] = field(default_factory=dict)
 
     def get(self, db: str, table: str) -> TableDef | None:
         return self.tables.get((db, table))
@@ -93,6 +96,7 @@ class Schema:
         return self.tables.pop((db, table), None)
 
     def drop_database(self, db: str) -> list[TableDef]:
+        self.databases.pop(db, None)
         gone = [t for key, t in self.tables.items() if key[0] == db]
         for t in gone:
             self.drop(t.db, t.name)
