@@ -135,6 +135,17 @@ class SqlServer:
         return "MySQL" if self.kind == "mysql" else "MariaDB"
 
     @property
+    def binlog_monitor(self) -> str:
+        """The privilege to read binlog positions: BINLOG MONITOR on MariaDB, REPLICATION CLIENT on MySQL."""
+        return "REPLICATION CLIENT" if self.kind == "mysql" else "BINLOG MONITOR"
+
+    def binlog_end(self) -> tuple[str, int]:
+        """The binlog file and position the server writes next (MySQL 8.4 renamed SHOW MASTER STATUS)."""
+        status = "SHOW BINARY LOG STATUS" if self.kind == "mysql" else "SHOW MASTER STATUS"
+        file, pos = self.sql(status)[0][:2]
+        return str(file), int(pos)
+
+    @property
     def socket_path(self) -> Path:
         return self.data_dir / "mysqld.sock"
 

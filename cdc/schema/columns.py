@@ -17,6 +17,7 @@ from functools import lru_cache
 from pymysqlreplication.constants import FIELD_TYPE as T
 
 from cdc.binlog.events import BinlogColumn, TableMap
+from cdc.binlog.vector_tablemap import VECTOR
 from cdc.errors import DecodeError
 from cdc.schema.charsets import codec
 from cdc.schema.model import BINARY_TYPES, CHARACTER_TYPES, GEOMETRY_TYPES, ColumnDef, TableDef
@@ -34,6 +35,7 @@ BINLOG_TYPES: dict[str, set[int]] = {
     **{t: _BLOB for t in ("tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob",
                           "longblob")},
     **{t: {T.GEOMETRY} for t in GEOMETRY_TYPES},
+    "vector": {VECTOR},
 }
 _REBUILD = ("take a new snapshot so the history is read from the server again (start the source once with "
             "snapshot: always, or delete its stored offset)")

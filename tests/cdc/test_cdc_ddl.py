@@ -70,17 +70,18 @@ def test_debezium_schema_change_events(server, db, capture):
     assert drop["tableChanges"][0] == {"type": "DROP", "id": f"{db}.t2", "previousId": None, "table": None}
 
 
-UNSUPPORTED_TYPE = {"mariadb": "INET6", "mysql": "VECTOR(3)"}     # column types binlake does not map
-
-
-def test_unparseable_ddl_stops_unless_skipped(server, db, capture):
+def test_unparseable_ddl_stops_unless_skipped(mariadb):
+    """On MariaDB, whose INET6 type binlake does not map. (Every type and statement MySQL 9 writes is
+    read: there a DDL is unreadable only when the history lacks what it refers to, which the snapshot's
+    complete structure prevents.)"""
+    server, db = mariadb, mariadb.new_database()
+    capture = Capture(server)
     server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
     config = capture.config(db)
     snapshot = capture.run(config)
-    unsupported = UNSUPPORTED_TYPE[server.kind]
-    server.sql(f"CREATE TABLE `{db}`.u (id INT PRIMARY KEY, x {unsupported})", f"INSERT INTO `{db}`.t VALUES (7)")
-    with pytest.raises(UnsupportedDdlError, match=rf"column type '{unsupported.split('(')[0].lower()}' is not "
-                                                  r"supported.*MINIMAL.*ddl_skip_unparseable"):
+    server.sql(f"CREATE TABLE `{db}`.u (id INT PRIMARY KEY, x INET6)", f"INSERT INTO `{db}`.t VALUES (7)")
+    problem = "column type 'inet6' is not supported"
+    with pytest.raises(UnsupportedDdlError, match=rf"{problem}.*MINIMAL.*ddl_skip_unparseable"):
         capture.run(config, offset=snapshot[-1].offset)
     skipping = {**config, "ddl_skip_unparseable": True}
     batches = capture.run(skipping, offset=snapshot[-1].offset)

@@ -102,9 +102,9 @@ def test_crashed_snapshot_resumes_from_its_last_chunk(server, db, capture):
 def test_table_locks_without_reload_privilege(server, db, capture):
     server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)",
                 f"CREATE USER 'nolock_{db}'@'%' IDENTIFIED BY 'pw'",
-                f"GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'nolock_{db}'@'%'",
+                f"GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, {server.binlog_monitor} ON *.* TO 'nolock_{db}'@'%'",
                 f"CREATE USER 'nolocks_{db}'@'%' IDENTIFIED BY 'pw'",
-                f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'nolocks_{db}'@'%'")
+                f"GRANT SELECT, REPLICATION SLAVE, {server.binlog_monitor} ON *.* TO 'nolocks_{db}'@'%'")
     config = capture.config(db, user=f"nolock_{db}", password="pw")
     assert [c["after"] for c in Capture.changes(capture.run(config))] == [{"id": 1}, {"id": 2}]
     with pytest.raises(ConfigurationError, match="GRANT RELOAD .* or LOCK TABLES"):
