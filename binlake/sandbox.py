@@ -209,21 +209,29 @@ def _run_to_end(args: list[str], what: str) -> None:
         raise SandboxError(f"{what} failed:\n{output}")
 
 
+def _tmpdir(data_dir: Path) -> str:
+    """A temporary directory of the server's own beside its data: servers sharing /tmp collided on
+    their internal temporary tables' names under load."""
+    path = data_dir.with_name("tmp")
+    path.mkdir(parents=True, exist_ok=True)
+    return f"--tmpdir={path}"
+
+
 def initialize_datadir(data_dir: Path, kind: str = "mariadb") -> None:
     if not installed(kind):
         raise _missing(kind)
     if kind == "mysql":
-        _run_to_end([*_mysqld(), f"--datadir={data_dir}", "--initialize-insecure", "--user=root"],
+        _run_to_end([*_mysqld(), f"--datadir={data_dir}", _tmpdir(data_dir), "--initialize-insecure", "--user=root"],
                     "mysqld --initialize-insecure")
     else:
-        _run_to_end([INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", "--auth-root-authentication-method=normal",
-                     "--user=root", "--skip-test-db"], "mariadb-install-db")
+        _run_to_end([INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", _tmpdir(data_dir),
+                     "--auth-root-authentication-method=normal", "--user=root", "--skip-test-db"], "mariadb-install-db")
 
 
 def _server_args(kind: str, data_dir: Path, port: int) -> list[str]:
     common = [f"--datadir={data_dir}", f"--port={port}", "--bind-address=127.0.0.1",
               f"--socket={data_dir / 'mysqld.sock'}", f"--pid-file={data_dir / 'mysqld.pid'}", "--user=root",
-              "--innodb-buffer-pool-size=64M", "--max-connections=60", "--performance-schema=OFF"]
+              "--innodb-buffer-pool-size=64M", "--max-connections=60", "--performance-schema=OFF", _tmpdir(data_dir)]
     if kind == "mysql":   # (names resolved: MySQL's initialized root is root@localhost only)
         return [*_mysqld(), *common, "--mysqlx=OFF", "--secure-file-priv=", "--innodb-redo-log-capacity=100M"]
     return [MARIADBD, "--no-defaults", *common, "--skip-name-resolve", "--innodb-log-file-size=48M"]
