@@ -16,23 +16,37 @@ import time
 import faust
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from mode import CrashingSupervisor
 
 from binlake.brokerproc import ROOT
 from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
+from streams.agent_errors import AgentErrors, DeadLetterSupervisor, StopWorkerSupervisor
 from streams.exactly_once import ExactlyOnceTransport, install
 from streams.worker import defaults_unless_set
 
 
-def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left_alone():
+def test_exactly_once_apps_get_the_transport_others_are_left_alone():
     exact = faust.App("exact", broker="kafka://127.0.0.1:1", processing_guarantee="exactly_once")
     exact.agent(exact.topic("t"))(lambda stream: stream)
     plain = faust.App("plain", broker="kafka://127.0.0.1:1")
     assert install(exact) and isinstance(exact.transport, ExactlyOnceTransport)
-    assert all(agent.supervisor_strategy is CrashingSupervisor for agent in exact.agents.values())
     assert not install(plain) and not isinstance(plain.transport, ExactlyOnceTransport)
+
+
+def test_agents_get_the_supervisor_of_the_apps_agent_errors_policy(monkeypatch):
+    """faust's own restarts an agent that raised and loses its event; the policy's stops the worker or
+    restarts the agent once the event is a dead letter; set by the app's options, config or environment."""
+    def supervisors(app) -> tuple[set, str]:
+        app.agent(app.topic("t"))(lambda stream: stream)
+        errors = AgentErrors.of(app)
+        errors.supervise()
+        return {agent.supervisor_strategy for agent in app.agents.values()}, errors.dead_letter_topic
+    assert supervisors(faust.App("stops", broker="kafka://127.0.0.1:1")) == ({StopWorkerSupervisor}, "stops-dlq")
+    assert supervisors(faust.App("goes-on", broker="kafka://127.0.0.1:1", agent_errors="dead_letter",
+                                 dead_letter_topic="dead")) == ({DeadLetterSupervisor}, "dead")
+    monkeypatch.setenv("AGENT_ERRORS", "dead_letter")
+    assert supervisors(faust.App("env", broker="kafka://127.0.0.1:1")) == ({DeadLetterSupervisor}, "env-dlq")
 
 
 def test_the_producer_lingers_5_ms_unless_the_app_says_otherwise(monkeypatch):
