@@ -31,7 +31,7 @@ from typing import Any, Optional
 from faust.agents.agent import current_agent
 from faust.streams import current_event
 from faust.types import EventT, Message
-from mode import OneForOneSupervisor, SupervisorStrategy
+from mode import OneForOneSupervisor
 
 from .settings import app_setting
 
@@ -183,24 +183,13 @@ def error_headers(app_id: str, agent: str, message: Message, exc: BaseException)
     return [(HEADER + key, value.encode()) for key, value in values.items()]
 
 
-class StopWorkerSupervisor(SupervisorStrategy):
-    """Stops the worker as SIGTERM does once an agent has crashed (its failure logged, its commits
-    refused). mode's CrashingSupervisor marks every service of the worker crashed instead, and the
-    worker's stop then trips over its crashed consumer thread ("Error while stopping child ...:
-    Event loop is closed", with a traceback)."""
-
-    async def restart_services(self, services: list) -> None:
-        if services:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
-class DeadLetterSupervisor(OneForOneSupervisor):
-    """Restarts an actor whose event went to the dead-letter topic: quietly (the event and the error
-    are logged), with no cap (mode's supervisor stops the worker after 100 restarts in a second, and
-    with this policy a burst of events that fail is a burst of dead letters, not a reason to stop),
-    and without waiting 5 s for a restarted actor that crashes (faust does not start the actor that
-    replaces a crashed one, and mode's supervisor looks at an actor not started only every 5 s; and
-    it hears of a crash only while it waits for one)."""
+class AgentSupervisor(OneForOneSupervisor):
+    """Restarts an actor that crashed: quietly (the event and the error are logged), with no cap
+    (mode's supervisor stops the worker after 100 restarts in a second, and with `dead_letter` a
+    burst of events that fail is a burst of dead letters, not a reason to stop), and without waiting
+    5 s for a restarted actor that crashes (faust does not start the actor that replaces a crashed
+    one, and mode's supervisor looks at an actor not started only every 5 s; and it hears of a crash
+    only while it waits for one)."""
 
     async def restart_services(self, services: list) -> None:
         while services:
@@ -211,3 +200,21 @@ class DeadLetterSupervisor(OneForOneSupervisor):
                 self.insert(index, replacement)
                 await replacement.maybe_start()
             services = [s for s in self._services if s.started and not self.service_operational(s)]
+
+
+class DeadLetterSupervisor(AgentSupervisor):
+    """`dead_letter`'s: an actor whose event went to the dead-letter topic starts again."""
+
+
+class StopWorkerSupervisor(AgentSupervisor):
+    """`stop`'s: stops the worker as SIGTERM does once an agent has raised (its failure logged, its
+    commits refused); an actor cancelled by a rebalance (faust's isolated partitions) is restarted.
+    mode's CrashingSupervisor marks every service of the worker crashed instead, and the worker's
+    stop then trips over its crashed consumer thread ("Error while stopping child ...: Event loop
+    is closed", with a traceback)."""
+
+    async def restart_services(self, services: list) -> None:
+        if any(not isinstance(s.crash_reason, asyncio.CancelledError) for s in services):
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            await super().restart_services(services)
