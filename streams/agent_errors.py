@@ -14,13 +14,14 @@ commit waiting for that event forever). Here the policy decides, as Kafka Stream
   joins the event's transaction, so it commits with the offset and the other events' outputs.
 
 The consumers (`streams/consumer.py`, `streams/exactly_once.py`) call `handle` from faust's error
-hook, in the task of the agent that raised, before faust's supervisor of the agent acts: that
-supervisor, given by the policy, stops the worker (`stop`) or restarts the agent (`dead_letter`).
+hook, in the task of the agent that raised, before the agent's supervisor acts: `AgentSupervisor`
+then stops the worker, or restarts the agent once its event is a dead letter.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -38,7 +39,6 @@ from .settings import app_setting
 log = logging.getLogger(__name__)
 POLICIES = ("stop", "dead_letter")
 HEADER = "__streams.errors."  # Kafka Streams' dead-letter headers (KIP-1034)
-STREAM_ITERATORS = {"_c_aiter", "_py_aiter"}  # faust's iterator of a stream (any other iterates batches: take())
 
 
 class BadAgentErrorsSetting(ValueError):
@@ -82,12 +82,10 @@ class AgentErrors:
         return cls(app, policy, topic.strip())
 
     def supervise(self) -> None:
-        """Give every agent the supervisor the policy needs (instead of faust's, which restarts an agent
-        that raised and loses its event): one that crashes the worker, or one that restarts the agent
-        once its event is a dead letter."""
-        strategy = StopWorkerSupervisor if self.policy == "stop" else DeadLetterSupervisor
+        """Give every agent a supervisor that stops the worker when it stops for an agent's failure
+        (faust's restarts an agent that raised, and its event is lost) and otherwise restarts it."""
         for agent in self.app.agents.values():
-            agent.supervisor_strategy = strategy
+            agent.supervisor_strategy = functools.partial(AgentSupervisor, agent_errors=self)
 
     async def handle(self, exc: BaseException) -> Optional[AgentFailure]:
         """In the task of the agent that raised: None once its event is a dead letter (the agent goes
@@ -102,8 +100,12 @@ class AgentErrors:
                      "docs/streams.md.)"
         else:
             stream = self._stream_of(agent, event) if event is not None else None
-            reason = "the agent held no event" if event is None else self._cannot_dead_letter(stream)
-            if reason is None:
+            if event is None:
+                reason = ("the agent held no single event (it raised outside its stream's events, or over a batch "
+                          "from take())")
+            elif stream is None:
+                reason = "the stream that handed the event to the agent is not known"
+            else:
                 reason = await self._dead_letter(name, event, exc, stream)
                 if reason is None:
                     return None
@@ -131,18 +133,6 @@ class AgentErrors:
         log.warning("agent %s raised %s: %s on the event at %s-%d offset %d: sent to %s, going on", agent,
                     type(exc).__name__, exc, message.topic, message.partition, message.offset, self.dead_letter_topic)
         event.ack()
-        return None
-
-    @staticmethod
-    def _cannot_dead_letter(stream: Any) -> Optional[str]:
-        """Why the agent's event cannot be the only one to go: its stream is not known, or the agent
-        takes events in batches (take()), and the others of the batch would be acknowledged with it."""
-        if stream is None:
-            return "the agent's stream of the event is not known"
-        batching = [agen for agen in stream._active_agens if agen.ag_code.co_name not in STREAM_ITERATORS]
-        if batching:
-            return (f"the agent takes events in batches ({batching[0].ag_code.co_name}()), and a batch is not "
-                    f"one event")
         return None
 
     @staticmethod
@@ -184,15 +174,26 @@ def error_headers(app_id: str, agent: str, message: Message, exc: BaseException)
 
 
 class AgentSupervisor(OneForOneSupervisor):
-    """Restarts an actor that crashed: quietly (the event and the error are logged), with no cap
-    (mode's supervisor stops the worker after 100 restarts in a second, and with `dead_letter` a
-    burst of events that fail is a burst of dead letters, not a reason to stop), and without waiting
-    5 s for a restarted actor that crashes (faust does not start the actor that replaces a crashed
-    one, and mode's supervisor looks at an actor not started only every 5 s; and it hears of a crash
-    only while it waits for one)."""
+    """Each agent's supervisor under the worker: stops the worker as SIGTERM does once it stops for an
+    agent's failure (logged, its commits refused), else restarts the actor: one whose event went to
+    the dead-letter topic, or one a rebalance cancelled (faust's isolated partitions). mode's
+    CrashingSupervisor marks every service of the worker crashed instead, and the worker's stop
+    then trips over its crashed consumer thread ("Error while stopping child ...: Event loop is
+    closed", with a traceback). A restart is quiet (the event and the error are logged), has no cap
+    (mode's supervisor stops the worker after 100 restarts in a second: a burst of events that fail
+    is a burst of dead letters), and does not wait 5 s for a restarted actor that crashes (faust
+    does not start the actor that replaces a crashed one, and mode's supervisor looks at an actor
+    not started only every 5 s; it hears of a crash only while it waits for one)."""
+
+    def __init__(self, *services: Any, agent_errors: AgentErrors, **kwargs: Any) -> None:
+        super().__init__(*services, **kwargs)
+        self.agent_errors = agent_errors
 
     async def restart_services(self, services: list) -> None:
         while services:
+            if self.agent_errors.failure is not None:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             for service in services:
                 index = self._index[service]
                 replacement = await self.replacement(service, index)
@@ -200,21 +201,3 @@ class AgentSupervisor(OneForOneSupervisor):
                 self.insert(index, replacement)
                 await replacement.maybe_start()
             services = [s for s in self._services if s.started and not self.service_operational(s)]
-
-
-class DeadLetterSupervisor(AgentSupervisor):
-    """`dead_letter`'s: an actor whose event went to the dead-letter topic starts again."""
-
-
-class StopWorkerSupervisor(AgentSupervisor):
-    """`stop`'s: stops the worker as SIGTERM does once an agent has raised (its failure logged, its
-    commits refused); an actor cancelled by a rebalance (faust's isolated partitions) is restarted.
-    mode's CrashingSupervisor marks every service of the worker crashed instead, and the worker's
-    stop then trips over its crashed consumer thread ("Error while stopping child ...: Event loop
-    is closed", with a traceback)."""
-
-    async def restart_services(self, services: list) -> None:
-        if any(not isinstance(s.crash_reason, asyncio.CancelledError) for s in services):
-            os.kill(os.getpid(), signal.SIGTERM)
-        else:
-            await super().restart_services(services)

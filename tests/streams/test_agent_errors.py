@@ -186,3 +186,36 @@ def test_dead_letters_are_exactly_once_across_a_sigkill(broker_factory, tmp_path
         second.kill()
     assert collections.Counter(got) == {v: 1 for v in values if not v.startswith(b"boom")}
     assert collections.Counter(dead) == {v: 1 for v in values if v.startswith(b"boom")}
+
+
+BATCH_APP = r'''
+import faust
+
+app = faust.App("crash", broker="kafka://{address}", processing_guarantee="exactly_once", store="memory://",
+                topic_partitions=1, consumer_auto_offset_reset="earliest", web_enabled=False,
+                agent_errors="dead_letter")
+
+
+@app.agent(app.topic("crash-in", value_serializer="raw", partitions=1))
+async def batches(stream):
+    async for values in stream.take(10, within=1):
+        if b"boom" in values:
+            raise KeyError(b"boom")
+'''
+
+
+def test_an_agent_that_takes_batches_stops_the_worker_even_with_dead_letters(broker_factory, tmp_path):
+    """A batch's other events would count as processed with the one dead letter: the worker stops."""
+    broker = faust_broker(broker_factory, "crash-in")
+    (tmp_path / "crash_app.py").write_text(BATCH_APP.format(address=broker.address))
+    feed(broker.address, [b"a", b"boom", b"c"])
+    worker = Worker(tmp_path, 0, "crash_app").start()
+    try:
+        code = exited(worker)
+    finally:
+        worker.kill()
+    assert code == 1, worker.log()[-3000:]
+    assert "agent crash_app.batches raised KeyError: b'boom' outside any event; the worker stops." in worker.log()
+    assert "(agent_errors='dead_letter', but the agent held no single event (it raised outside its stream's " \
+           "events, or over a batch from take()).)" in worker.log(), worker.log()[-3000:]
+    assert committed(broker.address) <= 0

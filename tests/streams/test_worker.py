@@ -21,7 +21,7 @@ from binlake.brokerproc import ROOT
 from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
-from streams.agent_errors import AgentErrors, DeadLetterSupervisor, StopWorkerSupervisor
+from streams.agent_errors import AgentErrors, AgentSupervisor
 from streams.exactly_once import ExactlyOnceTransport, install
 from streams.worker import defaults_unless_set
 
@@ -34,19 +34,23 @@ def test_exactly_once_apps_get_the_transport_others_are_left_alone():
     assert not install(plain) and not isinstance(plain.transport, ExactlyOnceTransport)
 
 
-def test_agents_get_the_supervisor_of_the_apps_agent_errors_policy(monkeypatch):
-    """faust's own restarts an agent that raised and loses its event; the policy's stops the worker or
-    restarts the agent once the event is a dead letter; set by the app's options, config or environment."""
-    def supervisors(app) -> tuple[set, str]:
+def test_the_agent_errors_policy_comes_from_the_app_and_its_supervisor_goes_to_every_agent(monkeypatch):
+    """faust's supervisor restarts an agent that raised and loses its event: under the worker each
+    agent's stops the worker or restarts the agent, as the app's policy (options, config, environment)
+    decides."""
+    def policy(app) -> tuple[str, str]:
         app.agent(app.topic("t"))(lambda stream: stream)
         errors = AgentErrors.of(app)
         errors.supervise()
-        return {agent.supervisor_strategy for agent in app.agents.values()}, errors.dead_letter_topic
-    assert supervisors(faust.App("stops", broker="kafka://127.0.0.1:1")) == ({StopWorkerSupervisor}, "stops-dlq")
-    assert supervisors(faust.App("goes-on", broker="kafka://127.0.0.1:1", agent_errors="dead_letter",
-                                 dead_letter_topic="dead")) == ({DeadLetterSupervisor}, "dead")
+        for agent in app.agents.values():
+            supervisor = agent.supervisor_strategy()
+            assert isinstance(supervisor, AgentSupervisor) and supervisor.agent_errors is errors
+        return errors.policy, errors.dead_letter_topic
+    assert policy(faust.App("stops", broker="kafka://127.0.0.1:1")) == ("stop", "stops-dlq")
+    assert policy(faust.App("goes-on", broker="kafka://127.0.0.1:1", agent_errors="dead_letter",
+                            dead_letter_topic="dead")) == ("dead_letter", "dead")
     monkeypatch.setenv("AGENT_ERRORS", "dead_letter")
-    assert supervisors(faust.App("env", broker="kafka://127.0.0.1:1")) == ({DeadLetterSupervisor}, "env-dlq")
+    assert policy(faust.App("env", broker="kafka://127.0.0.1:1")) == ("dead_letter", "env-dlq")
 
 
 def test_the_producer_lingers_5_ms_unless_the_app_says_otherwise(monkeypatch):
