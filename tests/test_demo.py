@@ -212,6 +212,7 @@ def test_ctrl_c_stops_every_process_and_removes_the_files(when):
         seen += line
         if re.search(when, line):
             break
+    assert re.search(when, seen, re.M), seen            # (else the demo ended first: its output says why)
     directory, postgres = work_dir(seen), postgres_dir(seen)
     assert processes_using(directory)                   # MariaDB at least is running now
     proc.send_signal(signal.SIGINT)
