@@ -57,6 +57,7 @@ MYSQL_OPTIONS: dict[str, str | None] = {
     "log-bin": "binlog", "server-id": "1", "gtid-mode": "ON", "enforce-gtid-consistency": "ON",
 }
 START_TIMEOUT_S = 60
+NAMES = {"mariadb": "MariaDB", "mysql": "MySQL"}
 
 
 class SandboxError(RuntimeError):
@@ -132,7 +133,7 @@ class SqlServer:
 
     @property
     def name(self) -> str:
-        return "MySQL" if self.kind == "mysql" else "MariaDB"
+        return NAMES[self.kind]
 
     @property
     def binlog_monitor(self) -> str:
