@@ -97,9 +97,13 @@ class EventSource:
         self._prefix: bytes | None = None
 
     def json(self, row: int) -> bytes:
+        return self.prefix() + b"%d}" % row
+
+    def prefix(self) -> bytes:
+        """The JSON up to the row number: `prefix() + b"%d}" % row` is `json(row)`."""
         if self._prefix is None:
             self._prefix = orjson.dumps({k: v for k, v in self.fields.items() if k != "row"})[:-1] + b',"row":'
-        return self._prefix + b"%d}" % row
+        return self._prefix
 
 
 class GtidSet:

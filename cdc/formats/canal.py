@@ -28,6 +28,7 @@ def _texts(row: dict) -> dict:
 class CanalFormat:
     name = "canal"
     tombstones = False
+    template = None              # one message per row change, built whole (no per-event template)
 
     @staticmethod
     def row(table, op: str, before: dict | None, after: dict | None, source, row: int, ts_ms: int,
