@@ -31,6 +31,7 @@ TABLES = {"a": ("id",), "b": ("id",), "c": ("x", "y")}
 MYSQL_TABLES = {**TABLES, "j": ("id",)}
 MAX_BATCH_RECORDS = 50
 # (MySQL folds a tag to lower case; the GTIDs the workload reads back and the offsets carry it so)
+J_COLUMNS = "(id, k, doc, vec, note)"
 GTID_NEXT = ("AUTOMATIC", "AUTOMATIC:batch", "AUTOMATIC:Ops_2")
 BINLOG_EVENTS = {"Transaction_payload", "Update_rows_partial", "Gtid_tagged_log_event"}  # what mysql_features writes
 
@@ -105,7 +106,7 @@ class Workload:
         where = f"WHERE id = {rng.choice(self.j_ids)}"
         if r < 0.2:
             self.j_ids.append(self.fresh())
-            return f"INSERT INTO j VALUES ({', '.join(self.j_row(self.next_id))})"
+            return f"INSERT INTO j {J_COLUMNS} VALUES ({', '.join(self.j_row(self.next_id))})"
         if r < 0.35:                                   # partial JSON updates (under PARTIAL_JSON)
             n, v = rng.randrange(10**6), rng.randrange(99)
             return f"UPDATE j SET doc = JSON_SET(doc, '$.n', {n}, '$.o.new', 'v{v}') {where}"
@@ -119,7 +120,8 @@ class Workload:
         if r < 0.7:
             return f"UPDATE j SET doc = {self.doc()} {where}"
         if r < 0.8:
-            return f"UPDATE j SET vec = {self.vec()}, note = 'w{self.fresh()}' {where}"
+            tag = f", tag = 't{rng.randrange(99)}'" if self.altered else ""
+            return f"UPDATE j SET vec = {self.vec()}, note = 'w{self.fresh()}'{tag} {where}"
         if r < 0.9:                                    # primary-key change
             self.j_ids.append(self.fresh())
             return f"UPDATE j SET id = {self.next_id} {where}"
@@ -139,7 +141,8 @@ class Workload:
         first = self.next_id + 1
         self.next_id += self.big_compressed
         self.j_ids += range(first, self.next_id + 1)
-        return [f"INSERT INTO j VALUES {_values(self.j_row(i, large=False) for i in range(first, self.next_id + 1))}"]
+        rows = _values(self.j_row(i, large=False) for i in range(first, self.next_id + 1))
+        return [f"INSERT INTO j {J_COLUMNS} VALUES {rows}"]
 
     # --- every table ---------------------------------------------------------------------------------
     def statement(self) -> str:
@@ -199,6 +202,9 @@ class Workload:
             while not stop.is_set():
                 if not self.altered and time.monotonic() - started > alter_after:
                     cur.execute("ALTER TABLE b ADD COLUMN extra INT")
+                    if self.mysql_features:   # a column in the middle: below FULL metadata, names shift
+                        self.last_gtid(cur)
+                        cur.execute("ALTER TABLE j ADD COLUMN tag VARCHAR(20) AFTER k")
                     self.altered = True
                     if self.mysql_features:
                         self.last_gtid(cur)
@@ -312,8 +318,7 @@ def check(events, workload: Workload, server, db: str, seed: int) -> None:
     # 1. The replayed tables are MySQL's tables.
     for table, key in workload.tables.items():
         mine = stored_rows(table, replay([m for m in events if m.topic.endswith(f".{table}")]))
-        columns = "id, k, doc, CAST(vec AS BINARY) AS vec, note" if table == "j" else "*"  # (PyMySQL reads no VECTOR)
-        theirs = mysql_rows(server, f"`{db}`.{table}", key, columns)
+        theirs = mysql_rows(server, f"`{db}`.{table}", key, _select_list(server, db, table))
         assert same_rows(mine, theirs), f"table {table} differs {where}: " + _diff(mine, theirs)
 
     changes = [m for m in events if m.value is not None]
@@ -354,6 +359,13 @@ def check(events, workload: Workload, server, db: str, seed: int) -> None:
         assert len(run) == len({txid for txid, _ in run}), f"a transaction is split into several runs in {tp} {where}"
         positions = [position for _, position in run]
         assert positions == sorted(positions), f"transactions out of binlog order in {tp} {where}"
+
+
+def _select_list(server, db: str, table: str) -> str:
+    """Every column, a VECTOR as its bytes (PyMySQL cannot read the VECTOR result type)."""
+    columns = server.sql(f"SHOW COLUMNS FROM `{db}`.`{table}`")
+    return ", ".join(f"CAST(`{c[0]}` AS BINARY) AS `{c[0]}`" if str(c[1]).startswith("vector") else f"`{c[0]}`"
+                     for c in columns)
 
 
 def binlog_event_types(server, since: tuple[str, int]) -> set[str]:
