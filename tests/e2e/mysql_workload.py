@@ -30,8 +30,8 @@ from e2e_harness import mysql_rows, partition_counts, read_committed, replay, sa
 TABLES = {"a": ("id",), "b": ("id",), "c": ("x", "y")}
 MYSQL_TABLES = {**TABLES, "j": ("id",)}
 MAX_BATCH_RECORDS = 50
-# (MySQL folds a tag to lower case; the GTIDs the workload reads back and the offsets carry it so)
 J_COLUMNS = "(id, k, doc, vec, note)"
+# (MySQL folds a tag to lower case; the GTIDs the workload reads back and the offsets carry it so)
 GTID_NEXT = ("AUTOMATIC", "AUTOMATIC:batch", "AUTOMATIC:Ops_2")
 BINLOG_EVENTS = {"Transaction_payload", "Update_rows_partial", "Gtid_tagged_log_event"}  # what mysql_features writes
 
@@ -50,9 +50,9 @@ class Workload:
     committed: dict[str, int] = field(default_factory=dict)
     next_id: int = 1_000_000
     altered: bool = False
-    big_compressed: int = 0            # rows of the one big compressed transaction (MySQL), written on request:
-    big_requested: threading.Event = field(default_factory=threading.Event)
-    big_written: threading.Event = field(default_factory=threading.Event)
+    big_compressed: int = 0            # rows of the one big compressed transaction (MySQL), written once
+    big_requested: threading.Event = field(default_factory=threading.Event)   # ... when this is set
+    big_written: threading.Event = field(default_factory=threading.Event)     # ... and committed
     j_ids: list[int] = field(default_factory=list)
     _executed: str = ""                # MySQL: gtid_executed after the last transaction read back
 
@@ -205,9 +205,8 @@ class Workload:
                     if self.mysql_features:   # a column in the middle: below FULL metadata, names shift
                         self.last_gtid(cur)
                         cur.execute("ALTER TABLE j ADD COLUMN tag VARCHAR(20) AFTER k")
+                        self.last_gtid(cur)   # (DDL: no row changes to expect)
                     self.altered = True
-                    if self.mysql_features:
-                        self.last_gtid(cur)
                 if self.mysql_features:
                     self.switch_session(cur)
                 big = self.big_requested.is_set() and not self.big_written.is_set()
