@@ -213,8 +213,12 @@ class StreamingSource:
     def _on_rotate(self, event: Rotate) -> None:
         if event.ts:                    # a real rotate (not the one sent on connect): ids may be reused
             self._tables.clear()
-        if not self._in_group:
-            self._offset = Offset(BinlogPosition(event.next_file, event.next_pos), str(self._gtids))
+        # Forward only. Restarted by GTID set, the server streams from the start of the first file that may
+        # hold a missing GTID (position 4) and skips what the set holds: its rotates name places behind the
+        # offset, and a heartbeat storing one would replay the schema history to before its snapshot.
+        rotated = BinlogPosition(event.next_file, event.next_pos)
+        if not self._in_group and rotated > self._offset.position:
+            self._offset = Offset(rotated, str(self._gtids))
 
     def _on_heartbeat(self, event: Heartbeat) -> None:
         self.caught_up = not self._in_group  # the server has sent everything it has

@@ -1,7 +1,7 @@
 """The snapshot source: numbered steps from an empty log to `op: r` events and a streaming position.
 
 1 prepare     two connections: one takes the lock, one reads in a REPEATABLE READ snapshot
-2 tables      list the tables, apply the filters
+2 tables      list the tables, apply the filters; the server's row estimates (for progress), before the lock
 3 lock        FLUSH TABLES WITH READ LOCK, or LOCK TABLES ... READ on the captured tables without RELOAD
 4 position    the binlog position and GTIDs while nothing can write
 5 snapshot    START TRANSACTION WITH CONSISTENT SNAPSHOT on the reading connection
@@ -52,6 +52,7 @@ class _State:
     databases: list[str] = field(default_factory=list)
     all_tables: list[tuple[str, str]] = field(default_factory=list)
     captured: list[tuple[str, str]] = field(default_factory=list)
+    estimates: dict[tuple[str, str], int] = field(default_factory=dict)   # table -> the server's row estimate
     position: BinlogPosition | None = None
     gtids: str = ""
     structure: Schema = field(default_factory=Schema)
@@ -121,9 +122,16 @@ class SnapshotSource:
         s.read = raw_values(self.engine.connect())
         s.lock.exec_driver_sql("SET SESSION lock_wait_timeout = 30")
         s.read.exec_driver_sql("SET SESSION time_zone = '+00:00'")
-        if s.read.exec_driver_sql("SHOW VARIABLES LIKE 'show_gipk_in_create_table_and_information_schema'").first():
+        variables = {_text(name) for name, _ in s.read.exec_driver_sql(
+            "SHOW VARIABLES WHERE Variable_name IN ('show_gipk_in_create_table_and_information_schema', "
+            "'information_schema_stats_expiry')").fetchall()}
+        if "show_gipk_in_create_table_and_information_schema" in variables:
             # MySQL can hide generated invisible primary keys from SHOW CREATE TABLE; the binlog has them
             s.read.exec_driver_sql("SET SESSION show_gipk_in_create_table_and_information_schema = ON")
+        if "information_schema_stats_expiry" in variables:
+            # MySQL 8+ answers TABLE_ROWS (the row estimates) from a cache kept a day by default: a table
+            # filled since its count was cached would be estimated at its old size, often 0
+            s.read.exec_driver_sql("SET SESSION information_schema_stats_expiry = 0")
 
     def _2_tables(self, s: _State) -> None:
         s.databases = [str(db) for (db,) in s.lock.exec_driver_sql(
@@ -134,6 +142,10 @@ class SnapshotSource:
             "ORDER BY TABLE_SCHEMA, TABLE_NAME").fetchall()
         s.all_tables = [(str(db), str(t)) for db, t in rows if str(db) not in SYSTEM_DATABASES]
         s.captured = [(str(db), str(t)) for db, t in rows if self.dispatcher.captured(str(db), str(t))]
+        # (before the lock: FLUSH TABLES evicts InnoDB's live row counts, leaving the persisted statistics,
+        # which lag a table filled moments ago)
+        s.estimates = {(str(db), str(t)): int(n or 0) for db, t, n in s.read.exec_driver_sql(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES").fetchall()}
 
     def _3_lock(self, s: _State) -> None:
         try:
@@ -197,15 +209,13 @@ class SnapshotSource:
         done = list(resume.done) if resume else []
         todo = [s.structure.get(db, t) for db, t in s.captured if f"{db}.{t}" not in done]
         todo = [t for t in todo if t is not None]
-        estimates = dict(((str(a), str(b)), int(c or 0)) for a, b, c in s.read.exec_driver_sql(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES").fetchall())
         self.progress = bar = ProgressBar(self.config.snapshot_progress, len(todo))
         try:
             for n, definition in enumerate(todo):
                 after = None
                 if resume and resume.table == definition.id and resume.after is not None:
                     after = _key_raw(resume.after)
-                bar.table(definition.id, estimates.get((definition.db, definition.name), 0))
+                bar.table(definition.id, s.estimates.get((definition.db, definition.name), 0))
                 yield from self._read_table(s, definition, after, done, last_table=n == len(todo) - 1, bar=bar)
                 done.append(definition.id)
                 bar.table_done()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import struct
+import threading
 
 import pymysql
 import pytest
@@ -19,6 +20,8 @@ from cdc.errors import DecodeError
 from cdc.gtid import MySqlGtidSet
 from cdc.mysql_serialization import Reader, encode_unsigned
 from cdc_harness import Capture
+from cdc.source import MySqlSource
+from waiting import wait_for
 
 # A MySQL as deployed with GTIDs, and full row metadata (the source refuses minimal metadata for now).
 GTID_SERVER = {"log_bin": "binlog", "server_id": "1", "gtid_mode": "ON", "enforce_gtid_consistency": "ON",
@@ -272,3 +275,30 @@ def test_restart_by_gtid_inside_a_split_tagged_transaction(mysql9):
     assert [c["after"]["id"] for c in Capture.changes(resumed)] == list(range(201, 301)) + [999]
     assert Capture.changes(resumed)[0]["source"]["gtid"].endswith(":bulk:1")
     assert resumed[-1].offset == batches[-1].offset and resumed[-1].offset["gtids"] == _executed(mysql9)
+
+
+def test_a_restart_by_gtid_keeps_its_position_while_the_server_skips_what_it_has_read(mysql9):
+    """Restarted by GTID set, the server streams from the start of the first binlog file that may hold a
+    missing GTID (its first Rotate names position 4) and skips what the set holds. The stored position
+    must not follow that Rotate back: a heartbeat storing it would replay the schema history to before the
+    snapshot on the next start, and the first DDL after it found its table unknown (seen in the MySQL
+    crash test)."""
+    db = mysql9.new_database()
+    mysql9.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1)")
+    capture = Capture(mysql9)
+    config = capture.config(db, restart_by="gtid", heartbeat_interval_s=0.2)
+    stored = capture.run(config)[-1].offset
+    source = MySqlSource(config, capture.stores[config["server_id"]], stored)   # follows, as in production
+    batches: list = []
+    reader = threading.Thread(target=lambda: batches.extend(source.batches()))
+    reader.start()
+    try:
+        wait_for(lambda: batches, "a heartbeat")
+    finally:
+        source.stop()
+        reader.join(10)
+    assert [(b.offset["file"], b.offset["pos"]) for b in batches] == [(stored["file"], stored["pos"])] * len(batches)
+
+    mysql9.sql(f"ALTER TABLE `{db}`.t ADD COLUMN v INT", f"INSERT INTO `{db}`.t VALUES (2, 20)")
+    after = capture.run(config, offset=batches[-1].offset)
+    assert [c["after"] for c in Capture.changes(after)] == [{"id": 2, "v": 20}]

@@ -13,6 +13,7 @@ from cdc_harness import Capture, int_type
 from cdc.errors import ConfigurationError, PositionLostError
 from cdc.schema.history import MemoryHistoryStore
 from cdc.source import MySqlSource
+from waiting import wait_for
 
 
 def _apply(state: dict, change: dict) -> None:
@@ -127,6 +128,20 @@ def test_progress_bar_shows_tables_rows_and_rate(server, db, capture, capsys):
     capture.run(capture.config(db, snapshot_progress=True, snapshot_chunk_rows=20))
     out = capsys.readouterr().out
     assert f"{db}.t" in out and "50/50" in out and "rows/s" in out and "tables" in out
+
+
+def test_the_row_estimate_is_the_tables_size_now_not_a_cached_one(server, db, capture):
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)",
+               f"SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}'",  # MySQL keeps it a day
+               f"INSERT INTO `{db}`.t VALUES " + ", ".join(f"({i})" for i in range(1, 501)))
+
+    def engine_estimate() -> int:  # InnoDB counts in the background, a moment after the insert
+        expiry = ["SET SESSION information_schema_stats_expiry = 0"] if server.kind == "mysql" else []
+        return server.sql(*expiry, f"SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}'")[0][0]
+    wait_for(lambda: engine_estimate() >= 250, "InnoDB's estimate of the table's rows")
+    source = MySqlSource(capture.config(db), MemoryHistoryStore(), follow=False)
+    assert len(Capture.changes(list(source.batches()))) == 500
+    assert 250 <= source.metrics(time.time())["snapshot_rows_estimated"] <= 1000    # (an estimate: InnoDB's)
 
 
 def test_no_data_mode_records_structure_and_streams_from_now(server, db, capture):

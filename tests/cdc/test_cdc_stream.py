@@ -215,10 +215,14 @@ def test_a_lost_replication_connection_ends_the_stream_instead_of_reconnecting_a
     try:
         deadline = time.monotonic() + 30
         server.sql(f"INSERT INTO `{db}`.t VALUES (1)")
-        while not Capture.changes(batches) and time.monotonic() < deadline:
+
+        def dump_threads() -> list:
+            return [row[0] for row in server.sql("SHOW PROCESSLIST") if str(row[4]).startswith("Binlog Dump")
+                    and row[1] == server.user]
+        # (the row may come as a snapshot read, before the stream starts: wait for the dump thread too)
+        dumps: list = []
+        while not (Capture.changes(batches) and (dumps := dump_threads())) and time.monotonic() < deadline:
             time.sleep(0.05)
-        dumps = [row[0] for row in server.sql("SHOW PROCESSLIST") if str(row[4]).startswith("Binlog Dump")
-                 and row[1] == server.user]
         assert dumps, "the source's binlog dump thread"
         server.sql(*(f"KILL {thread}" for thread in dumps))
         reader.join(30)

@@ -145,16 +145,18 @@ def replay(messages: list[Message]) -> dict[tuple, dict]:
             continue
         key = tuple(sorted(json.loads(m.key).items()))
         if event["op"] == "d":
+            if key not in rows:
+                raise AssertionError(f"a delete of {dict(key)}, which is not there: {m.topic}/{m.partition} at {m.offset}")
             del rows[key]
         else:
             rows[key] = event["after"]
     return rows
 
 
-def mysql_rows(server, table: str, key: tuple[str, ...] = ("id",)) -> dict[tuple, dict]:
-    """The table as MySQL holds it, keyed like `replay`: key -> row."""
+def mysql_rows(server, table: str, key: tuple[str, ...] = ("id",), columns: str = "*") -> dict[tuple, dict]:
+    """The table as MySQL holds it (`columns` selected), keyed like `replay`: key -> row."""
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM {table}")
+        cur.execute(f"SELECT {columns} FROM {table}")
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, row)) for row in cur.fetchall()]
     return {tuple(sorted((k, row[k]) for k in key)): row for row in rows}

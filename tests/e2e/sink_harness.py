@@ -1,4 +1,4 @@
-"""The Spark sink end to end: a MariaDB workload, the mysql connector, a broker, and the sink into
+"""The Spark sink end to end: a MySQL or MariaDB workload, the mysql connector, a broker, and the sink into
 Delta and PostgreSQL; then each target compared with MySQL row for row and value for value."""
 
 from __future__ import annotations

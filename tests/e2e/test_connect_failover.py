@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from e2e_harness import ROOT, ConnectorProcess, mysql_config, read_committed, wait_until, write_config
-from mysql_workload import (MAX_BATCH_RECORDS, TABLES, check, check_stable_offsets, committed_offset,
+from mysql_workload import (MAX_BATCH_RECORDS, check, check_stable_offsets, committed_offset,
                             sample_stable_offsets, seeded_workload, snapshot_done)
 
 SESSION_TIMEOUT_MS = 3000
@@ -101,12 +101,12 @@ async def running_elsewhere(http, workers: Workers, name: str, not_on: str | Non
     return found["worker"]
 
 
-async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: int) -> None:
-    seed, rng, db, workload = seeded_workload(mariadb)
+async def run_failover_test(server, broker, tmp_path, *, kills: int, zombies: int) -> None:
+    seed, rng, db, workload = seeded_workload(server)
     name = "failover"
     config = write_config(tmp_path / "failover.yaml", **{
-        k: v for k, v in mysql_config(name, broker, mariadb, [rf"{db}\.(a|b|c)"], topic_partitions=3,
-                                      max_batch_records=MAX_BATCH_RECORDS, snapshot_chunk_rows=200,
+        k: v for k, v in mysql_config(name, broker, server, [rf"{db}\.({'|'.join(workload.tables)})"],
+                                      topic_partitions=3, max_batch_records=MAX_BATCH_RECORDS, snapshot_chunk_rows=200,
                                       commit_interval_ms=100,
                                       restart={"initial_backoff_ms": 100, "max_backoff_ms": 1000}).items()
         if k != "bootstrap_servers"})  # the workers' own log
@@ -122,7 +122,7 @@ async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: i
         stop = threading.Event()
         writer = threading.Thread(target=workload.run, args=(stop, 1000), daemon=True)
         writer.start()
-        topics = [f"{name}.{db}.{t}" for t in TABLES]
+        topics = [f"{name}.{db}.{t}" for t in workload.tables]
         sampler = asyncio.create_task(sample_stable_offsets(broker.address, topics, stop))
         takeovers = []
         try:
@@ -152,7 +152,7 @@ async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: i
             await asyncio.to_thread(writer.join)
             samples = await sampler
 
-        end = mariadb.sql("SHOW MASTER STATUS")[0][:2]
+        end = server.binlog_end()
 
         async def caught_up():
             offset = await committed_offset(broker.address, name)
@@ -162,7 +162,7 @@ async def run_failover_test(mariadb, broker, tmp_path, *, kills: int, zombies: i
         workers.kill_all()
 
     events = await read_committed(broker.address, topics)
-    check(events, workload, mariadb, db, seed)
+    check(events, workload, server, db, seed)
     check_stable_offsets(events, samples, seed)
     print(f"takeovers (how, seconds): {takeovers}; transactions {len(workload.committed)}, events {len(events)}")
     assert len(workload.committed) > 50, "the workload ran too little to mean anything"
@@ -175,10 +175,10 @@ def failover_broker(broker_factory):
                                   "group.initial.rebalance.delay.ms": "0"})
 
 
-async def test_the_task_fails_over_across_worker_kills_exactly_once(mariadb, broker_factory, tmp_path):
-    await run_failover_test(mariadb, failover_broker(broker_factory), tmp_path, kills=3, zombies=1)
+async def test_the_task_fails_over_across_worker_kills_exactly_once(server, broker_factory, tmp_path):
+    await run_failover_test(server, failover_broker(broker_factory), tmp_path, kills=3, zombies=1)
 
 
 @pytest.mark.slow
-async def test_twenty_worker_kills_exactly_once(mariadb, broker_factory, tmp_path):
-    await run_failover_test(mariadb, failover_broker(broker_factory), tmp_path, kills=20, zombies=3)
+async def test_twenty_worker_kills_exactly_once(server, broker_factory, tmp_path):
+    await run_failover_test(server, failover_broker(broker_factory), tmp_path, kills=20, zombies=3)

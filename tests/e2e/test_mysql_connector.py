@@ -1,5 +1,6 @@
-"""The mysql connector end to end: `binlake connect run` (a subprocess) against a throwaway MariaDB and a
-real broker, events read back with a read_committed aiokafka consumer."""
+"""The mysql connector end to end: `binlake connect run` (a subprocess) against a throwaway server and a
+real broker, events read back with a read_committed aiokafka consumer. Every test runs against MySQL (at
+its defaults: minimal row metadata, GTIDs) and MariaDB (the `server` fixture)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,13 @@ async def cleanup_policy(address: str, topic: str) -> str:
         await admin.close()
 
 
-async def test_example_shop_yaml_snapshot_then_streaming(mariadb, broker, connector):
-    mariadb.sql("CREATE DATABASE shop", "CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)",
+async def test_example_shop_yaml_snapshot_then_streaming(server, broker, connector):
+    server.sql("CREATE DATABASE shop", "CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)",
                 "CREATE TABLE shop.customers (id INT PRIMARY KEY, name VARCHAR(20))",
                 "INSERT INTO shop.orders VALUES (1, 'pen', 2), (2, 'ink', 1), (3, 'pad', 5)",
                 "INSERT INTO shop.customers VALUES (7, 'ann')",
                 "CREATE DATABASE elsewhere", "CREATE TABLE elsewhere.t (id INT PRIMARY KEY)")
-    env = {"MYSQL_PASSWORD": mariadb.password, "MYSQL_PORT": str(mariadb.port), "BOOTSTRAP_SERVERS": broker.address}
+    env = {"MYSQL_PASSWORD": server.password, "MYSQL_PORT": str(server.port), "BOOTSTRAP_SERVERS": broker.address}
     running = connector(ROOT / "examples" / "shop.yaml", env)
     address = broker.address
 
@@ -56,13 +57,13 @@ async def test_example_shop_yaml_snapshot_then_streaming(mariadb, broker, connec
         return len(await messages(address, "shop.shop.orders")) == 3
     await wait_until(snapshot_landed, 60, "the snapshot of shop.orders")
 
-    mariadb.sql("BEGIN", "INSERT INTO shop.orders VALUES (4, 'cap', 1)", "UPDATE shop.orders SET qty = 3 WHERE id = 1",
+    server.sql("BEGIN", "INSERT INTO shop.orders VALUES (4, 'cap', 1)", "UPDATE shop.orders SET qty = 3 WHERE id = 1",
                 "DELETE FROM shop.orders WHERE id = 2", "UPDATE shop.orders SET id = 30 WHERE id = 3", "COMMIT",
                 "INSERT INTO shop.customers VALUES (8, 'bob')", "INSERT INTO elsewhere.t VALUES (1)",
                 "ALTER TABLE shop.orders ADD COLUMN note VARCHAR(10)", "INSERT INTO shop.orders VALUES (5, 'mug', 1, 'gift')")
 
     async def streamed():
-        return same_rows(replay(await messages(address, "shop.shop.orders")), mysql_rows(mariadb, "shop.orders"))
+        return same_rows(replay(await messages(address, "shop.shop.orders")), mysql_rows(server, "shop.orders"))
     await wait_until(streamed, 30, "the streamed changes of shop.orders")
     orders = await messages(address, "shop.shop.orders")
     ops = [(m.data["op"], m.data["after"] or m.data["before"]) if m.data else ("tombstone", json.loads(m.key))
@@ -86,7 +87,7 @@ async def test_example_shop_yaml_snapshot_then_streaming(mariadb, broker, connec
 
     # A restart resumes after the last committed position, with the table shapes from the history topic.
     resumed = connector(ROOT / "examples" / "shop.yaml", env)
-    mariadb.sql("INSERT INTO shop.orders VALUES (6, 'box', 2, 'late')")
+    server.sql("INSERT INTO shop.orders VALUES (6, 'box', 2, 'late')")
 
     async def resumed_streaming():
         return len(await messages(address, "shop.shop.orders")) == len(orders) + 1
@@ -98,11 +99,12 @@ async def test_example_shop_yaml_snapshot_then_streaming(mariadb, broker, connec
     assert resumed.terminate() == 0
 
 
-async def test_canal_format_with_include_and_exclude_filters(mariadb, broker, connector, tmp_path):
-    db = mariadb.new_database()
-    mariadb.sql(f"CREATE TABLE `{db}`.keep (id INT PRIMARY KEY, v VARCHAR(10))", f"CREATE TABLE `{db}`.skip (id INT PRIMARY KEY)",
+async def test_canal_format_with_include_and_exclude_filters(server, broker, connector, tmp_path):
+    db = server.new_database()
+    server.sql(f"CREATE TABLE `{db}`.keep (id INT PRIMARY KEY, v VARCHAR(10))",
+               f"CREATE TABLE `{db}`.skip (id INT PRIMARY KEY)",
                 f"INSERT INTO `{db}`.keep VALUES (1, 'a')", f"INSERT INTO `{db}`.skip VALUES (1)")
-    config = mysql_config("flat", broker, mariadb, [rf"{db}\..*"], format="canal", snapshot="initial",
+    config = mysql_config("flat", broker, server, [rf"{db}\..*"], format="canal", snapshot="initial",
                           tables={"include": [rf"{db}\..*"], "exclude": [rf"{db}\.skip"]})
     running = connector(write_config(tmp_path / "flat.yaml", **config))
     topic = f"flat.{db}.keep"
@@ -110,7 +112,7 @@ async def test_canal_format_with_include_and_exclude_filters(mariadb, broker, co
     async def snapshot_landed():
         return await messages(broker.address, topic)
     await wait_until(snapshot_landed, 60, "the snapshot")
-    mariadb.sql(f"UPDATE `{db}`.keep SET v = 'b' WHERE id = 1", f"INSERT INTO `{db}`.skip VALUES (2)",
+    server.sql(f"UPDATE `{db}`.keep SET v = 'b' WHERE id = 1", f"INSERT INTO `{db}`.skip VALUES (2)",
                 f"DELETE FROM `{db}`.keep WHERE id = 1", f"ALTER TABLE `{db}`.keep ADD COLUMN w INT")
 
     async def streamed():
@@ -127,21 +129,22 @@ async def test_canal_format_with_include_and_exclude_filters(mariadb, broker, co
     assert running.terminate() == 0
 
 
-async def test_binlog_off_is_reported_and_the_run_fails(mariadb_factory, broker, connector, tmp_path):
-    server = mariadb_factory()                                     # no --log-bin
+async def test_binlog_off_is_reported_and_the_run_fails(server_factory, server_kind, broker, connector, tmp_path):
+    # no binlog (MySQL writes one unless told not to, MariaDB only with --log-bin)
+    server = server_factory(**({"skip_log_bin": None} if server_kind == "mysql" else {}))
     running = connector(write_config(tmp_path / "c.yaml", **mysql_config("nolog", broker, server, [r"x\..*"])))
     assert running.wait(60) == 1
     assert ("nolog-0 failed and will not be restarted: binary logging is off on the server: start it with --log-bin "
             "(log_bin=ON) and --server-id, then restart the source") in running.log()
 
 
-async def test_wrong_password_is_reported_and_the_run_fails(mariadb, broker, connector, tmp_path):
-    config = mysql_config("badpw", broker, mariadb, [r"x\..*"])
+async def test_wrong_password_is_reported_and_the_run_fails(server, broker, connector, tmp_path):
+    config = mysql_config("badpw", broker, server, [r"x\..*"])
     config["database"]["password"] = "not-the-password"
     running = connector(write_config(tmp_path / "c.yaml", **config))
     assert running.wait(60) == 1
     log = running.log()
-    assert f"badpw-0 failed and will not be restarted: MySQL at 127.0.0.1:{mariadb.port} refused user 'cdc': " in log
+    assert f"badpw-0 failed and will not be restarted: MySQL at 127.0.0.1:{server.port} refused user 'cdc': " in log
     assert "Access denied for user 'cdc'" in log and "check database.user and database.password" in log
     assert "not-the-password" not in log
 
@@ -164,11 +167,11 @@ async def test_config_errors_list_every_wrong_key_with_its_path(connector, tmp_p
         assert line in log, log
 
 
-async def test_a_backlog_of_small_transactions_is_grouped_into_few_kafka_transactions(mariadb, broker, connector,
+async def test_a_backlog_of_small_transactions_is_grouped_into_few_kafka_transactions(server, broker, connector,
                                                                                     tmp_path):
-    db = mariadb.new_database()
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
-    config = write_config(tmp_path / "g.yaml", **mysql_config("grouped", broker, mariadb, [rf"{db}\.t"],
+    db = server.new_database()
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    config = write_config(tmp_path / "g.yaml", **mysql_config("grouped", broker, server, [rf"{db}\.t"],
                                                                snapshot="no_data"))
     first = connector(config)
 
@@ -177,7 +180,7 @@ async def test_a_backlog_of_small_transactions_is_grouped_into_few_kafka_transac
     await wait_until(structure_recorded, 60, "the structure snapshot's offset")
     assert first.terminate() == 0
     commits_before = len(await offsets(broker.address, "grouped"))
-    mariadb.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(300)))   # 300 autocommit transactions
+    server.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(300)))   # 300 autocommit transactions
     connector(config)
 
     async def caught_up():
@@ -196,10 +199,11 @@ async def offsets(address: str, name: str) -> list[dict]:
             if json.loads(m.key)[0] == name and m.value is not None]
 
 
-async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker, connector, tmp_path):
-    db = mariadb.new_database()
-    mariadb.sql("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t SELECT seq FROM seq_1_to_500", db=db)
-    config = write_config(tmp_path / "m.yaml", **mysql_config("metered", broker, mariadb, [rf"{db}\.t"]))
+async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(server, broker, connector, tmp_path):
+    db = server.new_database()
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)",
+               "INSERT INTO t VALUES " + ", ".join(f"({i})" for i in range(1, 501)), db=db)
+    config = write_config(tmp_path / "m.yaml", **mysql_config("metered", broker, server, [rf"{db}\.t"]))
     running = connector(config, args=("--prometheus-listener", "127.0.0.1:0"))
 
     async def serving():
@@ -221,7 +225,7 @@ async def test_metrics_show_the_snapshot_rows_and_the_binlog_lag(mariadb, broker
     assert samples["binlake_connect_source_snapshot_rows_estimated"] > 0  # MySQL's estimate, not exact
     assert samples["binlake_connect_records_total"] >= 500
 
-    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (1001), (1002)", f"INSERT INTO `{db}`.t VALUES (1003)")
+    server.sql(f"INSERT INTO `{db}`.t VALUES (1001), (1002)", f"INSERT INTO `{db}`.t VALUES (1003)")
 
     async def streamed():
         found = await asyncio.to_thread(scrape_task)
@@ -246,19 +250,19 @@ def source_process(connector_pid: int) -> int:
     return source
 
 
-async def test_a_killed_source_process_restarts_the_task_and_nothing_is_lost_or_repeated(mariadb, broker, connector,
+async def test_a_killed_source_process_restarts_the_task_and_nothing_is_lost_or_repeated(server, broker, connector,
                                                                                       tmp_path):
-    db = mariadb.new_database()
-    mariadb.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
-    config = write_config(tmp_path / "k.yaml", **mysql_config("killed", broker, mariadb, [rf"{db}\.t"]))
+    db = server.new_database()
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    config = write_config(tmp_path / "k.yaml", **mysql_config("killed", broker, server, [rf"{db}\.t"]))
     running = connector(config)
-    mariadb.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(100)))
+    server.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(100)))
 
     async def events(count: int):
         return len(await messages(broker.address, f"killed.{db}.t")) >= count
     await wait_until(lambda: events(100), 60, "the first 100 events")
     os.kill(source_process(running.proc.pid), signal.SIGKILL)
-    mariadb.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(100, 200)))
+    server.sql(*(f"INSERT INTO `{db}`.t VALUES ({i})" for i in range(100, 200)))
     await wait_until(lambda: events(200), 60, "200 events after the source process was killed")
     assert [m.data["after"]["id"] for m in await messages(broker.address, f"killed.{db}.t")] == list(range(200))
     assert "the source process exited unexpectedly" in running.log()

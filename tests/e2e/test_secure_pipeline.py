@@ -29,7 +29,7 @@ def wait_for_events(broker, topic: str, count: int, timeout: float = 90) -> None
         time.sleep(0.5)
 
 
-def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(secure_broker, certs, mariadb,
+def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(secure_broker, certs, server,
                                                                              connector, spark, tmp_path):
     broker = secure_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                               "super.users": "User:ANONYMOUS"})
@@ -48,14 +48,14 @@ def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(se
                 "password": "pipeline-secret", "ca_file": str(certs / "ca.pem")}
     secured = SimpleNamespace(address=broker.address("SASL_SSL"))
 
-    db = mariadb.new_database()
-    mariadb.sql(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))",
+    db = server.new_database()
+    server.sql(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))",
                 f"INSERT INTO {db}.items VALUES (1, 'mug', 12.50), (2, 'tee', 19.90)")
-    connector(write_config(tmp_path / "secure.yaml", **mysql_config("secure", secured, mariadb, [rf"{db}\..*"],
+    connector(write_config(tmp_path / "secure.yaml", **mysql_config("secure", secured, server, [rf"{db}\..*"],
                                                                     security=security)))
     topic = f"secure.{db}.items"
     wait_for_events(broker, topic, 2)  # the snapshot's reads
-    mariadb.sql(f"UPDATE {db}.items SET price = 14.00 WHERE id = 1", f"DELETE FROM {db}.items WHERE id = 2",
+    server.sql(f"UPDATE {db}.items SET price = 14.00 WHERE id = 1", f"DELETE FROM {db}.items WHERE id = 2",
                 f"INSERT INTO {db}.items VALUES (3, 'cap', 9.00)")
     wait_for_events(broker, topic, 6)  # then the update, the delete and its tombstone, the insert
 
@@ -63,7 +63,7 @@ def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(se
     run_sink(spark, {"bootstrap_servers": broker.address("SASL_SSL"), "security": security, "topics": [topic],
                      "format": "debezium", "schema_topic": "secure", "checkpoint": str(tmp_path / "checkpoint"),
                      "trigger": "available_now", "target": {"delta": {"path": str(delta_root)}}})
-    columns, key, expected = mysql_table(mariadb, db, "items")
+    columns, key, expected = mysql_table(server, db, "items")
     assert delta_table(spark, f"{delta_root}/{db}/items", key, columns) == expected
     assert "failed SASL authentication" not in broker.process.log()
     # the ACLs held: the pipeline's user reaches no topic beyond its own

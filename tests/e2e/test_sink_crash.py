@@ -56,13 +56,13 @@ class SinkProcess:
             time.sleep(0.2)
 
 
-def crash_run(kills: int, spark, postgres, mariadb, broker, connector, tmp_path) -> None:
+def crash_run(kills: int, spark, postgres, server, broker, connector, tmp_path) -> None:
     """A Delta sink and a PostgreSQL sink side by side, killed together `kills` times."""
-    db, name, fmt = mariadb.new_database(), "crash", "debezium"
-    workload = Workload(mariadb, db, seed=kills)
+    db, name, fmt = server.new_database(), "crash", "debezium"
+    workload = Workload(server, db, seed=kills)
     workload.create()
     workload.run(40)
-    connector_cfg = connector_config(tmp_path, name, broker, mariadb, db, fmt)
+    connector_cfg = connector_config(tmp_path, name, broker, server, db, fmt)
     source = connector(connector_cfg)
     delta_root, schema = tmp_path / "delta", f"crash_{db}"
     configs = {kind: sink_config(name, broker, db, fmt, tmp_path / f"ck-{kind}", target,
@@ -103,7 +103,7 @@ def crash_run(kills: int, spark, postgres, mariadb, broker, connector, tmp_path)
     for config in configs.values():
         run_sink(spark, {**config, "trigger": "available_now", "max_offsets_per_trigger": None})
     for table in TABLES:
-        columns, key, expected = mysql_table(mariadb, db, table)
+        columns, key, expected = mysql_table(server, db, table)
         assert_same(expected, delta_table(spark, f"{delta_root}/{db}/{table}", key, columns),
                     f"Delta {db}.{table} after {kills} sink kills")
         assert_same(expected, postgres_table(postgres, schema, table, key, columns),
@@ -111,10 +111,13 @@ def crash_run(kills: int, spark, postgres, mariadb, broker, connector, tmp_path)
 
 
 @pytest.mark.timeout(900)  # four JVM starts on two shared cores; a timeout inside Spark would break the shared session
-def test_sink_sigkills_with_a_broker_and_a_connector_kill(spark, postgres, mariadb, broker, connector, tmp_path):
-    crash_run(2, spark, postgres, mariadb, broker, connector, tmp_path)  # the connector dies at kill 0, the broker at 1
+# On MySQL `slow` for suite time (two minutes of sink kills; the sink reads the same events from either server,
+# and test_sink.py compares its tables with MySQL's by default)
+@pytest.mark.parametrize("server_kind", ["mariadb", pytest.param("mysql", marks=pytest.mark.slow)], indirect=True)
+def test_sink_sigkills_with_a_broker_and_a_connector_kill(spark, postgres, server, broker, connector, tmp_path):
+    crash_run(2, spark, postgres, server, broker, connector, tmp_path)  # the connector dies at kill 0, the broker at 1
 
 
 @pytest.mark.slow
-def test_twenty_sink_sigkills(spark, postgres, mariadb, broker, connector, tmp_path):
-    crash_run(20, spark, postgres, mariadb, broker, connector, tmp_path)
+def test_twenty_sink_sigkills(spark, postgres, server, broker, connector, tmp_path):
+    crash_run(20, spark, postgres, server, broker, connector, tmp_path)

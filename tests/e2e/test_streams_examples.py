@@ -1,4 +1,4 @@
-"""The example processors (examples/shop_processors.py) fed by the mysql connector from a MariaDB
+"""The example processors (examples/shop_processors.py) fed by the mysql connector from a MySQL or MariaDB
 workload, run by three `binlake streams worker`s that are SIGKILLed and restarted at random (and the
 broker once): a read_committed reader then finds each order change's enriched and filtered outputs
 exactly once and in order, and every revenue window equal to the fold of the order changes."""
@@ -99,16 +99,16 @@ def bookings(change) -> dict[str, decimal.Decimal]:
     return {sku: amount for sku, amount in booked.items() if amount}
 
 
-def run(broker_factory, mariadb, connector, tmp_path, kills: int) -> None:
+def run(broker_factory, server, connector, tmp_path, kills: int) -> None:
     broker = broker_factory(config=BROKER_CONFIG)
-    db = mariadb.new_database()
-    mariadb.sql(*SCHEMA, db=db)
+    db = server.new_database()
+    server.sql(*SCHEMA, db=db)
     names = {i: f"customer {i}" for i in range(1, CUSTOMERS + 1)}
-    with mariadb.connect(db=db) as conn, conn.cursor() as cur:
+    with server.connect(db=db) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO customers VALUES (%s, %s, %s, 'basic', NOW(3))",
                         [(i, name, f"c{i}@example.com") for i, name in names.items()])
         conn.commit()
-    connector(write_config(tmp_path / "shop.yaml", **mysql_config("shop", broker, mariadb, [rf"{db}\..*"],
+    connector(write_config(tmp_path / "shop.yaml", **mysql_config("shop", broker, server, [rf"{db}\..*"],
                                                                    format="debezium", topic_partitions=3)))
     env = {"BOOTSTRAP_SERVERS": broker.address, "SHOP_TOPIC_PREFIX": f"shop.{db}", "PROCESSOR_APP_ID": APP_ID,
            "DERIVED_TOPIC_PREFIX": "derived", "SHOP_PARTITIONS": "3", "PYTHONPATH": f"{ROOT}:{ROOT / 'examples'}"}
@@ -122,7 +122,7 @@ def run(broker_factory, mariadb, connector, tmp_path, kills: int) -> None:
             return False
     asyncio.run(wait_until(customers_known, 120, "the customers table materialized"))
 
-    workload, rng = OrderWorkload(mariadb, db, seed=kills), random.Random(kills)
+    workload, rng = OrderWorkload(server, db, seed=kills), random.Random(kills)
     try:
         for kill in range(kills):
             workload.run(150 // kills)
@@ -183,11 +183,11 @@ def run(broker_factory, mariadb, connector, tmp_path, kills: int) -> None:
 
 
 
-def test_shop_processors_exactly_once_across_worker_kills_and_a_broker_kill(broker_factory, mariadb, connector,
+def test_shop_processors_exactly_once_across_worker_kills_and_a_broker_kill(broker_factory, server, connector,
                                                                             tmp_path):
-    run(broker_factory, mariadb, connector, tmp_path, kills=3)  # the broker dies at the second kill; 20: slow
+    run(broker_factory, server, connector, tmp_path, kills=3)  # the broker dies at the second kill; 20: slow
 
 
 @pytest.mark.slow
-def test_shop_processors_exactly_once_across_twenty_worker_kills(broker_factory, mariadb, connector, tmp_path):
-    run(broker_factory, mariadb, connector, tmp_path, kills=20)
+def test_shop_processors_exactly_once_across_twenty_worker_kills(broker_factory, server, connector, tmp_path):
+    run(broker_factory, server, connector, tmp_path, kills=20)

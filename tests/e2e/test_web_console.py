@@ -64,15 +64,15 @@ def open_view(browser, url: str, hash_: str, expect: str, timeout: float = 60) -
     return browser.find_element(By.ID, "view").text
 
 
-def test_each_page_shows_the_running_pipeline(browser, mariadb, broker, connector, spark, tmp_path):
+def test_each_page_shows_the_running_pipeline(browser, server, broker, connector, spark, tmp_path):
     from binlake.prometheus import serve_in_thread
     from spark_sink import metrics
 
-    db = mariadb.new_database()
-    mariadb.sql(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))",
+    db = server.new_database()
+    server.sql(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))",
                 f"INSERT INTO {db}.items VALUES (1, 'mug', 12.50), (2, 'tee', 19.90)")
     rest = f"127.0.0.1:{free_port()}"
-    connector(write_config(tmp_path / "console.yaml", **mysql_config("web", broker, mariadb, [rf"{db}\..*"])),
+    connector(write_config(tmp_path / "console.yaml", **mysql_config("web", broker, server, [rf"{db}\..*"])),
               args=("--rest", rest))
     topic = f"web.{db}.items"
     consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "billing", "enable.auto.commit": False})
@@ -81,7 +81,7 @@ def test_each_page_shows_the_running_pipeline(browser, mariadb, broker, connecto
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), 5)[1] \
             if topic in consumer.list_topics(timeout=5).topics else 0
     wait_for(lambda: end_offset() >= 2, "the snapshot's two reads")
-    mariadb.sql(f"UPDATE {db}.items SET price = 14.00 WHERE id = 1", f"DELETE FROM {db}.items WHERE id = 2")
+    server.sql(f"UPDATE {db}.items SET price = 14.00 WHERE id = 1", f"DELETE FROM {db}.items WHERE id = 2")
     wait_for(lambda: end_offset() >= 7, "the update and the delete")  # (and each transaction's marker)
     consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # a group with lag: 1 of 4+
     consumer.close()
