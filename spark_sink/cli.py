@@ -22,14 +22,14 @@ def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener
     """Run the sink until Ctrl-C (or, with trigger: available_now, until it has merged everything
     committed when it started). Several configs run as several streaming queries of one Spark
     application, each named binlake-sink-<file stem>."""
-    from .config import SinkConfigError, load
+    from .config import SinkConfigError, load_all
     from .job import SinkError, query_names
     from .session import MissingJars
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        configs = dict(zip(query_names([str(p) for p in config_paths]), map(load, config_paths)))
+        configs = dict(zip(query_names([str(p) for p in config_paths]), load_all(list(config_paths))))
         from .job import run
         raise SystemExit(run(configs, master, prometheus_listener))
     except (SinkConfigError, SinkError, MissingJars) as exc:

@@ -108,7 +108,7 @@ class SinkJob:
             self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"), **timing})
             metrics.batch_done(self.name, timing, {r.table: r.n for r in summary if r.kind == "row"})
             log.info("%s batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", self.name, batch_id,
-                     ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary if r.kind in ("row", "truncate"))
+                     ", ".join(f"{r.table}: {counted(r.n, r.kind)}" for r in summary if r.kind in ("row", "truncate"))
                      or "no changes", decoded - started, planned - decoded, done - planned)
         finally:
             records.unpersist()
@@ -205,6 +205,11 @@ class SinkJob:
         return records.where(F.col("kind") != "bad")
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 row`, `8 rows`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def query_names(paths: list[str]) -> list[str]:
     """One streaming query name per config file: `binlake-sink-<file stem>`."""
     names = [f"binlake-sink-{Path(p).stem}" for p in paths]
@@ -241,6 +246,6 @@ def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_liste
 
 
 if __name__ == "__main__":  # spark-submit spark_sink/job.py CONFIG.yaml ...
-    from spark_sink.config import load
+    from spark_sink.config import load_all
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sys.exit(run(dict(zip(query_names(sys.argv[1:]), map(load, sys.argv[1:])))))
+    sys.exit(run(dict(zip(query_names(sys.argv[1:]), load_all(sys.argv[1:])))))

@@ -52,3 +52,33 @@ def test_several_configs_need_distinct_names_and_checkpoints(tmp_path):
     done = subprocess.run([sys.executable, "-m", "binlake.cli", "sink", "run", str(tmp_path / "one" / "sink.yaml"),
                            str(tmp_path / "two" / "lake.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 1 and "each config needs its own checkpoint" in done.stderr, done.stderr
+
+
+def test_every_files_problems_are_named_not_only_the_firsts(tmp_path):
+    (tmp_path / "lake.yaml").write_text(json.dumps({"bootstrap_servers": "127.0.0.1:1", "topics": ["a.b.c"],
+                                                    "checkpoint": "/tmp/x", "target": {"delta": {}}}))
+    (tmp_path / "pg.yaml").write_text(json.dumps({"bootstrap_servers": "127.0.0.1:1", "topics": ["a.b.c"],
+                                                  "checkpoint": "/tmp/y", "mode": "scd3",
+                                                  "target": {"delta": {"path": "/w"}}}))
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "sink", "run", str(tmp_path / "lake.yaml"),
+                           str(tmp_path / "pg.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 1
+    assert f"{tmp_path / 'lake.yaml'}: 1 problem\n  target.delta.path: Field required" in done.stderr, done.stderr
+    assert f"{tmp_path / 'pg.yaml'}: 1 problem\n  mode: Input should be" in done.stderr, done.stderr
+
+
+def test_a_topic_pattern_names_the_schema_topic_as_topics_do(tmp_path):
+    """docs/sink.md: schema_topic defaults to the connector's name, read from topic_pattern too."""
+    path = tmp_path / "lake.yaml"
+    config = {"bootstrap_servers": "127.0.0.1:1", "topic_pattern": r"shop\.shop\..*", "format": "debezium",
+              "checkpoint": str(tmp_path / "ck"), "target": {"delta": {"path": str(tmp_path / "w")}}}
+    path.write_text(json.dumps(config))
+    done = sink_run(path, env={"BINLAKE_SPARK_JARS": str(tmp_path / "no-jars")})  # (past the config: the jars)
+    assert done.returncode == 1 and "run `make spark-jars`" in done.stderr, done.stderr
+    from spark_sink.config import validate
+    assert validate(config).resolved_schema_topic == "shop"
+    assert validate({**config, "topic_pattern": r"shop\.x?"}).resolved_schema_topic == "shop"
+    path.write_text(json.dumps({**config, "topic_pattern": "shop.*"}))  # (no literal '<name>.' to read it from)
+    done = sink_run(path)
+    assert done.returncode == 1 and "schema_topic: name the connector's schema-change topic" in done.stderr, \
+        done.stderr
