@@ -288,12 +288,12 @@ def test_by_default_a_worker_says_it_is_ready_and_shows_a_crash_without_faust_ch
     (tmp_path / "chatty_app.py").write_text(CHATTY_APP.format(address=broker.address))
     feed_topic = Producer({"bootstrap.servers": broker.address})
 
-    def run(n: int, *options: str) -> str:
+    def run(n: int, verbose: bool) -> str:
         """The worker's output until it has handled `a` and `boom`, stopped by SIGTERM."""
         for value in (b"a", b"boom"):
             feed_topic.produce("c-in", value=value)
         assert feed_topic.flush(30) == 0
-        worker = Worker(tmp_path, n, "chatty_app", options=options).start()
+        worker = Worker(tmp_path, n, "chatty_app", verbose=verbose).start()
         try:
             deadline = time.monotonic() + 60
             while "KeyError: 'boom'" not in worker.log():
@@ -305,7 +305,7 @@ def test_by_default_a_worker_says_it_is_ready_and_shows_a_crash_without_faust_ch
             worker.kill()
         return worker.log()
 
-    quiet = run(0)
+    quiet = run(0, verbose=False)
     lines = quiet.splitlines()
     before_ready = lines[:next(n for n, line in enumerate(lines) if "chatty ready" in line)]
     assert len(before_ready) == 1 and "chatty: assigned c-in [0]" in before_ready[0], quiet  # (and nothing else)
@@ -315,6 +315,6 @@ def test_by_default_a_worker_says_it_is_ready_and_shows_a_crash_without_faust_ch
     for chatter in ("ƒaµS†", "Starting...", "Stopping...", "Joined group", "Subscribed to topic(s)"):
         assert chatter not in quiet, quiet
 
-    verbose = run(1, "-v")
+    verbose = run(1, verbose=True)  # (-v)
     for chatter in ("ƒaµS†", "Starting...", "Stopping...", "[^Worker]: Ready"):
         assert chatter in verbose, verbose[-3000:]
