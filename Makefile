@@ -11,8 +11,12 @@ PYTEST_ARGS ?=
 # The suite mostly waits on servers (CPU is busy ~45% of its wall time), so two pytest workers.
 TEST_WORKERS ?= 2
 DEMO_ARGS   ?=
+# MYSQL=1 (any value): the compose demo from Oracle MySQL (docker-compose.mysql.yml over docker-compose.yml)
+MYSQL       ?=
+COMPOSE_FILES := -f docker-compose.yml $(if $(MYSQL),-f docker-compose.mysql.yml)
 
-.PHONY: setup system-deps spark-jars reference mysql-root test test-all demo bench clean compose-demo compose-image docker-engine docker-base wheelhouse
+.PHONY: setup system-deps spark-jars reference mysql-root test test-all demo bench clean compose-demo compose-image \
+        compose-mysql-root docker-engine docker-base wheelhouse
 
 setup: system-deps $(VENV)/.installed spark-jars reference mysql-root
 
@@ -63,17 +67,28 @@ test: setup
 test-all: setup
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m '' $(PYTEST_ARGS)
 
-# MariaDB (mariadb-server) → mysql connector → broker, on this machine; e.g. DEMO_ARGS='--format canal --keep'
+# MariaDB (mariadb-server) → mysql connector → brokers → processors and the Spark sink, on this machine;
+# e.g. DEMO_ARGS='--format canal --keep', DEMO_ARGS=--mysql (Oracle MySQL from the mysql-root)
 demo: setup
 	$(VENV)/bin/binlake demo $(DEMO_ARGS)
 
 # The same pipeline in containers (docker-compose.yml), built here and checked end to end; it stays up.
+# MYSQL=1: from Oracle MySQL instead of MariaDB.
 compose-demo: compose-image
-	docker-compose up -d
-	$(VENV)/bin/python docker/check.py
+	docker-compose $(COMPOSE_FILES) up -d
+	$(VENV)/bin/python docker/check.py $(COMPOSE_FILES)
 
-compose-image: setup docker-base wheelhouse
-	docker-compose build
+compose-image: setup docker-base wheelhouse $(if $(MYSQL),compose-mysql-root)
+	docker-compose $(COMPOSE_FILES) build
+
+# The MySQL root (mysql-root) as the image binlake-mysql-root:dev, docker/mysql.Dockerfile's base;
+# imported again when the root was rebuilt since (.cache/mysql-root.image holds the image's id).
+compose-mysql-root: docker-engine mysql-root
+	@[ .cache/mysql-root.image -nt $(MYSQL_ROOT)/.built ] && [ "$$(cat .cache/mysql-root.image)" = \
+	  "$$(docker image inspect -f '{{.Id}}' binlake-mysql-root:dev 2>/dev/null)" ] || { \
+	  echo "importing $(MYSQL_ROOT) as binlake-mysql-root:dev"; \
+	  tar -C $(MYSQL_ROOT) -c . | docker import - binlake-mysql-root:dev > .cache/mysql-root.image.tmp \
+	  && mv .cache/mysql-root.image.tmp .cache/mysql-root.image; }
 
 # A Docker engine: Debian's docker.io and docker-compose (Compose 1.29), dockerd started if none runs.
 docker-engine:

@@ -57,6 +57,7 @@ MYSQL_OPTIONS: dict[str, str | None] = {
     "log-bin": "binlog", "server-id": "1", "gtid-mode": "ON", "enforce-gtid-consistency": "ON",
 }
 START_TIMEOUT_S = 60
+NAMES = {"mariadb": "MariaDB", "mysql": "MySQL"}
 
 
 class SandboxError(RuntimeError):
@@ -132,7 +133,18 @@ class SqlServer:
 
     @property
     def name(self) -> str:
-        return "MySQL" if self.kind == "mysql" else "MariaDB"
+        return NAMES[self.kind]
+
+    @property
+    def binlog_monitor(self) -> str:
+        """The privilege to read binlog positions: BINLOG MONITOR on MariaDB, REPLICATION CLIENT on MySQL."""
+        return "REPLICATION CLIENT" if self.kind == "mysql" else "BINLOG MONITOR"
+
+    def binlog_end(self) -> tuple[str, int]:
+        """The binlog file and position the server writes next (MySQL 8.4 renamed SHOW MASTER STATUS)."""
+        status = "SHOW BINARY LOG STATUS" if self.kind == "mysql" else "SHOW MASTER STATUS"
+        file, pos = self.sql(status)[0][:2]
+        return str(file), int(pos)
 
     @property
     def socket_path(self) -> Path:
@@ -198,21 +210,29 @@ def _run_to_end(args: list[str], what: str) -> None:
         raise SandboxError(f"{what} failed:\n{output}")
 
 
+def _tmpdir(data_dir: Path) -> str:
+    """A temporary directory of the server's own beside its data: servers sharing /tmp collided on
+    their internal temporary tables' names under load."""
+    path = data_dir.with_name("tmp")
+    path.mkdir(parents=True, exist_ok=True)
+    return f"--tmpdir={path}"
+
+
 def initialize_datadir(data_dir: Path, kind: str = "mariadb") -> None:
     if not installed(kind):
         raise _missing(kind)
     if kind == "mysql":
-        _run_to_end([*_mysqld(), f"--datadir={data_dir}", "--initialize-insecure", "--user=root"],
+        _run_to_end([*_mysqld(), f"--datadir={data_dir}", _tmpdir(data_dir), "--initialize-insecure", "--user=root"],
                     "mysqld --initialize-insecure")
     else:
-        _run_to_end([INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", "--auth-root-authentication-method=normal",
-                     "--user=root", "--skip-test-db"], "mariadb-install-db")
+        _run_to_end([INSTALL_DB, "--no-defaults", f"--datadir={data_dir}", _tmpdir(data_dir),
+                     "--auth-root-authentication-method=normal", "--user=root", "--skip-test-db"], "mariadb-install-db")
 
 
 def _server_args(kind: str, data_dir: Path, port: int) -> list[str]:
     common = [f"--datadir={data_dir}", f"--port={port}", "--bind-address=127.0.0.1",
               f"--socket={data_dir / 'mysqld.sock'}", f"--pid-file={data_dir / 'mysqld.pid'}", "--user=root",
-              "--innodb-buffer-pool-size=64M", "--max-connections=60", "--performance-schema=OFF"]
+              "--innodb-buffer-pool-size=64M", "--max-connections=60", "--performance-schema=OFF", _tmpdir(data_dir)]
     if kind == "mysql":   # (names resolved: MySQL's initialized root is root@localhost only)
         return [*_mysqld(), *common, "--mysqlx=OFF", "--secure-file-priv=", "--innodb-redo-log-capacity=100M"]
     return [MARIADBD, "--no-defaults", *common, "--skip-name-resolve", "--innodb-log-file-size=48M"]

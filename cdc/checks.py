@@ -10,13 +10,16 @@ from cdc.connection import is_mariadb
 from cdc.errors import ConfigurationError
 from cdc.offsets import BinlogPosition
 
-_REQUIRED = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+# Wanted values; None: any value, but the variable must exist (it marks MySQL 8.0.1+ / MariaDB 10.5+).
+# Any binlog_row_metadata will do (FULL, MINIMAL, MariaDB's NO_LOG): below FULL, column names, signedness,
+# charsets, ENUM/SET members and primary keys come from the schema history (cdc.schema.columns).
+_REQUIRED = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": None}
 
 
 def _variables(conn: Connection) -> dict[str, str]:
     rows = conn.exec_driver_sql(
         "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', 'log_bin', 'binlog_format', 'binlog_row_image',"
-        " 'binlog_row_metadata', 'binlog_row_value_options')").fetchall()
+        " 'binlog_row_metadata')").fetchall()
     return {str(name).lower(): str(value) for name, value in rows}
 
 
@@ -33,11 +36,9 @@ def check_server(conn: Connection) -> str:
         if have is None:
             problems.append(f"the server has no {name} variable (version {version}): binlake needs "
                             "MySQL 8.0.1+ or MariaDB 10.5+")
-        elif have.upper() != wanted:
+        elif wanted is not None and have.upper() != wanted:
             problems.append(f"{name} is {have}: set {name}={wanted} (SET GLOBAL {name}='{wanted}' and in the "
                             "server config), then restart the source")
-    if "PARTIAL_JSON" in v.get("binlog_row_value_options", "").upper():
-        problems.append("binlog_row_value_options is PARTIAL_JSON: set binlog_row_value_options=''")
     if problems:
         raise ConfigurationError("; ".join(problems))
     return version

@@ -44,8 +44,9 @@ class SourceConfig(BaseModel):
     max_batch_records: int = Field(default=10_000, ge=1)
     ddl_skip_unparseable: bool = False
     # TLS to the server, Debezium's database.ssl.mode: disabled (caching_sha2_password then authenticates
-    # with the server's RSA key) | required (encrypted, server unverified) | verify_ca | verify_identity
-    ssl_mode: Literal["disabled", "required", "verify_ca", "verify_identity"] = "disabled"
+    # with the server's RSA key) | preferred (TLS when the server offers it) | required (encrypted, the
+    # server unverified) | verify_ca | verify_identity
+    ssl_mode: Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"] = "preferred"
     ssl_ca: str | None = None      # CA file (PEM) for verify_ca / verify_identity
     ssl_cert: str | None = None    # client certificate and key (PEM), for users created REQUIRE X509
     ssl_key: str | None = None
@@ -56,9 +57,9 @@ class SourceConfig(BaseModel):
             raise ValueError(f"ssl_mode {self.ssl_mode} verifies the server's certificate: set ssl_ca to its CA file")
         if (self.ssl_cert is None) != (self.ssl_key is None):
             raise ValueError("ssl_cert and ssl_key go together: set both, or neither")
-        if self.ssl_mode == "disabled" and (self.ssl_ca or self.ssl_cert):
-            raise ValueError("TLS files are set but ssl_mode is disabled: set ssl_mode (required, verify_ca or "
-                             "verify_identity) or remove them")
+        if self.ssl_mode in ("disabled", "preferred") and (self.ssl_ca or self.ssl_cert):
+            raise ValueError(f"TLS files are set but ssl_mode is {self.ssl_mode}: set ssl_mode (required, verify_ca "
+                             "or verify_identity) or remove them")
         return self
 
     @field_validator("table_include", "table_exclude")

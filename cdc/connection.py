@@ -12,8 +12,10 @@ from cdc.config import SourceConfig
 
 
 def tls_settings(config: SourceConfig) -> dict:
-    """PyMySQL's `ssl` argument for the config's ssl_mode ({} when disabled)."""
+    """PyMySQL's TLS arguments for the config's ssl_mode (PyMySQL 1.2+ prefers TLS by itself)."""
     if config.ssl_mode == "disabled":
+        return {"ssl_disabled": True}
+    if config.ssl_mode == "preferred":
         return {}
     settings: dict = {"check_hostname": config.ssl_mode == "verify_identity",
                       "verify_mode": ssl.CERT_NONE if config.ssl_mode == "required" else ssl.CERT_REQUIRED}

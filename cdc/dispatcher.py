@@ -76,29 +76,34 @@ class Dispatcher:
              first_row: int = 0) -> int:
         """Emit the changes of one rows event (or snapshot chunk, kind "r") from change `start` on (update
         images come in before/after pairs) until the batch is full; returns the first change not emitted.
-        Change i is row `first_row + i` of its position."""
-        emit = self.emitter.row
+        Change i is row `first_row + i` of its position.
+
+        The emitter takes the changes in runs (Emitter.rows), each as long as the batch's room allows
+        however many records a change makes (a delete and its tombstone; an update of the primary key:
+        delete, tombstone, create), so the batch closes after the same change as one taken at a time."""
         records = self._records
         limit = self._max_records
         count = len(images) // 2 if kind == "u" else len(images)
-        for index in range(start, count):
+        if kind == "u":
+            most = 3 if table.primary_key else 1
+        else:
+            most = 2 if kind == "d" and self.emitter.tombstones else 1
+        index = start
+        while index < count:
+            stop = min(count, index + max(1, (limit - len(records)) // most))
             txn = None
             if self._txid is not None:
                 if self._metadata and self._order == 0 and not self._counts:
                     self.emitter.transaction("BEGIN", self._txid, None, records)
-                self._order += 1
-                n = self._counts[table.collection] = self._counts.get(table.collection, 0) + 1
-                txn = self._txn_prefix + b'%d,"data_collection_order":%d}' % (self._order, n)
-            row = first_row + index
-            if kind == "c" or kind == "r":
-                emit(table, kind, None, images[index], source, row, txn, records)
-            elif kind == "d":
-                emit(table, "d", images[index], None, source, row, txn, records)
-            else:
-                emit(table, "u", images[2 * index], images[2 * index + 1], source, row, txn, records)
+                n = self._counts.get(table.collection, 0)
+                txn = (self._txn_prefix, self._order, n)
+                self._order += stop - index
+                self._counts[table.collection] = n + stop - index
+            self.emitter.rows(table, kind, images, index, stop, source, first_row, txn, records)
+            index = stop
             if len(records) >= limit:
-                return index + 1
-        return count
+                break
+        return index
 
     def commit(self, offset: Offset) -> None:
         if self._txid is not None and self._counts and self.config.transaction_metadata:

@@ -15,7 +15,7 @@ import orjson
 
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
-from cdc.murmur2 import partition_for
+from cdc.murmur2 import partition_for, partitions_for
 from cdc.offsets import EventSource
 from cdc.records import Record
 from cdc.schema.model import TableDef
@@ -26,15 +26,21 @@ _dumps = orjson.dumps
 KNOWN_KEYS = 100_000  # keys a table remembers: a row that changes again soon is keyed without JSON or murmur2
 
 
-def _keyer(primary_key: tuple[str, ...], partitions: int) -> Callable[[dict], tuple[bytes | None, int]]:
-    """row -> (key bytes, partition); specialized because it runs once per row."""
+def _keyers(primary_key: tuple[str, ...], partitions: int) -> tuple[Callable, Callable]:
+    """(key_of, keys_of) of a table: row -> (key bytes, partition), and a list of rows -> a list of
+    those (their partitions computed together: cdc.murmur2.partitions_for). Specialized because they
+    run for every row; a single-column key remembers the last KNOWN_KEYS values it keyed."""
     if not primary_key:
-        return lambda row: (None, 0)
+        return (lambda row: (None, 0)), (lambda rows: [(None, 0)] * len(rows))
     if len(primary_key) > 1:
         def key_of(row: dict) -> tuple[bytes, int]:
             key = _dumps({k: row[k] for k in primary_key})
             return key, partition_for(key, partitions) if partitions > 1 else 0
-        return key_of
+
+        def keys_of(rows: list[dict]) -> list[tuple[bytes, int]]:
+            keys = [_dumps({k: row[k] for k in primary_key}) for row in rows]
+            return list(zip(keys, partitions_for(keys, partitions)))
+        return key_of, keys_of
     (column,) = primary_key
     known: dict = {}
 
@@ -47,7 +53,25 @@ def _keyer(primary_key: tuple[str, ...], partitions: int) -> Callable[[dict], tu
             key = _dumps({column: value})
             found = known[value] = key, partition_for(key, partitions) if partitions > 1 else 0
         return found
-    return key_of_one
+
+    def keys_of_one(rows: list[dict]) -> list[tuple[bytes, int]]:
+        values = [row[column] for row in rows]
+        found = list(map(known.get, values))
+        if None not in found:
+            return found
+        missing = [i for i, pair in enumerate(found) if pair is None]
+        if len(known) + len(missing) > KNOWN_KEYS:
+            known.clear()
+        if len(missing) == len(values):         # all new (inserts): keyed together, remembered together
+            keys = [_dumps({column: value}) for value in values]
+            found = list(zip(keys, partitions_for(keys, partitions)))
+            known.update(zip(values, found))
+            return found
+        keys = [_dumps({column: values[i]}) for i in missing]
+        for i, key, partition in zip(missing, keys, partitions_for(keys, partitions)):
+            found[i] = known[values[i]] = key, partition
+        return found
+    return key_of_one, keys_of_one
 
 
 def _primary_key_changed(primary_key: tuple[str, ...]) -> Callable[[dict, dict], bool]:
@@ -69,11 +93,12 @@ class TableContext:
     mysql_types: dict = field(default_factory=dict)
     sql_types: dict = field(default_factory=dict)
     key_of: Callable[[dict], tuple[bytes | None, int]] = None
+    keys_of: Callable[[list[dict]], list[tuple[bytes | None, int]]] = None
     primary_key_changed: Callable[[dict, dict], bool] = None
     collection: str = ""
 
     def __post_init__(self) -> None:
-        self.key_of = _keyer(self.primary_key, self.partitions)
+        self.key_of, self.keys_of = _keyers(self.primary_key, self.partitions)
         self.primary_key_changed = _primary_key_changed(self.primary_key)
         self.collection = f"{self.db}.{self.table}"
 
@@ -91,6 +116,7 @@ class Emitter:
         self.config = config
         self.format = CanalFormat if config.format == "canal" else DebeziumFormat
         self._format_row = self.format.row
+        self._template = self.format.template
         self.tombstones = self.format.tombstones and config.tombstones_on_delete
         self.partitions = partitions
         self.clock = clock
@@ -99,6 +125,69 @@ class Emitter:
     def tick(self) -> None:
         """Read the clock for the events about to be emitted (once per binlog event, not per row)."""
         self.now_ms = int(self.clock() * 1000)
+
+    def rows(self, table: TableContext, kind: str, images: list[dict], start: int, stop: int, source: EventSource,
+             first_row: int, txn: tuple[bytes, int, int] | None, out: list[Record]) -> None:
+        """Append the records of changes `start`..`stop - 1` of one rows event (or snapshot chunk) to `out`:
+        change i is `images[i]` (c, r, d) or the pair `images[2i]`, `images[2i + 1]` (u), and row
+        `first_row + i` of its position. `txn`: (the transaction block's prefix, its total and per-table
+        order before change `start`), or None outside a transaction.
+
+        One loop per event and kind, the value built from the format's per-event template: this is the
+        connector's hot path, so a change costs its key, its images' JSON and one %. Formats without a
+        template (Canal), snapshot chunks and updates of a primary key go change by change (`row`)."""
+        template = self._template
+        if template is None or txn is None:
+            self._each(table, kind, images, start, stop, source, first_row, txn, out)
+            return
+        prefix, order, n = txn
+        fmt = template(kind, source, self.now_ms, prefix)
+        topic, append, dumps = table.topic, out.append, _dumps
+        rows = range(first_row + start, first_row + stop)
+        if kind == "c" or kind == "r":
+            afters = images[start:stop]
+            for after, (key, partition), row in zip(afters, table.keys_of(afters), rows):
+                order += 1
+                n += 1
+                append(Record(topic, key, fmt % (dumps(after), row, order, n), partition))
+        elif kind == "d":
+            tombstones = self.tombstones
+            befores = images[start:stop]
+            for before, (key, partition), row in zip(befores, table.keys_of(befores), rows):
+                order += 1
+                n += 1
+                append(Record(topic, key, fmt % (dumps(before), row, order, n), partition))
+                if tombstones and key is not None:
+                    append(Record(topic, key, None, partition))
+        else:
+            pk = table.primary_key
+            column = pk[0] if len(pk) == 1 else None
+            changed = table.primary_key_changed
+            befores, afters = images[2 * start:2 * stop:2], images[2 * start + 1:2 * stop:2]
+            for before, after, (key, partition), row in zip(befores, afters, table.keys_of(afters), rows):
+                order += 1
+                n += 1
+                if pk and (before[column] != after[column] if column is not None else changed(before, after)):
+                    self.row(table, "u", before, after, source, row,       # a delete and a create
+                             prefix + b'%d,"data_collection_order":%d}' % (order, n), out)
+                    continue
+                append(Record(topic, key, fmt % (dumps(before), dumps(after), row, order, n), partition))
+
+    def _each(self, table: TableContext, kind: str, images: list[dict], start: int, stop: int, source: EventSource,
+              first_row: int, txn: tuple[bytes, int, int] | None, out: list[Record]) -> None:
+        """`rows` change by change."""
+        row = self.row
+        for i in range(start, stop):
+            block = None
+            if txn is not None:
+                done = i - start + 1
+                block = txn[0] + b'%d,"data_collection_order":%d}' % (txn[1] + done, txn[2] + done)
+            if kind == "u":
+                row(table, "u", images[2 * i], images[2 * i + 1], source, first_row + i, block, out)
+            elif kind == "d":
+                row(table, "d", images[i], None, source, first_row + i, block, out)
+            else:
+                row(table, kind, None, images[i], source, first_row + i, block, out)
 
     def row(self, table: TableContext, op: str, before: dict | None, after: dict | None, source: EventSource,
             row: int, txn: bytes | None, out: list[Record]) -> None:

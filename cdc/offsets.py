@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-from pymysqlreplication.gtid import Gtid
-from pymysqlreplication.gtid import GtidSet as MySqlGtidSet
+
+from cdc.gtid import MySqlGtidSet
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -97,37 +97,37 @@ class EventSource:
         self._prefix: bytes | None = None
 
     def json(self, row: int) -> bytes:
+        return self.prefix() + b"%d}" % row
+
+    def prefix(self) -> bytes:
+        """The JSON up to the row number: `prefix() + b"%d}" % row` is `json(row)`."""
         if self._prefix is None:
             self._prefix = orjson.dumps({k: v for k, v in self.fields.items() if k != "row"})[:-1] + b',"row":'
-        return self._prefix + b"%d}" % row
+        return self._prefix
 
 
 class GtidSet:
-    """Executed GTIDs, as MariaDB (`domain-server-seq` per domain) or MySQL (`uuid:1-5,...`) spells them."""
+    """Executed GTIDs, as MariaDB (`domain-server-seq` per domain) or MySQL (`uuid:1-5:tag:1-2,...`,
+    cdc.gtid) spells them. Mutated by one owner."""
 
     def __init__(self, text: str = "") -> None:
         self._mariadb: dict[int, str] = {}
-        self._mysql = None
+        mysql = []
         for part in filter(None, (p.strip() for p in text.split(","))):
             if ":" in part:
-                self._add_mysql_text(part)
+                mysql.append(part)
             else:
                 self._mariadb[int(part.split("-")[0])] = part
-
-    def _add_mysql_text(self, text: str) -> None:
-        self._mysql = MySqlGtidSet(text) if self._mysql is None else self._mysql.union(MySqlGtidSet(text))
+        self._mysql = MySqlGtidSet(",".join(mysql))
 
     def add(self, gtid: str) -> None:
         if ":" in gtid:
-            if self._mysql is None:
-                self._add_mysql_text(gtid)
-            else:
-                self._mysql = self._mysql + Gtid(gtid)
+            self._mysql.add(gtid)
         else:
             self._mariadb[int(gtid.split("-")[0])] = gtid
 
     def __str__(self) -> str:
         parts = [self._mariadb[d] for d in sorted(self._mariadb)]
-        if self._mysql is not None:
-            parts.append(str(self._mysql).replace("\n", ""))
+        if self._mysql:
+            parts.append(str(self._mysql))
         return ",".join(parts)

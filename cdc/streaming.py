@@ -18,9 +18,11 @@ from cdc.config import SourceConfig
 from cdc.dispatcher import Dispatcher
 from cdc.emitter import TableContext
 from cdc.errors import DecodeError
+from cdc.jsondiff import JsonDiffError
 from cdc.offsets import BinlogPosition, GtidSet, Offset, SourceInfo
 from cdc.records import Batch
-from cdc.rowdecoder import compile_rows_decoder
+from cdc.rowdecoder import RowImageError, compile_partial_update_decoder, compile_rows_decoder
+from cdc.schema.columns import describe_columns
 from cdc.schema.history import SchemaHistory
 
 
@@ -29,10 +31,11 @@ _STATEMENT_DML = re.compile(r"(?:\s|/\*.*?\*/)*(INSERT|UPDATE|DELETE|REPLACE)\b"
 
 
 class _MappedTable:
-    __slots__ = ("decode", "context")
+    __slots__ = ("decode", "decode_partial", "context")
 
-    def __init__(self, decode, context: TableContext | None) -> None:
+    def __init__(self, decode, decode_partial, context: TableContext | None) -> None:
         self.decode = decode
+        self.decode_partial = decode_partial    # for PARTIAL_UPDATE_ROWS events
         self.context = context
 
 
@@ -115,20 +118,18 @@ class StreamingSource:
         self._dml_txn = True
 
     def _on_table_map(self, event: TableMap) -> None:
-        captured = self.dispatcher.captured(event.db, event.table)
-        context = None
-        if captured:
-            pk = tuple(event.columns[i].name for i in event.primary_key)
-            definition = self.history.schema.get(event.db, event.table)
-            if not pk and definition is not None:
-                pk = definition.primary_key
-            key = (event.db, event.table, pk, definition)
-            context = self._contexts.get(key)
-            if context is None:
-                context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
-                self._contexts[key] = context
-        decode = compile_rows_decoder(event.columns) if captured else None
-        self._tables[event.table_id] = _MappedTable(decode, context)
+        if not self.dispatcher.captured(event.db, event.table):
+            self._tables[event.table_id] = _MappedTable(None, None, None)
+            return
+        definition = self.history.schema.get(event.db, event.table)   # the table as of this event
+        columns, pk = describe_columns(event, definition)
+        key = (event.db, event.table, pk, definition)
+        context = self._contexts.get(key)
+        if context is None:
+            context = TableContext.build(self.config, self.partitions, event.db, event.table, pk, definition)
+            self._contexts[key] = context
+        self._tables[event.table_id] = _MappedTable(compile_rows_decoder(columns),
+                                                    compile_partial_update_decoder(columns), context)
 
     def _on_rows(self, event: Rows) -> None:
         mapped = self._tables.get(event.table_id)
@@ -141,9 +142,9 @@ class StreamingSource:
             self._start_group(event, None)
             self._dml_txn = True
         if event.partial:
-            raise DecodeError(f"partial JSON update at {event.file}:{event.start}; "
-                              "set binlog_row_value_options='' on the server")
-        rows = mapped.decode(event.data, event.begin, event.stop)
+            rows = self._decode_partial(mapped, event)
+        else:
+            rows = mapped.decode(event.data, event.begin, event.stop)
         self.dispatcher.emitter.tick()
         source = self.source
         source.server_id, source.file, source.pos, source.gtid = event.server_id, event.file, event.start, self._txn_gtid
@@ -163,6 +164,17 @@ class StreamingSource:
             if self.dispatcher.full:
                 # A slice of a large transaction: restart at its start and skip what was emitted.
                 self.dispatcher.flush(Offset(self._txn_start, str(self._gtids), self._emitted))
+
+    @staticmethod
+    def _decode_partial(mapped: _MappedTable, event: Rows) -> list:
+        try:
+            return mapped.decode_partial(event.data, event.begin, event.stop)
+        except (JsonDiffError, RowImageError) as exc:
+            raise DecodeError(
+                f"cannot rebuild the partial JSON update of {mapped.context.db}.{mapped.context.table} at "
+                f"{event.file}:{event.start}: {exc} (please report this event). To go on, set "
+                "binlog_row_value_options='' (globally, and in the sessions that set it) so updates log whole "
+                "JSON documents, and start the source once with snapshot: always") from None
 
     def _on_commit(self, event: Commit) -> None:
         self._end_group(event)
@@ -186,7 +198,8 @@ class StreamingSource:
                               "ran with binlog_format=STATEMENT or MIXED): its rows are not in the binlog. Set "
                               "binlog_format=ROW for every session, then re-snapshot the tables it changed: "
                               f"{event.sql[:200]!r}")
-        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql)
+        changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql,
+                                      event.server_charset)
         if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()
             src = self.source

@@ -5,20 +5,19 @@ One function per type family turns the binlog's binary form (cdc.rowdecoder) or 
 too), DECIMAL as the server prints it, FLOAT as the shortest decimal that round-trips through float32,
 temporal values as ISO-8601 text with exactly the column's fractional digits (TIMESTAMP in UTC with
 "Z"), zero dates as null, binary strings as base64, BIT as an unsigned integer, GEOMETRY as
-{"srid", "wkb"}.
+{"srid", "wkb"}, VECTOR as a list of float32 values. MySQL's binary JSON has a module of its own
+(cdc.mysqljson).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import struct
 import time
 from typing import Callable
 
-from pymysqlreplication.json_binary import parse_json
-
 _F32 = struct.Struct("<f")
+_F32_MIN_NORMAL = 2.0 ** -126
 _D2B = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)          # bytes holding 0..9 decimal digits (MySQL decimal2bin)
 _FRAC_UNIT = (0, 10000, 100, 1)                 # microseconds per stored unit, by bytes of fraction
 # MySQL's latin1 is cp1252 except that five undefined bytes map to the C1 controls.
@@ -32,7 +31,9 @@ def b64(raw: bytes) -> str:
 def float32(x: float) -> float:
     """The shortest decimal that is the same float32 (what MySQL 8 prints; MariaDB prints 6 digits)."""
     packed = _F32.pack(x)
-    for digits in range(6, 10):
+    # a normal float32 that has a form shorter than 6 digits is that form rounded to 6; a subnormal one
+    # (below 2**-126) holds fewer digits, and its shortest form can be shorter than its 6-digit rounding
+    for digits in range(6 if abs(x) >= _F32_MIN_NORMAL or not x else 1, 10):
         candidate = float("%.*g" % (digits, x))
         if _F32.pack(candidate) == packed:
             return candidate
@@ -51,6 +52,11 @@ def text_decoder(charset: str | None) -> Callable[[bytes], str]:
     if codec in ("utf8", "utf8mb4", "utf8mb3", "utf-8"):
         return lambda raw: raw.decode("utf-8")
     return lambda raw: raw.decode(codec)
+
+
+def vector(raw: bytes) -> list[float]:
+    """MySQL 9's VECTOR: little-endian float32s, each as the shortest decimal that is the same float32."""
+    return [float32(x) for x in struct.unpack(f"<{len(raw) // 4}f", raw)]
 
 
 def geometry(raw: bytes) -> dict:
@@ -208,23 +214,6 @@ def time_from_packed(x: int) -> str:
 
 def timestamp_from_seconds(seconds: int) -> str | None:
     return "%04d-%02d-%02dT%02d:%02d:%02dZ" % time.gmtime(seconds)[:6] if seconds else None
-
-
-def mysql_json(raw: bytes) -> str | None:
-    """MySQL 8 binary JSON re-serialized the way the server prints it."""
-    if not raw:
-        return None
-
-    def plain(v):
-        if isinstance(v, bytes):
-            return v.decode("utf-8")
-        if isinstance(v, dict):
-            return {plain(k): plain(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [plain(x) for x in v]
-        return v
-
-    return json.dumps(plain(parse_json(raw[0], raw[1:])), ensure_ascii=False)
 
 
 # --- text (snapshot) forms -------------------------------------------------------------------

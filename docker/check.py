@@ -1,9 +1,10 @@
-"""The compose demo's end-to-end check, from the host: a row written to MariaDB in its container must
-reach PostgreSQL (read in its container) and the Delta table (read from the warehouse volume with the
-host's Spark, the reader that knows Delta), within a deadline. `make compose-demo` runs it; so does
-tests/test_compose_up.py, around a broker container's death.
+"""The compose demo's end-to-end check, from the host: a row written to the source database (MariaDB,
+or MySQL with docker-compose.mysql.yml) in its container must reach PostgreSQL (read in its container)
+and the Delta table (read from the warehouse volume with the host's Spark, the reader that knows
+Delta), within a deadline. `make compose-demo` runs it; so does tests/test_compose_up.py, around a
+broker container's death.
 
-    .venv/bin/python docker/check.py [--timeout 600]
+    .venv/bin/python docker/check.py [-f docker-compose.yml -f docker-compose.mysql.yml] [--timeout 600]
 """
 
 from __future__ import annotations
@@ -18,8 +19,18 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
-COMPOSE = ["docker-compose", "--project-directory", str(ROOT), "-f", str(ROOT / "docker-compose.yml")]
 WAREHOUSE = "/var/lib/binlake/warehouse"
+
+
+def compose_command(files: list[str], project: str | None = None) -> list[str]:
+    """docker-compose over `files` (relative to the project's root), in project `project` if given."""
+    command = ["docker-compose", "--project-directory", str(ROOT)]
+    for file in files:
+        command += ["-f", str(ROOT / file)]
+    return [*command, *(["-p", project] if project else [])]
+
+
+COMPOSE = compose_command(["docker-compose.yml"])  # (main() sets the files it is given)
 
 
 def compose(*args: str, timeout: float = 120) -> str:
@@ -30,7 +41,13 @@ def compose(*args: str, timeout: float = 120) -> str:
 
 
 def mysql(sql: str) -> str:
-    return compose("exec", "-T", "mariadb", "mariadb", "-uroot", "shop", "-N", "-e", sql)  # (the socket: root@localhost)
+    """`sql` in the shop database, by the `mysql` client in the database's container (MariaDB's client
+    answers to that name too), as root@localhost through the socket."""
+    return compose("exec", "-T", "database", "mysql", "-uroot", "shop", "-N", "-e", sql)
+
+
+def server_name() -> str:
+    return "MariaDB" if "MariaDB" in mysql("SELECT VERSION()") else "MySQL"
 
 
 def postgres(sql: str) -> str:
@@ -46,7 +63,7 @@ def warehouse_dir() -> Path:
 
 
 def insert_customer(customer_id: int, name: str, timeout: float = 300) -> None:
-    """Once the workload has made the shop database (right after `up`, MariaDB may still be starting)."""
+    """Once the workload has made the shop database (right after `up`, the server may still be starting)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -100,28 +117,34 @@ def spark_session():
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-f", "--file", dest="files", action="append", metavar="FILE",
+                        help="a compose file, as docker-compose takes them  [default: docker-compose.yml]")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for the row to land (Spark starts first)")
     args = parser.parse_args()
+    global COMPOSE
+    COMPOSE = compose_command(args.files or ["docker-compose.yml"])
     console = Console()
     customer_id = int(time.time()) % 1_000_000_000
     name = f"Check{customer_id}"
     spark = spark_session()
     try:
         insert_customer(customer_id, name)
-        console.print(f"inserted customer {customer_id} ({name}) into MariaDB; waiting for it downstream …")
+        server = server_name()
+        console.print(f"inserted customer {customer_id} ({name}) into {server}; waiting for it downstream …")
         seen = wait_landed(spark, customer_id, name, args.timeout)
     except RuntimeError as exc:
         console.print(f"[red]{exc}[/]")
         return 1
     finally:
         spark.stop()
-    table = Table(title="a row written to MariaDB, seen downstream")
+    table = Table(title=f"a row written to {server}, seen downstream")
     for column in ("where", "after"):
         table.add_column(column)
     for where, seconds in seen.items():
         table.add_row(where, f"{seconds:.1f} s")
     console.print(table)
-    console.print("the pipeline is up: the console is on http://localhost:8080; `docker-compose down` stops it "
+    down = " ".join(["docker-compose", *(f"-f {file}" for file in args.files or ()), "down"])
+    console.print(f"the pipeline is up: the console is on http://localhost:8080; `{down}` stops it "
                   "(`down -v` also wipes its volumes)")
     return 0
 

@@ -19,12 +19,12 @@ PRODUCTS = (("MUG-01", "12.50"), ("TEE-01", "19.90"), ("STK-01", "3.00"))
 
 
 def connect():
-    while True:  # (the health check says MariaDB answers; the root user may be a moment later)
+    while True:  # (the health check says the server answers; the root user may be a moment later)
         try:
-            return pymysql.connect(host=os.environ.get("MYSQL_HOST", "mariadb"), user="root",
+            return pymysql.connect(host=os.environ["MYSQL_HOST"], user="root",
                                    password=os.environ["MYSQL_ROOT_PASSWORD"], autocommit=True)
         except pymysql.err.OperationalError as exc:
-            print(f"waiting for MariaDB: {exc}", flush=True)
+            print(f"waiting for the database at {os.environ['MYSQL_HOST']}: {exc}", flush=True)
             time.sleep(1)
 
 

@@ -22,6 +22,8 @@ from faust.transport.drivers import aiokafka as driver
 from faust.types import Message
 from mode import Service
 
+from .agent_errors import AgentErrors
+
 YIELD_EVERY = 100  # messages handed out between two turns given to the rest of the event loop
 
 
@@ -29,20 +31,36 @@ class Consumer(driver.Consumer):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._delivery: Optional[asyncio.Future] = None  # the message being handed to the streams
+        self.agent_errors: AgentErrors = self.transport.agent_errors
+
+    async def on_task_error(self, exc: BaseException) -> None:
+        """faust calls this in the task of an agent that raised, before the agent's supervisor acts.
+        faust commits here, and a later commit passes the event the agent raised on: here the app's
+        policy decides (streams/agent_errors.py), and once the worker stops for a failure it commits
+        nothing more (`_commit_offsets`)."""
+        await self.agent_errors.handle(exc)
+
+    async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
+        if self.agent_errors.failure is not None:
+            return False  # (the failed event would be acknowledged as its stream closes, and committed)
+        return await super()._commit_offsets(offsets, start_new_transaction=start_new_transaction)
 
     async def _drain_messages(self, fetcher: Service) -> None:
         """faust's fetcher runs this until it or the consumer stops."""
         read_offset = self._read_offset
         acks_enabled_for = self.app.topics.acks_enabled_for
+        errors = self.agent_errors
         since_yield = 0
         try:
-            while not (self.should_stop or fetcher.should_stop):
+            while not (self.should_stop or fetcher.should_stop or errors.failure is not None):
                 self.diag.set_flag(CONSUMER_FETCHING)
                 messages = self.getmany(timeout=1.0)
                 await asyncio.sleep(0)  # getmany need not yield when records are waiting
                 if self.should_stop:
                     continue
                 async for tp, message in messages:
+                    if errors.failure is not None:
+                        break  # an agent failed: the worker stops, and hands out nothing more
                     since_yield += 1
                     if since_yield > YIELD_EVERY:
                         await asyncio.sleep(0)
@@ -99,8 +117,11 @@ class Consumer(driver.Consumer):
 
 class Transport(driver.Transport):
     Consumer = Consumer
+    agent_errors: AgentErrors  # what the consumer does when an agent raises
 
 
-def install(app: Any) -> None:
-    """Give an app this module's transport (before it starts)."""
+def install(app: Any, agent_errors: Optional[AgentErrors] = None) -> None:
+    """Give an app this module's transport (before it starts), with the app's policy for agents that
+    raise (read from the app unless given)."""
     app.transport = Transport(app.conf.broker_consumer, app, loop=app.loop)
+    app.transport.agent_errors = agent_errors or AgentErrors.of(app)

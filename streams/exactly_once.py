@@ -79,9 +79,9 @@ from faust.streams import current_event
 from faust.transport.consumer import TransactionManager
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP, Message
-from mode import CrashingSupervisor, OneForOneSupervisor
 
 from . import consumer
+from .agent_errors import AgentErrors
 
 log = logging.getLogger(__name__)
 BARRIER_WARN_S = 10.0  # a commit waiting this long for agents to finish their events says which
@@ -148,7 +148,7 @@ class ExactlyOnceConsumer(consumer.Consumer):
         forget when it drops them (as its own `wait_empty` does)."""
         started = warned = time.monotonic()
         done = 0  # self._in_flight[:done] needs no more waiting
-        while not self.should_stop:
+        while not self.should_stop and self.agent_errors.failure is None:  # (a failed worker commits nothing)
             flowing = self.app.flow_control.is_active()
             if flowing:
                 done = self._first_unprocessed(done, excluding)
@@ -221,7 +221,7 @@ class ExactlyOnceConsumer(consumer.Consumer):
             await self._wait_processed()
             self._in_flight.clear()
             await super().commit(start_new_transaction=False)
-            await self._abort_open_transactions()
+            await self.app.producer.abort_open_transactions()
             self._revoking = True
             try:
                 await super().on_partitions_revoked(revoked)
@@ -268,12 +268,6 @@ class ExactlyOnceConsumer(consumer.Consumer):
             await super().on_partitions_assigned(assigned, generation_id)
         finally:
             self._deliver.set()
-
-    async def _abort_open_transactions(self) -> None:
-        producer = self.app.producer
-        for transactional_id, transaction_producer in list(producer._transaction_producers.items()):
-            if transaction_producer._txn_manager.is_in_transaction():
-                await producer.abort_transaction(transactional_id)
 
     def _new_consumer_thread(self) -> "ExactlyOnceConsumerThread":
         return ExactlyOnceConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -431,6 +425,18 @@ class ExactlyOnceProducer(driver.Producer):
             await asyncio.wait(list(self._buffered), timeout=1.0)
             await super().flush()  # (what the buffer sent meanwhile joined a batch: send it)
 
+    async def abort_open_transactions(self) -> None:
+        for transactional_id, transaction_producer in list(self._transaction_producers.items()):
+            if transaction_producer._txn_manager.is_in_transaction():
+                await self.abort_transaction(transactional_id)
+
+    async def on_stop(self) -> None:
+        """A transaction still open when the worker stops is one no commit will end (a worker stopping
+        for an agent that raised commits nothing more): it is aborted, not left for the next owner of
+        its id to abort (a read_committed reader of its outputs would wait for that)."""
+        await self.abort_open_transactions()
+        await super().on_stop()
+
     async def begin_transaction(self, transactional_id: str) -> None:
         await super().begin_transaction(transactional_id)
         if transactional_id not in self._transaction_producers:  # faust drops a producer only when fenced
@@ -465,9 +471,10 @@ class NotExactlyOnce(ValueError):
     """An app whose shape exactly-once cannot hold."""
 
 
-def install(app) -> bool:
-    """Give an exactly-once app binlake's transport (before it starts); False for other apps.
-    NotExactlyOnce for a topic that several agents read."""
+def install(app, agent_errors: Optional[AgentErrors] = None) -> bool:
+    """Give an exactly-once app binlake's transport (before it starts), with the app's policy for agents
+    that raise (read from the app unless given); False for other apps. NotExactlyOnce for a topic that
+    several agents read."""
     if not app.conf.processing_guarantee.value == "exactly_once":
         return False
     readers: dict[str, list[str]] = {}
@@ -483,9 +490,5 @@ def install(app) -> bool:
                 f"{len(agents)} ({', '.join(agents)}): a rebalance can stop one of them mid-way through events another "
                 f"has finished, and those outputs would be written twice. Do the work in one agent (docs/streams.md)")
     app.transport = ExactlyOnceTransport(app.conf.broker_consumer, app, loop=app.loop)
-    if app.conf.agent_supervisor is OneForOneSupervisor:
-        # faust would restart a crashed agent and drop the event it held, which then never commits:
-        # the worker stops instead, its transactions abort, and the next owner processes the event.
-        for agent in app.agents.values():
-            agent.supervisor_strategy = agent.supervisor_strategy or CrashingSupervisor
+    app.transport.agent_errors = agent_errors or AgentErrors.of(app)
     return True

@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from binlake.kafka_security import KafkaSecurity
 
+from .settings import app_setting
+
 
 def load_app(reference: str):
     """The app of MODULE[:APP]; MODULE is a module name (found from the current directory too) or a
@@ -101,6 +103,7 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None,
     from faust.exceptions import AlreadyConfiguredWarning
 
     from . import consumer, quiet
+    from .agent_errors import AgentErrors, BadAgentErrorsSetting
     from .codecs import register_codecs
     from .exactly_once import NotExactlyOnce, install
 
@@ -113,10 +116,12 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None,
     if prometheus_listener is not None:
         serve_metrics(app, prometheus_listener)
     try:
-        if not install(app):
-            consumer.install(app)
-    except NotExactlyOnce as exc:
+        agent_errors = AgentErrors.of(app)
+        if not install(app, agent_errors):
+            consumer.install(app, agent_errors)
+    except (NotExactlyOnce, BadAgentErrorsSetting) as exc:
         raise click.ClickException(str(exc)) from None
+    agent_errors.supervise()
     with warnings.catch_warnings():  # (faust warns of any late setting; these are read when the worker starts)
         warnings.simplefilter("ignore", AlreadyConfiguredWarning)
         app.conf.Worker = level_restored_after_start(app.conf.Worker)
@@ -125,7 +130,7 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None,
             app.conf.Worker = quiet.announcing(app.conf.Worker)
         defaults_unless_set(app)
     sys.argv = quiet.faust_argv(reference, ctx.args, verbose)
-    run_to_exit(app.main)
+    run_to_exit(app.main, agent_errors)
 
 
 def serve_metrics(app, listener: str) -> None:
@@ -159,12 +164,8 @@ WORKER_DEFAULTS = {
 def defaults_unless_set(app) -> None:
     """Apply WORKER_DEFAULTS to what the app leaves unset in its options, its config source and the
     environment (bench/streams.py measures both; the fetch size with --partitions 1)."""
-    _, options = app._default_options
-    given = dict(options)
-    if app._config_source is not None:
-        given.update(app._load_settings_from_source(app._config_source, silent=True))
     for names, value in WORKER_DEFAULTS.items():
-        if not any(given.get(name) is not None or app.conf.getenv(name.upper()) is not None for name in names):
+        if app_setting(app, *names) is None:
             setattr(app.conf, names[0], value)
 
 
@@ -183,11 +184,12 @@ def level_restored_after_start(worker_class: type) -> type:
     return Worker
 
 
-def run_to_exit(main) -> None:
+def run_to_exit(main, agent_errors) -> None:
     """Run faust's worker main and end the process with its exit status. When a crash interrupts
     faust's shutdown (a fenced worker's last commit failing, say), faust leaves its consumer thread
     running and the interpreter would wait for that thread forever: the worker has stopped, so the
-    process ends here instead."""
+    process ends here instead. A worker stopped by an agent's failure (logged when it happened) ends
+    with status 1 and the failure in one line."""
     status = 0
     try:
         main()
@@ -198,6 +200,9 @@ def run_to_exit(main) -> None:
     except BaseException:
         traceback.print_exc()
         status = 1
+    if agent_errors.failure is not None:
+        print(f"worker stopped: {agent_errors.failure.summary()}", file=sys.stderr)
+        status = status or 1
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,6 +1,6 @@
 """`binlake demo`: start the pipeline's pieces (services.STAGES), show the change events of a snapshot
-and of a workload as they arrive (killing one broker of the cluster halfway), compare MySQL with the
-log, and stop everything again."""
+and of a workload as they arrive (killing one broker of the cluster halfway), compare the source server
+(MariaDB, or MySQL with --mysql) with the log and the warehouse, and stop everything again."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ class Watcher:
         return all(statement in self.schema_changes for statement in statements)
 
     def matches(self, rows: dict[str, set[tuple]]) -> bool:
-        """Whether the keys rebuilt from the log are MySQL's `rows`, table by table."""
+        """Whether the keys rebuilt from the log are the source's `rows`, table by table."""
         return all(self.tables[table].keys == keys for table, keys in rows.items())
 
     def has_keys(self, expected: dict[str, set[tuple]]) -> bool:
@@ -112,24 +112,24 @@ class Watcher:
 
 async def show(pipeline: Pipeline) -> bool:
     """Snapshot, then the workload while streaming, then the processors' outputs and the sink's
-    batches; returns whether every table downstream matches MySQL."""
-    console = pipeline.console
-    log_ok, mysql = await show_change_log(pipeline)
-    await show_processors(pipeline, mysql)
+    batches; returns whether every table downstream matches the source."""
+    console, name = pipeline.console, pipeline.source_name
+    log_ok, source_tables = await show_change_log(pipeline)
+    await show_processors(pipeline, source_tables)
     console.rule("Spark sink: micro-batches merged into Delta Lake and PostgreSQL")
-    landed = await asyncio.to_thread(Landing(pipeline, mysql).wait)
+    landed = await asyncio.to_thread(Landing(pipeline, source_tables).wait)
     console.print(landed.table())
     ok = log_ok and landed.ok
     console.print("[green]every change arrived, exactly once: the log, the processors' outputs, Delta and "
-                  "PostgreSQL match MySQL[/]" if ok else "[red]something downstream does not match MySQL[/] (see above)",
-                  soft_wrap=True)
+                  f"PostgreSQL match {name}[/]" if ok else f"[red]something downstream does not match {name}[/] "
+                  "(see above)", soft_wrap=True)
     return ok
 
 
 async def show_change_log(pipeline: Pipeline) -> tuple[bool, dict[str, tuple]]:
     """The connector's events, snapshot then streaming (a broker killed halfway); returns whether the
-    keys rebuilt from the log are MySQL's, and MySQL's tables at the end (warehouse.mysql_table)."""
-    console, server = pipeline.console, pipeline.mariadb
+    keys rebuilt from the log are the source's, and the source's tables at the end (warehouse.mysql_table)."""
+    console, server = pipeline.console, pipeline.source
     seeded = await asyncio.to_thread(shop.primary_keys, server)
     watcher, customers = Watcher(pipeline, pipeline.format), ProcessorCustomers(pipeline)
     await customers.consumer.start()
@@ -162,19 +162,20 @@ async def show_change_log(pipeline: Pipeline) -> tuple[bool, dict[str, tuple]]:
     finally:
         await watcher.consumer.stop()
         await customers.consumer.stop()
-    console.print(summary_table(watcher.tables, now))
+    console.print(summary_table(watcher.tables, now, server.name))
     ok = watcher.matches(now) and watcher.showed(shop.SCHEMA_CHANGES)
-    console.print("[green]every change arrived: the log matches MySQL[/]" if ok
-                  else "[red]the log does not match MySQL[/] (see the table above: its rows, or a schema change)")
-    mysql = await asyncio.to_thread(lambda: {t: warehouse.mysql_table(server, shop.DATABASE, t, shop.JSON_COLUMNS)
-                                             for t in shop.TABLES})
-    return ok, mysql
+    console.print(f"[green]every change arrived: the log matches {server.name}[/]" if ok
+                  else f"[red]the log does not match {server.name}[/] (see the table above: its rows, or a schema "
+                  "change)")
+    source_tables = await asyncio.to_thread(
+        lambda: {t: warehouse.mysql_table(server, shop.DATABASE, t, shop.JSON_COLUMNS) for t in shop.TABLES})
+    return ok, source_tables
 
 
-async def show_processors(pipeline: Pipeline, mysql: dict[str, tuple]) -> None:
-    """The processors' derived change events as they arrive, until they hold what MySQL implies."""
+async def show_processors(pipeline: Pipeline, source_tables: dict[str, tuple]) -> None:
+    """The processors' derived change events as they arrive, until they hold what the source's tables imply."""
     pipeline.console.rule(f"processors: derived change events ({len(pipeline.processors)} faust workers, exactly once)")
-    want = outputs.expected(mysql["orders"][2], mysql["customers"][2])
+    want = outputs.expected(source_tables["orders"][2], source_tables["customers"][2])
     topics = {f"{DERIVED}.{table}" for table in want}
     watcher = Watcher(pipeline, "canal")
 
@@ -238,11 +239,16 @@ def kill_a_broker(pipeline: Pipeline) -> None:
               help="once the run matched, leave every piece running and print how to reach it, until Ctrl-C")
 @click.option("--single-broker", is_flag=True,
               help="one broker alone instead of ZooKeeper and a three-broker cluster (no broker is killed)")
-def demo_command(fmt: str, keep: bool, single_broker: bool) -> None:
+@click.option("--mariadb", "source_kind", flag_value="mariadb", default=True,
+              help="the source is MariaDB (Debian's mariadb-server)  [default]")
+@click.option("--mysql", "source_kind", flag_value="mysql",
+              help="the source is Oracle MySQL at its defaults (minimal row metadata, caching_sha2_password) with "
+                   "GTIDs on, from `make setup`'s Debian sid root")
+def demo_command(fmt: str, keep: bool, single_broker: bool, source_kind: str) -> None:
     """Run the whole pipeline on this machine, no Docker needed.
 
-    MariaDB → the mysql connector → the brokers → stream processors and the Spark sink → Delta Lake
-    and PostgreSQL; it ends with each MySQL table beside its copies."""
+    MariaDB (or Oracle MySQL) → the mysql connector → the brokers → stream processors and the Spark
+    sink → Delta Lake and PostgreSQL; it ends with each source table beside its copies."""
     console = Console()
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # (its retries while a broker is down: the demo says it)
     signal.signal(signal.SIGTERM, signal.default_int_handler)     # SIGTERM cleans up like Ctrl-C
@@ -250,7 +256,7 @@ def demo_command(fmt: str, keep: bool, single_broker: bool) -> None:
         with interrupts_held():
             work_dir = Path(tempfile.mkdtemp(prefix="binlake-demo-"))
             stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
-        pipeline = Pipeline(work_dir, fmt, console, single_broker)
+        pipeline = Pipeline(work_dir, fmt, console, single_broker, source_kind)
         ok = run(pipeline, stack)
         if keep and ok:
             console.print(keep_instructions(pipeline), highlight=False, soft_wrap=True)
@@ -272,9 +278,9 @@ def run(pipeline: Pipeline, stack: contextlib.ExitStack) -> bool:
     """Start the stages and show the events; False (with the reason printed) on failure or Ctrl-C."""
     console = pipeline.console
     brokers = "a broker" if pipeline.single_broker else "a three-broker cluster"
-    console.print(f"[bold]binlake demo[/]: MariaDB → mysql connector → {brokers} → faust processors and the Spark "
-                  f"sink → Delta Lake and PostgreSQL (format {pipeline.format}); files in {pipeline.work_dir}",
-                  soft_wrap=True)
+    console.print(f"[bold]binlake demo[/]: {pipeline.source_name} → mysql connector → {brokers} → faust processors "
+                  f"and the Spark sink → Delta Lake and PostgreSQL (format {pipeline.format}); files in "
+                  f"{pipeline.work_dir}", soft_wrap=True)
     try:
         for stage in STAGES:
             stage(pipeline, stack)

@@ -1,6 +1,6 @@
 """The end of the demo: the Spark sink's batches as it logs them, until its Delta and PostgreSQL tables
-hold what MySQL holds (and the processors' derived tables what MySQL implies), then the closing
-side-by-side table.
+hold what the source server holds (and the processors' derived tables what its tables imply), then
+the closing side-by-side table.
 
 Delta tables are read with a SparkSession of the demo's own (local[1], its JVM's output in
 spark-check.log): Spark is the reader that knows every Delta feature the sink uses.
@@ -52,9 +52,10 @@ class Comparison:
 
 
 class Landing:
-    def __init__(self, pipeline: Pipeline, mysql: dict[str, tuple]) -> None:
-        self.pipeline, self.mysql = pipeline, mysql
-        self.derived = outputs.expected(mysql["orders"][2], mysql["customers"][2])
+    def __init__(self, pipeline: Pipeline, source_tables: dict[str, tuple]) -> None:
+        """`source_tables`: table → (columns, key, rows), as warehouse.mysql_table reads them."""
+        self.pipeline, self.source_tables = pipeline, source_tables
+        self.derived = outputs.expected(source_tables["orders"][2], source_tables["customers"][2])
         self.comparisons: list[Comparison] = []
         self._log_offset = 0
 
@@ -107,7 +108,7 @@ class Landing:
 
     def compare(self, spark) -> list[Comparison]:
         pipeline, found = self.pipeline, []
-        for table, (columns, key, rows) in self.mysql.items():
+        for table, (columns, key, rows) in self.source_tables.items():
             delta = _read(lambda: warehouse.delta_table(spark, str(pipeline.warehouse / shop.DATABASE / table), key,
                                                         columns, shop.JSON_COLUMNS))
             postgres = _read(lambda: warehouse.postgres_table(pipeline.postgres, shop.DATABASE, table, key, columns,
@@ -123,10 +124,11 @@ class Landing:
         return found
 
     def table(self) -> Table:
-        t = Table(title="MySQL vs the warehouse (rows · checksum)", box=box.SIMPLE_HEAD,
-                  caption="derived.*: the processors' outputs, expected values computed from MySQL's tables "
+        name = self.pipeline.source_name
+        t = Table(title=f"{name} vs the warehouse (rows · checksum)", box=box.SIMPLE_HEAD,
+                  caption=f"derived.*: the processors' outputs, expected values computed from {name}'s tables "
                           "(revenue: summed per product)")
-        for column in ("table", "MySQL", "Delta", "PostgreSQL", "match"):
+        for column in ("table", name, "Delta", "PostgreSQL", "match"):
             t.add_column(column, justify="left" if column == "table" else "right", no_wrap=True)
         for c in self.comparisons:
             t.add_row(c.table, c.expected.cell(), c.delta.cell(), c.postgres.cell() if c.postgres else "",

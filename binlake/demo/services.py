@@ -43,6 +43,7 @@ PROCESSOR_WORKERS = 2
 PROCESSOR_APP = "shop-processors"  # examples/shop_processors.py: its faust app id and consumer group
 DERIVED = "derived.shop"           # the processors' output topics: derived.shop.<table>
 SINK_TRIGGER = "1s"
+BINLOG_SETTINGS = ("binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode")  # (shown at the start)
 
 
 class DemoError(RuntimeError):
@@ -125,7 +126,8 @@ class Pipeline:
     format: str
     console: Console
     single_broker: bool = False
-    mariadb: sandbox.SqlServer | None = None
+    source_kind: str = "mariadb"         # the source server: "mariadb" or "mysql" (binlake.sandbox)
+    source: sandbox.SqlServer | None = None
     postgres: pgsandbox.PostgreSQL | None = None
     zookeeper: zksandbox.ZooKeeper | None = None
     bootstrap: str = ""
@@ -135,6 +137,11 @@ class Pipeline:
     processors: list[Process] = field(default_factory=list)
     sink: Process | None = None
     metrics: dict[str, str] = field(default_factory=dict)  # piece → its Prometheus endpoint's URL
+
+    @property
+    def source_name(self) -> str:
+        """MariaDB or MySQL, for what the demo prints."""
+        return sandbox.NAMES[self.source_kind]
 
     @property
     def connector_name(self) -> str:
@@ -164,7 +171,7 @@ class Pipeline:
     def pids(self) -> list[int]:
         """Of every process still running."""
         return [p.pid for p in self.processes if p.proc.poll() is None] + [
-            s.proc.pid for s in (self.mariadb, self.postgres, self.zookeeper) if s is not None and s.proc.poll() is None]
+            s.proc.pid for s in (self.source, self.postgres, self.zookeeper) if s is not None and s.proc.poll() is None]
 
     def check_alive(self) -> None:
         for p in self.processes:
@@ -178,15 +185,24 @@ class Pipeline:
         return process
 
 
-def start_mariadb(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
-    base = pipeline.work_dir / "mariadb"
+def start_source(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
+    """The throwaway MariaDB or MySQL (sandbox's settings: MySQL at its defaults, plus GTIDs)."""
+    base = pipeline.work_dir / pipeline.source_kind
     base.mkdir()
-    with interrupts_held():         # a Ctrl-C now takes effect once the server is up (about 2 s)
-        server = sandbox.start_mariadb(base, tied=True)
+    with interrupts_held():         # a Ctrl-C now takes effect once the server is up (2-6 s)
+        server = sandbox.start_server(pipeline.source_kind, base, tied=True)
         stack.callback(server.stop)
-    pipeline.mariadb = server
-    pipeline.say(f"[bold]MariaDB[/]   127.0.0.1:{server.port}  (binlog ROW, full row images and metadata; "
+    pipeline.source = server
+    pipeline.say(f"[bold]{server.name:<9}[/] 127.0.0.1:{server.port}  ({binlog_settings(server)}; "
                  f"data in {server.data_dir})")
+
+
+def binlog_settings(server: sandbox.SqlServer) -> str:
+    """The server's own word on the settings the connector depends on, e.g. "binlog_row_metadata=MINIMAL"
+    (MariaDB has no gtid_mode: its GTIDs are always on)."""
+    names = ", ".join(f"'{name}'" for name in BINLOG_SETTINGS)
+    values = dict(server.sql(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})"))
+    return " ".join(f"{name}={values[name]}" for name in BINLOG_SETTINGS if name in values)
 
 
 def start_brokers(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
@@ -239,7 +255,7 @@ def _wait_ready(broker: Process, address: str) -> None:
 
 def connector_config(pipeline: Pipeline) -> dict:
     """The `mysql` connector's YAML for the sandbox server (examples/shop.yaml, with this run's addresses)."""
-    server = pipeline.mariadb
+    server = pipeline.source
     return {
         "name": pipeline.connector_name,
         "connector": "mysql",
@@ -264,8 +280,8 @@ def start_connector(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
 
 def create_shop(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     """The shop database with its first rows, before the connector starts: its snapshot reads them."""
-    pipeline.mariadb.sql(f"CREATE DATABASE {DATABASE}")
-    pipeline.mariadb.sql(*SCHEMA, *SEED, db=DATABASE)
+    pipeline.source.sql(f"CREATE DATABASE {DATABASE}")
+    pipeline.source.sql(*SCHEMA, *SEED, db=DATABASE)
     pipeline.say(f"[bold]database[/]  {DATABASE}: tables customers, products, orders and their first rows")
 
 
@@ -367,19 +383,19 @@ def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
 
 
 # In order; each stage's stop runs in reverse. The sink starts before the connector: Spark is the slowest to start.
-STAGES = (start_mariadb, create_shop, start_postgres, start_brokers, start_sink, start_connector, start_processors)
+STAGES = (start_source, create_shop, start_postgres, start_brokers, start_sink, start_connector, start_processors)
 
 
 def keep_instructions(pipeline: Pipeline) -> str:
     """How to reach what `--keep` leaves running."""
-    server, b, pg = pipeline.mariadb, pipeline.bootstrap, pipeline.postgres
+    server, b, pg = pipeline.source, pipeline.bootstrap, pipeline.postgres
     running = {p.name for p in pipeline.processes if p.proc.poll() is None}  # (not the broker the demo killed)
     topic = f"{pipeline.connector_name}.{DATABASE}.orders"
     delta = ("--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension "
              "--conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
     return "\n".join([
         "Left running (Ctrl-C stops every piece and removes the files):",
-        f"  SQL      mariadb -h 127.0.0.1 -P {server.port} -u root {DATABASE}",
+        f"  SQL      {server.kind} -h 127.0.0.1 -P {server.port} -u root {DATABASE}",  # (Debian's client, both names)
         f"  events   kcat -b {b} -C -t {topic} -o beginning -f '%k %s\\n'",
         f"           binlake consume --bootstrap-server {b} --topic {topic} --from-beginning "
         "--property print.key=true",

@@ -50,15 +50,16 @@ def event_line(console: Console, change: Change) -> None:
                   f"[dim]{escape(tail)}[/]", soft_wrap=True, highlight=False)
 
 
-def summary_table(tables: dict[str, TableState], mysql_keys: dict[str, set[tuple]]) -> Table:
-    """Per table: rows in MySQL, events by op, and whether the keys rebuilt from events match."""
-    table = Table(title="MySQL vs the change log", box=box.SIMPLE_HEAD)
-    for column in ("table", "rows in MySQL", "events r/c/u/d", "ddl", "rows rebuilt", "match"):
+def summary_table(tables: dict[str, TableState], source_keys: dict[str, set[tuple]], source: str) -> Table:
+    """Per table: rows in the `source` server (MariaDB or MySQL), events by op, and whether the keys
+    rebuilt from events match."""
+    table = Table(title=f"{source} vs the change log", box=box.SIMPLE_HEAD)
+    for column in ("table", f"rows in {source}", "events r/c/u/d", "ddl", "rows rebuilt", "match"):
         table.add_column(column, justify="left" if column == "table" else "right", no_wrap=True)
-    for name in sorted(mysql_keys):
+    for name in sorted(source_keys):
         state = tables.get(name, TableState())
         ops = "/".join(str(state.ops[op]) for op in "rcud")
-        match = state.keys == mysql_keys[name]
-        table.add_row(name, str(len(mysql_keys[name])), ops, str(state.ops["ddl"]), str(len(state.keys)),
+        match = state.keys == source_keys[name]
+        table.add_row(name, str(len(source_keys[name])), ops, str(state.ops["ddl"]), str(len(state.keys)),
                       "[green]yes[/]" if match else "[red]NO[/]")
     return table

@@ -14,30 +14,36 @@ as a NotImplementedEvent. Nothing is skipped silently.
 
 from __future__ import annotations
 
+import logging
 from typing import Iterator, Protocol
 
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.event import (BeginLoadQueryEvent, ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent,
-                                      IntvarEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent, RandEvent,
+                                      IntvarEvent, MariadbGtidEvent, NotImplementedEvent, RandEvent,
                                       RotateEvent, UserVarEvent, XAPrepareEvent, XidEvent)
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent,
                                           WriteRowsEvent)
 
-from cdc.binlog import compressed
+from cdc.binlog import compressed, query_event, vector_tablemap
+from cdc.binlog.connection import ReplicationConnection
 from cdc.binlog.events import (Begin, BinlogColumn, Commit, Event, Gtid, Heartbeat, Query, Rotate, Rows,
                                TableMap)
+from cdc.binlog.gtid_dump import dump_by_gtid
+from cdc.binlog.gtid_event import tagged_gtid
 from cdc.errors import DecodeError
+from cdc.gtid import MySqlGtidSet
 from cdc.offsets import BinlogPosition
+from cdc.schema.charsets import charset_of_collation_id
 
 # What reaches us; the library constructs (parses) only these classes. It drops, unparsed, the other
 # classes it maps: FORMAT_DESCRIPTION, PREVIOUS_GTIDS (the stream's offsets carry their own GTID set),
 # STOP, ROWS_QUERY (the statement text of row events, informative) and MariaDB's ANNOTATE_ROWS,
 # BINLOG_CHECKPOINT, GTID_LIST and START_ENCRYPTION (the dump thread sends events decrypted).
-_EVENTS = [RotateEvent, QueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent, WriteRowsEvent,
-           UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent, XAPrepareEvent,
+_EVENTS = [RotateEvent, query_event.StatementQueryEvent, XidEvent, GtidEvent, MariadbGtidEvent, TableMapEvent,
+           WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent, HeartbeatLogEvent, XAPrepareEvent,
            IntvarEvent, RandEvent, UserVarEvent, BeginLoadQueryEvent, ExecuteLoadQueryEvent, NotImplementedEvent]
 _ROW_KINDS = {WriteRowsEvent: "c", UpdateRowsEvent: "u", DeleteRowsEvent: "d", PartialUpdateRowsEvent: "u"}
 _HEADER = 20  # OK byte + 19-byte event header in front of every event payload
@@ -53,6 +59,20 @@ _SKIPPED = {
 }
 _STATEMENT_BASED = {17: "BEGIN_LOAD_QUERY", 18: "EXECUTE_LOAD_QUERY"}
 _IGNORABLE_FLAG = 0x80                  # LOG_EVENT_IGNORABLE_F: the server says replicas may skip it
+
+vector_tablemap.install()       # MySQL 9's VECTOR columns in table maps
+query_event.install()           # QUERY events without parsing their status variables
+
+
+class _RowMetadataAdvice(logging.Filter):
+    """pymysqlreplication warns at every connect that binlog_row_metadata should be FULL; binlake reads
+    MINIMAL and NO_LOG too (cdc.schema.columns), so that advice would only mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "BINLOG_ROW_METADATA = FULL" not in record.getMessage()
+
+
+logging.getLogger("pymysqlreplication").addFilter(_RowMetadataAdvice())
 
 
 class BinlogClient(Protocol):
@@ -82,15 +102,19 @@ class PyMySqlReplicationClient:
     def __init__(self, connection: dict, server_id: int, start: BinlogPosition, *, blocking: bool = True,
                  heartbeat_s: float = 0, gtids: str | None = None) -> None:
         """Connect with `connection` (PyMySQL's settings: host, port, user, password, ssl) and start at
-        `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n` or MySQL `uuid:1-n`); the
-        server then names the file in the first Rotate."""
+        `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n`, or MySQL
+        `uuid:1-n:tag:1-n`); the server then names the file in the first Rotate."""
         self._file = start.file
-        position = ({"auto_position": gtids, "is_mariadb": ":" not in gtids} if gtids is not None else
-                    {"log_file": start.file, "log_pos": start.pos, "resume_stream": True})
+        stream_from: dict = {"log_file": start.file, "log_pos": start.pos, "resume_stream": True,
+                             "pymysql_wrapper": ReplicationConnection}   # (a lost connection ends the stream)
+        if gtids is not None and ":" in gtids:      # MySQL: the dump command is binlake's (cdc.binlog.gtid_dump)
+            stream_from["pymysql_wrapper"] = dump_by_gtid(server_id, MySqlGtidSet(gtids), blocking)
+        elif gtids is not None:     # MariaDB; an empty set means "from the oldest binlog" on either server
+            stream_from = {"auto_position": gtids, "is_mariadb": True, "pymysql_wrapper": ReplicationConnection}
         self._reader = BinLogStreamReader(
             connection_settings=dict(connection),
             server_id=server_id, blocking=blocking, only_events=_EVENTS, filter_non_implemented_events=False,
-            freeze_schema=True, enable_logging=False, slave_heartbeat=heartbeat_s or None, **position)
+            freeze_schema=True, enable_logging=False, slave_heartbeat=heartbeat_s or None, **stream_from)
 
     def close(self) -> None:
         self._reader.close()
@@ -152,7 +176,7 @@ class PyMySqlReplicationClient:
                        sorted(e.optional_metadata.primary_keys_with_prefix or ()))
             return TableMap(*head, table_id=e.table_id, db=e.schema, table=e.table,
                             columns=tuple(_column(c) for c in e.columns), primary_key=pk)
-        if cls is QueryEvent:
+        if cls is query_event.StatementQueryEvent:
             return _query(e, head)
         if cls is XidEvent:
             return Commit(*head, xid=e.xid)
@@ -160,6 +184,8 @@ class PyMySqlReplicationClient:
             return Gtid(*head, gtid=e.gtid, standalone=bool(e.flags & 1))
         if cls is GtidEvent:             # MySQL: a BEGIN query follows unless the group is one DDL
             return Gtid(*head, gtid=e.gtid, standalone=True)
+        if code == GTID_TAGGED:          # MySQL 8.3+: the same with a tag (cdc.binlog.gtid_event)
+            return Gtid(*head, gtid=tagged_gtid(_body(e)), standalone=True)
         if cls is RotateEvent:
             self._file = e.next_binlog
             return Rotate(*head, next_file=e.next_binlog, next_pos=e.position)
@@ -190,7 +216,7 @@ def _query(e, head: tuple) -> Event | None:
     if word.startswith("XA END"):       # the XA transaction's commit event follows
         return None
     db = e.schema.decode() if isinstance(e.schema, bytes) else e.schema
-    return Query(*head, db=db, sql=sql)
+    return Query(*head, db=db, sql=sql, server_charset=charset_of_collation_id(getattr(e, "collation_server", None)))
 
 
 def _unconverted(e, code: int, where: str) -> None:
@@ -205,8 +231,6 @@ def _unconverted(e, code: int, where: str) -> None:
         raise DecodeError(f"INCIDENT event at {where}: the server recorded that changes may be missing from its "
                           "binlog (see its error log); re-snapshot the affected tables, then move the stored "
                           "offset past this event")
-    if code == GTID_TAGGED:
-        raise DecodeError(f"tagged GTID event at {where} is not decoded yet")
     if e.packet.flags & _IGNORABLE_FLAG:
         return None
     raise DecodeError(f"binlog event type {code} at {where} is not one binlake decodes, and the server did not "

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class BinlogColumn:
-    """One column as a TABLE_MAP event with binlog_row_metadata=FULL describes it."""
+    """One column as a TABLE_MAP event with binlog_row_metadata=FULL describes it. With less metadata
+    the names (None), signedness, charsets and members are filled in from the schema history
+    (cdc.schema.columns)."""
 
     name: str
     type: int                  # MySQL field type code (pymysql.constants.FIELD_TYPE)
@@ -63,6 +65,7 @@ class Commit(Event):
 class Query(Event):
     db: str
     sql: str
+    server_charset: str | None = None  # the server's default character set as the statement ran
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ _DDL_TYPES = {"CREATE": "CREATE", "ALTER": "ALTER", "DROP": "ERASE", "RENAME": "
 def _text(v):
     if v is None or type(v) is str:
         return v
-    if type(v) is dict:
+    if type(v) is dict or type(v) is list:      # GEOMETRY, VECTOR: their JSON as text
         return _dumps(v).decode()
     return str(v)
 
@@ -28,6 +28,7 @@ def _texts(row: dict) -> dict:
 class CanalFormat:
     name = "canal"
     tombstones = False
+    template = None              # one message per row change, built whole (no per-event template)
 
     @staticmethod
     def row(table, op: str, before: dict | None, after: dict | None, source, row: int, ts_ms: int,

@@ -1,11 +1,13 @@
 """A MySQL/MariaDB DDL parser for what changes table shapes, applied to a Schema.
 
 It understands CREATE/DROP/RENAME/TRUNCATE TABLE, ALTER TABLE (ADD/DROP/CHANGE/MODIFY/RENAME COLUMN,
-ADD/DROP PRIMARY KEY, RENAME TO, CONVERT TO CHARACTER SET), CREATE/DROP DATABASE, and knows which other
-statements cannot change a table's columns (grants, users, views, routines, indexes, maintenance).
-Column attributes it does not need (defaults, comments, generated expressions, checks) are skipped to
-the next top-level comma, so new attribute syntax does not break it. Anything else raises
-UnsupportedDdlError naming the statement.
+ADD/DROP PRIMARY KEY, RENAME TO, CONVERT TO CHARACTER SET), CREATE/ALTER/DROP DATABASE, and knows which
+other statements cannot change a table's columns (grants, users, views, routines, indexes, maintenance).
+Column attributes it does not need (defaults, comments, generated expressions, checks, visibility) are
+skipped to the next top-level comma, so new attribute syntax does not break it; MySQL's version comments
+(`/*!80023 INVISIBLE */`) are read as plain text. Character sets are resolved as the server resolves
+them when the statement runs: a column without one takes its table's default, a table its database's,
+and COLLATE alone names its character set. Anything else raises UnsupportedDdlError naming the statement.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import re
 from dataclasses import dataclass, replace
 
 from cdc.errors import UnsupportedDdlError
-from cdc.schema.model import KNOWN_TYPES, ColumnDef, Schema, TableDef
+from cdc.schema.charsets import charset_of_collation
+from cdc.schema.model import CHARACTER_TYPES, KNOWN_TYPES, ColumnDef, Schema, TableDef
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -36,7 +39,9 @@ _IGNORED_OBJECTS = {"USER", "ROLE", "VIEW", "PROCEDURE", "FUNCTION", "TRIGGER", 
 _TYPE_ALIASES = {"integer": "int", "int1": "tinyint", "int2": "smallint", "int3": "mediumint", "int4": "int",
                  "int8": "bigint", "middleint": "mediumint", "dec": "decimal", "numeric": "decimal",
                  "fixed": "decimal", "real": "double", "character": "char", "nchar": "char", "nvarchar": "varchar",
-                 "varcharacter": "varchar", "long": "mediumtext"}
+                 "varcharacter": "varchar", "long": "mediumtext", "float4": "float", "float8": "double",
+                 "geomcollection": "geometrycollection"}    # how MySQL 8+ prints GEOMETRYCOLLECTION
+_NATIONAL = "utf8mb3"   # NATIONAL CHAR, NCHAR, NVARCHAR: MySQL's and MariaDB's national character set
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +160,10 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
     word = tok.ident().lower()
     if word == "double" and tok.accept("PRECISION"):
         pass
-    if word in ("national",):
+    national = word in ("national", "nchar", "nvarchar")
+    if word == "national":
         word = tok.ident().lower()
-    if word in ("char", "character") and tok.accept("VARYING"):
+    if word in ("char", "character", "nchar") and tok.accept("VARYING", "VARCHAR"):   # NCHAR VARCHAR too
         word = "varchar"
     if word == "long" and tok.peek() in ("VARCHAR", "VARBINARY"):
         word = "mediumtext" if tok.next()[1].upper() == "VARCHAR" else "mediumblob"
@@ -176,7 +182,7 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
                 raise tok.fail(f"unexpected {v!r} in type arguments")
         tok.next()
     unsigned = False
-    charset = None
+    charset = collation = None
     nullable, primary = True, False
     if word in ("bool", "boolean"):
         word, args = "tinyint", [1]
@@ -190,6 +196,8 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
         args.append(0)
     elif word in ("char", "binary") and not args:
         args = [1]
+    elif word == "vector" and not args:
+        args = [2048]
     if word not in KNOWN_TYPES:
         raise tok.fail(f"column type {word!r} is not supported")
     while not tok.at_end() and tok.peek() not in (",", ")", "FIRST", "AFTER"):
@@ -203,6 +211,9 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
             tok.next()
             tok.accept("SET")
             charset = tok.ident().lower()
+        elif w == "COLLATE":
+            tok.next()
+            collation = tok.ident()
         elif w == "ASCII":
             tok.next()
             charset = "latin1"
@@ -218,7 +229,7 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
         elif w == "KEY":
             tok.next()
             primary, nullable = True, False
-        elif w in ("DEFAULT", "COMMENT", "COLLATE", "ON", "REFERENCES", "CHECK", "AS", "GENERATED",
+        elif w in ("DEFAULT", "COMMENT", "ON", "REFERENCES", "CHECK", "AS", "GENERATED",
                    "CONSTRAINT", "COLUMN_FORMAT", "STORAGE", "ENGINE_ATTRIBUTE"):
             tok.next()
             if tok.peek() == "(":
@@ -231,8 +242,8 @@ def _data_type(tok: _Tokens, table_charset: str | None) -> tuple[ColumnDef, bool
             tok.skip_group()
         else:
             tok.next()
-    if word in ("char", "varchar") + ("tinytext", "text", "mediumtext", "longtext", "enum", "set") and charset is None:
-        charset = table_charset
+    if word in CHARACTER_TYPES:
+        charset = charset or (_NATIONAL if national else None) or _collation_charset(tok, collation) or table_charset
     return ColumnDef(name="", type=word, args=tuple(args), unsigned=unsigned, charset=charset,
                      values=tuple(values), nullable=nullable), primary
 
@@ -251,16 +262,32 @@ def _key_columns(tok: _Tokens) -> tuple[str, ...]:
         return tuple(names)
 
 
-def _table_charset(tok: _Tokens) -> str | None:
-    """Scan table options after the definition for DEFAULT CHARSET / CHARACTER SET."""
-    charset = None
-    while not tok.at_end():
+def _collation_charset(tok: _Tokens, collation: str | None) -> str | None:
+    """The character set a COLLATE clause implies (None without one)."""
+    if collation is None:
+        return None
+    charset = charset_of_collation(collation)
+    if charset is None:
+        raise tok.fail(f"collation {collation!r} belongs to no known character set")
+    return charset
+
+
+def _charset_options(tok: _Tokens, stop: tuple[str, ...] = ()) -> str | None:
+    """Scan table or database options (to the end, or to a top-level `stop` token) for [DEFAULT]
+    CHARACTER SET / CHARSET / COLLATE: the default character set they declare, or None."""
+    charset = collation = None
+    while not tok.at_end() and tok.peek() not in stop:
         if tok.accept("CHARSET") or tok.accept_seq("CHARACTER", "SET"):
             tok.accept("=")
             charset = tok.ident().lower()
+        elif tok.accept("COLLATE"):
+            tok.accept("=")
+            collation = tok.ident()
+        elif tok.peek() == "(":
+            tok.skip_group()
         else:
             tok.next()
-    return charset
+    return charset or _collation_charset(tok, collation)
 
 
 def _create_table(tok: _Tokens, schema: Schema, db: str) -> list[TableChange]:
@@ -279,7 +306,7 @@ def _create_table(tok: _Tokens, schema: Schema, db: str) -> list[TableChange]:
     start = tok.i
     tok.skip_group()
     end = tok.i
-    charset = _table_charset(tok)
+    charset = _charset_options(tok) or schema.databases.get(db)
     tok.i = start + 1
     columns: list[ColumnDef] = []
     pk: tuple[str, ...] = ()
@@ -411,19 +438,12 @@ def _alter_table(tok: _Tokens, schema: Schema, db: str) -> list[TableChange]:
             else:
                 tok.accept("TO", "AS")
                 new_db, new_name = tok.qualified(db)
-        elif tok.accept_seq("CONVERT", "TO"):
-            tok.accept("CHARACTER")
-            tok.accept("SET", "CHARSET")
-            charset = tok.ident().lower()
-            columns = [replace(c, charset=charset) if c.charset else c for c in columns]
-            tok.skip_to_separator()
-        elif tok.accept("DEFAULT") or w in ("CHARACTER", "CHARSET"):
-            if tok.accept("CHARSET") or tok.accept_seq("CHARACTER", "SET"):
-                tok.accept("=")
-                charset = tok.ident().lower()
-            tok.skip_to_separator()
+        elif tok.accept_seq("CONVERT", "TO"):   # character columns change too, binary strings do not
+            charset = _charset_options(tok, stop=(",", ")")) or charset
+            columns = [replace(c, charset=charset) if c.type in CHARACTER_TYPES and c.charset != "binary" else c
+                       for c in columns]
         else:   # ALTER COLUMN ... DEFAULT, ENGINE=, ALGORITHM=, LOCK=, FORCE, ORDER BY, partitioning, options
-            tok.skip_to_separator()
+            charset = _charset_options(tok, stop=(",", ")")) or charset     # [DEFAULT] CHARSET= / COLLATE=
         if not tok.accept(","):
             if not tok.at_end():
                 tok.skip_to_separator()
@@ -484,21 +504,43 @@ def _skip_view_options(tok: _Tokens) -> None:
             return
 
 
-def apply_ddl(schema: Schema, default_db: str, sql: str) -> list[TableChange] | None:
+def _create_database(tok: _Tokens, schema: Schema, server_charset: str | None) -> list[TableChange]:
+    keep = tok.accept_seq("IF", "NOT", "EXISTS")
+    name = tok.ident()
+    charset = _charset_options(tok) or server_charset   # without one, the server's default at the time
+    if not (keep and name in schema.databases):
+        schema.databases[name] = charset
+    return []
+
+
+def _alter_database(tok: _Tokens, schema: Schema, db: str) -> list[TableChange] | None:
+    name = db if tok.peek() in ("DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "READ", "ENCRYPTION") else tok.ident()
+    charset = _charset_options(tok)
+    if charset is None:          # READ ONLY, ENCRYPTION, UPGRADE DATA DIRECTORY NAME: nothing tables inherit
+        return None
+    schema.databases[name] = charset
+    return []
+
+
+def apply_ddl(schema: Schema, default_db: str, sql: str, server_charset: str | None = None
+              ) -> list[TableChange] | None:
     """Apply one statement to `schema`. Returns the tables it changed, or None for a statement that cannot
-    change any table's columns. Raises UnsupportedDdlError (schema untouched) for anything else."""
+    change any table's columns. Raises UnsupportedDdlError (schema untouched) for anything else.
+    `server_charset`: the server's default character set when the statement ran (what CREATE DATABASE
+    without one gives the database)."""
     tok = _Tokens(sql)
     first = tok.peek()
     if first in _IGNORED_FIRST or not first:
         return None
-    working = Schema(dict(schema.tables))
-    changes = _statement(tok, working, default_db, first)
+    working = Schema(dict(schema.tables), dict(schema.databases))
+    changes = _statement(tok, working, default_db, first, server_charset)
     if changes is not None:
-        schema.tables = working.tables
+        schema.tables, schema.databases = working.tables, working.databases
     return changes
 
 
-def _statement(tok: _Tokens, schema: Schema, db: str, first: str) -> list[TableChange] | None:
+def _statement(tok: _Tokens, schema: Schema, db: str, first: str, server_charset: str | None
+               ) -> list[TableChange] | None:
     tok.next()
     if first == "CREATE":
         tok.accept_seq("OR", "REPLACE")
@@ -508,7 +550,7 @@ def _statement(tok: _Tokens, schema: Schema, db: str, first: str) -> list[TableC
         if tok.accept("TABLE"):
             return _create_table(tok, schema, db)
         if tok.accept("DATABASE", "SCHEMA"):
-            return []
+            return _create_database(tok, schema, server_charset)
         if tok.peek() in _IGNORED_OBJECTS or tok.peek() in ("UNIQUE", "FULLTEXT", "ONLINE"):
             return None
     elif first == "ALTER":
@@ -516,8 +558,10 @@ def _statement(tok: _Tokens, schema: Schema, db: str, first: str) -> list[TableC
         tok.accept("IGNORE")
         if tok.accept("TABLE"):
             return _alter_table(tok, schema, db)
+        if tok.accept("DATABASE", "SCHEMA"):
+            return _alter_database(tok, schema, db)
         _skip_view_options(tok)
-        if tok.peek() in _IGNORED_OBJECTS or tok.peek() in ("DATABASE", "SCHEMA"):
+        if tok.peek() in _IGNORED_OBJECTS:
             return None
     elif first == "DROP":
         if tok.accept("TEMPORARY"):

@@ -108,7 +108,7 @@ class SchemaHistory:
         self.schema = Schema()
         for r in records[start:]:
             if not r.get("reset"):
-                apply_ddl(self.schema, r.get("db", ""), r["ddl"])
+                apply_ddl(self.schema, r.get("db", ""), r["ddl"], r.get("server_charset"))
         return self.schema
 
     def reset(self, position: BinlogPosition) -> None:
@@ -116,18 +116,27 @@ class SchemaHistory:
         self.schema = Schema()
         self._append({"file": position.file, "pos": position.pos, "reset": True})
 
-    def record(self, position: BinlogPosition, db: str, ddl: str) -> list[TableChange] | None:
-        """Apply and store one statement. None if it cannot change tables (or was skipped as configured)."""
+    def record(self, position: BinlogPosition, db: str, ddl: str, server_charset: str | None = None
+               ) -> list[TableChange] | None:
+        """Apply and store one statement. None if it cannot change tables (or was skipped as configured).
+        `server_charset`: the server's default character set when it ran (kept for CREATE DATABASE)."""
         try:
-            changes = apply_ddl(self.schema, db, ddl)
+            changes = apply_ddl(self.schema, db, ddl, server_charset)
         except UnsupportedDdlError as exc:
             if not self.skip_unparseable and (exc.table is None or self.captured(*exc.table)):
-                raise UnsupportedDdlError(f"at {position}: {exc}; fix the statement's support or set "
-                                          "ddl_skip_unparseable: true to skip it") from None
+                raise UnsupportedDdlError(
+                    f"at {position}: {exc}. The schema history must follow every statement that shapes a "
+                    "captured table: with binlog_row_metadata=MINIMAL it is what names and describes the "
+                    "columns of each row event. Report the statement so the parser learns it; "
+                    "ddl_skip_unparseable: true skips it, which is safe only if it changes no captured "
+                    "table's columns") from None
             log.warning("skipping DDL at %s: %s", position, exc)
             return None
         if changes is not None:
-            self._append({"file": position.file, "pos": position.pos, "db": db, "ddl": ddl})
+            record = {"file": position.file, "pos": position.pos, "db": db, "ddl": ddl}
+            if server_charset is not None:
+                record["server_charset"] = server_charset
+            self._append(record)
         return changes
 
     def _append(self, record: dict) -> None:

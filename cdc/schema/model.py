@@ -8,19 +8,20 @@ from dataclasses import dataclass, field, replace
 
 INTEGER_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 TEXT_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext")
+CHARACTER_TYPES = TEXT_TYPES + ("enum", "set")    # the types that have a character set
 BINARY_TYPES = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
 TEMPORAL_TYPES = ("date", "datetime", "timestamp", "time", "year")
 GEOMETRY_TYPES = ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
                   "geometrycollection")
 KNOWN_TYPES = frozenset(INTEGER_TYPES + TEXT_TYPES + BINARY_TYPES + TEMPORAL_TYPES + GEOMETRY_TYPES
-                        + ("decimal", "float", "double", "bit", "enum", "set", "json"))
+                        + ("decimal", "float", "double", "bit", "enum", "set", "json", "vector"))
 
 # java.sql.Types codes, as Canal fills `sqlType`.
 _JDBC = {"tinyint": -6, "smallint": 5, "mediumint": 4, "int": 4, "bigint": -5, "decimal": 3, "float": 7,
          "double": 8, "bit": -7, "date": 91, "time": 92, "datetime": 93, "timestamp": 93, "year": 12, "char": 1,
          "varchar": 12, "tinytext": 2005, "text": 2005, "mediumtext": 2005, "longtext": 2005, "binary": -2,
          "varbinary": -3, "tinyblob": 2004, "blob": 2004, "mediumblob": 2004, "longblob": 2004, "enum": 12,
-         "set": 12, "json": 12}
+         "set": 12, "json": 12, "vector": -4}   # VECTOR: LONGVARBINARY, as MySQL Connector/J 9 reports it
 _UNSIGNED_WIDER = {"tinyint": 5, "smallint": 4, "mediumint": 4, "int": -5, "bigint": 3}
 
 
@@ -30,7 +31,7 @@ class ColumnDef:
     type: str                            # normalized base type, one of KNOWN_TYPES
     args: tuple[int, ...] = ()           # (length) / (precision, scale) / (fsp) as declared
     unsigned: bool = False
-    charset: str | None = None
+    charset: str | None = None           # character columns: declared, else the table's default
     values: tuple[str, ...] = ()         # ENUM/SET members
     nullable: bool = True
 
@@ -59,7 +60,7 @@ class TableDef:
     name: str
     columns: tuple[ColumnDef, ...]
     primary_key: tuple[str, ...] = ()
-    charset: str | None = None
+    charset: str | None = None           # default for new columns: declared, else the database's
 
     @property
     def id(self) -> str:
@@ -79,9 +80,11 @@ class TableDef:
 
 @dataclass
 class Schema:
-    """All known tables by (db, table); names are case-sensitive as with lower_case_table_names=0."""
+    """All known tables by (db, table); names are case-sensitive as with lower_case_table_names=0. A
+    database's default character set (None: unknown) is what a table created without one gets."""
 
     tables: dict[tuple[str, str], TableDef] = field(default_factory=dict)
+    databases: dict[str, str | None] = field(default_factory=dict)
 
     def get(self, db: str, table: str) -> TableDef | None:
         return self.tables.get((db, table))
@@ -93,6 +96,7 @@ class Schema:
         return self.tables.pop((db, table), None)
 
     def drop_database(self, db: str) -> list[TableDef]:
+        self.databases.pop(db, None)
         gone = [t for key, t in self.tables.items() if key[0] == db]
         for t in gone:
             self.drop(t.db, t.name)

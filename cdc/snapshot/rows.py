@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import and_, column, literal_column, or_, select, table
-from sqlalchemy.sql import Select
+from sqlalchemy import LargeBinary, and_, cast, column, literal_column, or_, select, table
+from sqlalchemy.sql import ColumnElement, Select
 
 from cdc import values as V
 from cdc.schema.model import (BINARY_TYPES, GEOMETRY_TYPES, INTEGER_TYPES, TEXT_TYPES, ColumnDef, TableDef)
@@ -37,6 +37,8 @@ def converter(col: ColumnDef) -> Callable:
         return lambda raw: int.from_bytes(raw, "big")
     if t in GEOMETRY_TYPES:
         return V.geometry
+    if t == "vector":
+        return V.vector
     if t in TEXT_TYPES or t in ("enum", "set", "json"):
         return _text
     raise ValueError(f"no snapshot mapping for column {col.name} of type {col.type}")
@@ -45,9 +47,7 @@ def converter(col: ColumnDef) -> Callable:
 def chunk_query(definition: TableDef, after: tuple | None, limit: int | None) -> Select:
     """Rows in primary-key order after the key `after` (keyset pagination)."""
     t = table(definition.name, *[column(c.name) for c in definition.columns], schema=definition.db)
-    exprs = [(t.c[c.name] + literal_column("0e0")).label(c.name) if c.type == "float" else t.c[c.name]
-             for c in definition.columns]
-    query = select(*exprs)
+    query = select(*(_selected(t.c[c.name], c) for c in definition.columns))
     pk = [t.c[name] for name in _pk_names(definition)]
     if pk:
         query = query.order_by(*pk)
@@ -57,6 +57,17 @@ def chunk_query(definition: TableDef, after: tuple | None, limit: int | None) ->
     if limit is not None:
         query = query.limit(limit)
     return query
+
+
+def _selected(value: ColumnElement, col: ColumnDef) -> ColumnElement:
+    """What the snapshot selects for a column: every column by name (so INVISIBLE ones too), FLOAT widened
+    to a double (its text would be rounded to 6 digits), VECTOR as its bytes (PyMySQL cannot read the
+    VECTOR result type, and VECTOR_TO_STRING rounds)."""
+    if col.type == "float":
+        return (value + literal_column("0e0")).label(col.name)
+    if col.type == "vector":
+        return cast(value, LargeBinary).label(col.name)
+    return value
 
 
 def _pk_names(definition: TableDef) -> list[str]:

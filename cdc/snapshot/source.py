@@ -5,7 +5,7 @@
 3 lock        FLUSH TABLES WITH READ LOCK, or LOCK TABLES ... READ on the captured tables without RELOAD
 4 position    the binlog position and GTIDs while nothing can write
 5 snapshot    START TRANSACTION WITH CONSISTENT SNAPSHOT on the reading connection
-6 structure   SHOW CREATE TABLE into the schema history at that position (not when resuming)
+6 structure   SHOW CREATE DATABASE and TABLE into the schema history at that position (not when resuming)
 7 unlock      writers go on; the snapshot still sees the locked moment
 8 data        each table in primary-key chunks; every chunk is a batch whose offset names its last key
 9 complete    the offset loses its snapshot part: streaming starts at the recorded position
@@ -49,11 +49,16 @@ _ACCESS_DENIED = (1044, 1045, 1142, 1227)
 class _State:
     lock: Connection | None = None
     read: Connection | None = None
+    databases: list[str] = field(default_factory=list)
     all_tables: list[tuple[str, str]] = field(default_factory=list)
     captured: list[tuple[str, str]] = field(default_factory=list)
     position: BinlogPosition | None = None
     gtids: str = ""
     structure: Schema = field(default_factory=Schema)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _key_json(raw: tuple) -> tuple:
@@ -116,8 +121,14 @@ class SnapshotSource:
         s.read = raw_values(self.engine.connect())
         s.lock.exec_driver_sql("SET SESSION lock_wait_timeout = 30")
         s.read.exec_driver_sql("SET SESSION time_zone = '+00:00'")
+        if s.read.exec_driver_sql("SHOW VARIABLES LIKE 'show_gipk_in_create_table_and_information_schema'").first():
+            # MySQL can hide generated invisible primary keys from SHOW CREATE TABLE; the binlog has them
+            s.read.exec_driver_sql("SET SESSION show_gipk_in_create_table_and_information_schema = ON")
 
     def _2_tables(self, s: _State) -> None:
+        s.databases = [str(db) for (db,) in s.lock.exec_driver_sql(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME").fetchall()
+            if str(db) not in SYSTEM_DATABASES]
         rows = s.lock.exec_driver_sql(
             "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
             "ORDER BY TABLE_SCHEMA, TABLE_NAME").fetchall()
@@ -155,8 +166,7 @@ class SnapshotSource:
     def _6_structure(self, s: _State, record: bool) -> None:
         statements = []
         for db, t in s.all_tables:
-            row = s.read.exec_driver_sql(f"SHOW CREATE TABLE `{db}`.`{t}`").fetchone()
-            ddl = row[1].decode() if isinstance(row[1], bytes) else row[1]
+            ddl = _text(s.read.exec_driver_sql(f"SHOW CREATE TABLE `{db}`.`{t}`").one()[1])
             try:
                 apply_ddl(s.structure, db, ddl)
             except UnsupportedDdlError:
@@ -170,8 +180,9 @@ class SnapshotSource:
         self.history.reset(s.position)
         self.dispatcher.emitter.tick()
         source = self._source(s, "true")
-        for db in sorted({db for db, _ in s.all_tables}):
-            self.history.record(s.position, db, f"CREATE DATABASE IF NOT EXISTS `{db}`")
+        for db in s.databases:      # every one: a table created later without a charset takes its default
+            ddl = _text(s.read.exec_driver_sql(f"SHOW CREATE DATABASE `{db}`").one()[1])
+            self.history.record(s.position, db, ddl)
         for db, ddl in statements:
             changes = self.history.record(s.position, db, ddl)
             if changes:

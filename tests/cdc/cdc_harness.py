@@ -1,4 +1,5 @@
-"""A harness that runs the real source against throwaway MariaDB servers (binlake.sandbox) for tests."""
+"""A harness that runs the real source against throwaway MariaDB and MySQL servers (binlake.sandbox) for
+tests, and what the two kinds print differently."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ import itertools
 import json
 
 from binlake.sandbox import SqlServer
+
+GTID = {"mariadb": r"0-1-\d+", "mysql": r"[0-9a-f-]{36}:\d+"}    # one transaction's GTID, by server kind
+
+
+def int_type(server: SqlServer, unsigned: bool = False) -> str:
+    """INT as SHOW CREATE TABLE declares it: MariaDB keeps a display width, MySQL 8.0.19+ dropped it."""
+    if server.kind == "mysql":
+        return "int unsigned" if unsigned else "int"
+    return "int(10) unsigned" if unsigned else "int(11)"
 
 
 class Capture:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from cdc.murmur2 import murmur2, partition_for
+from cdc.murmur2 import murmur2, partition_for, partitions_for
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2
 KAFKA_VECTORS = {
@@ -41,16 +43,43 @@ def test_librdkafka_murmur2_random_places_keys_in_the_same_partitions(broker_fac
     assert placed == {key: partition_for(key, 7) for key in keys}
 
 
+def test_many_keys_are_placed_as_one_at_a_time():
+    """partitions_for hashes keys of one length together in the lanes of one big integer; every
+    length (below and past 4 bytes, each remainder of 4), group size (either side of the threshold
+    for lanes) and partition count gives partition_for's answer."""
+    rng = random.Random(32)
+    for _ in range(400):
+        lengths = rng.choice([[13], [0], [3], [4], [0, 1, 2, 3], list(range(70)), [8, 9, 10, 11, 12], [5, 6, 7]])
+        keys = [rng.randbytes(rng.choice(lengths)) for _ in range(rng.choice([0, 1, 15, 16, 17, 300, 1000]))]
+        partitions = rng.choice([1, 2, 6, 7, 1000, 2**31 - 1])
+        assert partitions_for(keys, partitions) == [partition_for(key, partitions) for key in keys]
+    keys = [bytes([255]) * length for length in range(4, 40) for _ in range(20)]   # every bit set: the carries
+    assert partitions_for(keys, 7) == [partition_for(key, 7) for key in keys]
+
+
 def test_a_tables_remembered_keys_are_the_keys_it_would_compute(monkeypatch):
     """The emitter's key cache (a row changed again skips JSON and murmur2) gives the same key bytes
-    and partition as computing them, also once it is full and starts again."""
+    and partition as computing them, one row or a run of rows at a time, also once it is full and
+    starts again."""
     from cdc import emitter
 
     monkeypatch.setattr(emitter, "KNOWN_KEYS", 50)
-    key_of = emitter._keyer(("id",), 6)
+
+    def expected(row):
+        key = b'{"id":%b}' % (b"%d" % row["id"] if isinstance(row["id"], int) else b'"\xc3\xa9"')
+        return key, partition_for(key, 6)
+
+    key_of, keys_of = emitter._keyers(("id",), 6)
     rows = [{"id": i % 120, "name": "x"} for i in range(600)] + [{"id": "é"}, {"id": "é"}]
     for row in rows:
-        key = b'{"id":%b}' % (b"%d" % row["id"] if isinstance(row["id"], int) else b'"\xc3\xa9"')
-        assert key_of(row) == (key, partition_for(key, 6))
-    two = emitter._keyer(("a", "b"), 6)
+        assert key_of(row) == expected(row)
+    key_of, keys_of = emitter._keyers(("id",), 6)
+    for start, stop in ((0, 30), (30, 31), (31, 200), (200, 202), (202, 602)):
+        assert keys_of(rows[start:stop]) == [expected(row) for row in rows[start:stop]]
+    assert key_of(rows[5]) == expected(rows[5])
+    two, many = emitter._keyers(("a", "b"), 6)
     assert two({"a": 1, "b": "z"}) == (b'{"a":1,"b":"z"}', partition_for(b'{"a":1,"b":"z"}', 6))
+    pairs = [{"a": i, "b": "z"} for i in range(40)]
+    assert many(pairs) == [two(row) for row in pairs]
+    none, nones = emitter._keyers((), 6)
+    assert none({"a": 1}) == (None, 0) and nones([{"a": 1}] * 3) == [(None, 0)] * 3

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cdc_harness import Capture
+from cdc_harness import Capture, int_type
 from cdc.errors import ConfigurationError, PositionLostError
 from cdc.schema.history import MemoryHistoryStore
 from cdc.source import MySqlSource
@@ -26,7 +26,7 @@ def _apply(state: dict, change: dict) -> None:
 
 def test_snapshot_hands_off_to_streaming_without_gap_or_duplicate(server, db):
     server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT NOT NULL)",
-                f"INSERT INTO `{db}`.t SELECT seq, 0 FROM seq_1_to_3000", db=db)
+                f"INSERT INTO `{db}`.t VALUES " + ", ".join(f"({i}, 0)" for i in range(1, 3001)))
     stop = threading.Event()
     written = []
 
@@ -83,8 +83,8 @@ def test_snapshot_hands_off_to_streaming_without_gap_or_duplicate(server, db):
 
 def test_crashed_snapshot_resumes_from_its_last_chunk(server, db, capture):
     server.sql(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY)", f"CREATE TABLE `{db}`.b (k VARCHAR(5) PRIMARY KEY)",
-                f"INSERT INTO `{db}`.a SELECT seq FROM seq_1_to_25",
-                f"INSERT INTO `{db}`.b SELECT CONCAT('k', seq) FROM seq_1_to_5", db=db)
+                f"INSERT INTO `{db}`.a VALUES " + ", ".join(f"({i})" for i in range(1, 26)),
+                f"INSERT INTO `{db}`.b VALUES " + ", ".join(f"('k{i}')" for i in range(1, 6)))
     config = capture.config(db, snapshot_chunk_rows=10)
     first = capture.run(config, limit=2)          # then the process dies
     assert first[-1].offset["snapshot"] == {"done": [], "table": f"{db}.a", "after": ["20"]}
@@ -102,9 +102,9 @@ def test_crashed_snapshot_resumes_from_its_last_chunk(server, db, capture):
 def test_table_locks_without_reload_privilege(server, db, capture):
     server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t VALUES (1), (2)",
                 f"CREATE USER 'nolock_{db}'@'%' IDENTIFIED BY 'pw'",
-                f"GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'nolock_{db}'@'%'",
+                f"GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, {server.binlog_monitor} ON *.* TO 'nolock_{db}'@'%'",
                 f"CREATE USER 'nolocks_{db}'@'%' IDENTIFIED BY 'pw'",
-                f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'nolocks_{db}'@'%'")
+                f"GRANT SELECT, REPLICATION SLAVE, {server.binlog_monitor} ON *.* TO 'nolocks_{db}'@'%'")
     config = capture.config(db, user=f"nolock_{db}", password="pw")
     assert [c["after"] for c in Capture.changes(capture.run(config))] == [{"id": 1}, {"id": 2}]
     with pytest.raises(ConfigurationError, match="GRANT RELOAD .* or LOCK TABLES"):
@@ -122,7 +122,8 @@ def test_lost_position_resnapshots_when_needed_else_fails(server, db, capture):
 
 
 def test_progress_bar_shows_tables_rows_and_rate(server, db, capture, capsys):
-    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.t SELECT seq FROM seq_1_to_50", db=db)
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)",
+               f"INSERT INTO `{db}`.t VALUES " + ", ".join(f"({i})" for i in range(1, 51)))
     capture.run(capture.config(db, snapshot_progress=True, snapshot_chunk_rows=20))
     out = capsys.readouterr().out
     assert f"{db}.t" in out and "50/50" in out and "rows/s" in out and "tables" in out
@@ -136,7 +137,7 @@ def test_no_data_mode_records_structure_and_streams_from_now(server, db, capture
     server.sql(f"INSERT INTO `{db}`.t VALUES (2, 'b')")
     later = Capture.records(capture.run(config, offset=first[-1].offset))
     assert [(m["value"]["type"], m["value"]["data"]) for m in later] == [("INSERT", [{"id": "2", "v": "b"}])]
-    assert later[0]["value"]["mysqlType"] == {"id": "int(11)", "v": "varchar(3)"}
+    assert later[0]["value"]["mysqlType"] == {"id": int_type(server), "v": "varchar(3)"}
 
 
 def test_initial_only_snapshots_once_and_never_streams(server, db, capture):

@@ -16,23 +16,41 @@ import time
 import faust
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from mode import CrashingSupervisor
 
 from binlake.brokerproc import ROOT
 from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
+from streams.agent_errors import AgentErrors, AgentSupervisor
 from streams.exactly_once import ExactlyOnceTransport, install
 from streams.worker import defaults_unless_set
 
 
-def test_exactly_once_apps_get_the_transport_and_crashing_agents_others_are_left_alone():
+def test_exactly_once_apps_get_the_transport_others_are_left_alone():
     exact = faust.App("exact", broker="kafka://127.0.0.1:1", processing_guarantee="exactly_once")
     exact.agent(exact.topic("t"))(lambda stream: stream)
     plain = faust.App("plain", broker="kafka://127.0.0.1:1")
     assert install(exact) and isinstance(exact.transport, ExactlyOnceTransport)
-    assert all(agent.supervisor_strategy is CrashingSupervisor for agent in exact.agents.values())
     assert not install(plain) and not isinstance(plain.transport, ExactlyOnceTransport)
+
+
+def test_the_agent_errors_policy_comes_from_the_app_and_its_supervisor_goes_to_every_agent(monkeypatch):
+    """faust's supervisor restarts an agent that raised and loses its event: under the worker each
+    agent's stops the worker or restarts the agent, as the app's policy (options, config, environment)
+    decides."""
+    def policy(app) -> tuple[str, str]:
+        app.agent(app.topic("t"))(lambda stream: stream)
+        errors = AgentErrors.of(app)
+        errors.supervise()
+        for agent in app.agents.values():
+            supervisor = agent.supervisor_strategy()
+            assert isinstance(supervisor, AgentSupervisor) and supervisor.agent_errors is errors
+        return errors.policy, errors.dead_letter_topic
+    assert policy(faust.App("stops", broker="kafka://127.0.0.1:1")) == ("stop", "stops-dlq")
+    assert policy(faust.App("goes-on", broker="kafka://127.0.0.1:1", agent_errors="dead_letter",
+                            dead_letter_topic="dead")) == ("dead_letter", "dead")
+    monkeypatch.setenv("AGENT_ERRORS", "dead_letter")
+    assert policy(faust.App("env", broker="kafka://127.0.0.1:1")) == ("dead_letter", "env-dlq")
 
 
 def test_the_producer_lingers_5_ms_unless_the_app_says_otherwise(monkeypatch):
