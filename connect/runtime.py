@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class State(str, enum.Enum):
-    UNASSIGNED = "UNASSIGNED"  # not started yet
-    RUNNING = "RUNNING"
+    UNASSIGNED = "UNASSIGNED"  # not run by any worker yet
+    RUNNING = "RUNNING"        # run by this worker: starting (producer, offsets, source), then writing batches
     PAUSED = "PAUSED"
     RESTARTING = "RESTARTING"  # failed; waiting out the backoff before the next attempt (see trace)
     FAILED = "FAILED"          # failed restart.max_restarts times in a row, or fatally; only a REST restart revives it
@@ -101,9 +101,11 @@ class TaskRunner:
         self._changed.set()
 
     def status(self) -> dict:
-        return {"id": self.task_id, "state": self.state.value, "trace": self.trace,
-                "failures": self.failures, "batches": self.batches_written,
-                "source": dict(self.source_metrics())}  # (binlake's: snapshot progress, binlog lag)
+        status = {"id": self.task_id, "state": self.state.value, "trace": self.trace,
+                  "failures": self.failures, "batches": self.batches_written}
+        if metrics := self.source_metrics():  # (binlake's, once the source reports: snapshot progress, binlog lag)
+            status["source"] = dict(metrics)
+        return status
 
     # -- supervision ----------------------------------------------------------------------------------
 
@@ -112,6 +114,9 @@ class TaskRunner:
         restart = self.spec.runtime.restart
         while not self._stopping:
             self._restart_requested = False
+            # Run by this worker from now on, as the connector is: a task starting (its producer, its
+            # offsets, its source's connection) is RUNNING, not UNASSIGNED, as Kafka Connect's is.
+            self.state = State.PAUSED if self.paused else State.RUNNING
             try:
                 if await self._attempt():
                     self.state = State.FINISHED

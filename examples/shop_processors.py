@@ -1,6 +1,6 @@
 """Stream processors over the demo shop's change events (binlake/demo/shop.py), exactly once:
 
-    binlake streams worker shop_processors -l info      (from examples/, or with it on PYTHONPATH)
+    binlake streams worker examples/shop_processors --without-web      (docs/quickstart.md, section 2)
 
 1. **orders_enriched**: each order change with its customer's name, looked up in a table of the
    current customers materialized from the customers' changes (a stream-table join: the name the
@@ -85,7 +85,8 @@ async def enrich(change: ChangeEvent) -> None:
     def with_name(row):
         if row is None:
             return None
-        customer = customers.get(row["customer_id"])
+        # The table is keyed as the connector keys customers (the id, an int); a Canal message's values are text.
+        customer = customers.get(int(row["customer_id"]))
         return {**row, "customer_name": customer["name"] if customer else None}
     await enriched_out.send(key=str(change.row["id"]), value=derived_change(
         change, "derived.orders_enriched", change.op, with_name(change.before), with_name(change.after),

@@ -152,6 +152,10 @@ class Broker:
             # The ports are bound first (they are the ones registered), clients served once the broker has joined.
             for server in self.servers.values():
                 await server.start(serving=False)
+            # Any broker may coordinate groups that committed offsets on a topic the controller deletes.
+            loop = asyncio.get_running_loop()
+            self.zookeeper.state.add_deletion_listener(
+                lambda topic: loop.call_soon_threadsafe(self.groups.topics_deleted, {topic}))
             self.replication = Replication(self.zookeeper, self.metadata, self.replicas, self.topic_config,
                                            self.config, self.peer_security)
             self.replication.on_role_change = self._coordinate
@@ -283,9 +287,10 @@ class Broker:
         if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabled("topic deletion is disabled on this broker (delete.topic.enable=false)")
         info = self.metadata.delete(name)
-        if self.zookeeper is None:  # (in a cluster every broker drops its replicas once the topic is gone)
+        if self.zookeeper is None:  # (in a cluster every broker does both once the topic is gone)
             self.replicas.unhost_topic(name)
             release_freed_memory()
+            self.groups.topics_deleted({name})
         log.info("deleted topic %s", name)
         return info
 

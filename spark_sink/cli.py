@@ -18,19 +18,23 @@ def sink_command() -> None:
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL")
 @click.option("--prometheus-listener", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics here.")
-def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener: str | None) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Spark's own logging defaults, with the start-up notices "
+                                                    "the sink leaves out")
+def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener: str | None, verbose: bool) -> None:
     """Run the sink until Ctrl-C (or, with trigger: available_now, until it has merged everything
     committed when it started). Several configs run as several streaming queries of one Spark
     application, each named binlake-sink-<file stem>."""
-    from .config import SinkConfigError, load
+    from .config import SinkConfigError, load_all
     from .job import SinkError, query_names
     from .session import MissingJars
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        configs = dict(zip(query_names([str(p) for p in config_paths]), map(load, config_paths)))
+        configs = dict(zip(query_names([str(p) for p in config_paths]), load_all(list(config_paths))))
+        from .driver_address import bind_driver
         from .job import run
-        raise SystemExit(run(configs, master, prometheus_listener))
+        logging.getLogger(__name__).info("the Spark driver listens on %s", bind_driver(master) or "the address Spark picks")
+        raise SystemExit(run(configs, master, prometheus_listener, verbose))
     except (SinkConfigError, SinkError, MissingJars) as exc:
         raise click.ClickException(str(exc)) from None

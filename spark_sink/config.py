@@ -34,10 +34,12 @@ def duration_ms(text: str | int | float) -> int:
 
 
 class SinkConfigError(ValueError):
-    def __init__(self, source: str, problems: list[str]) -> None:
+    """The problems of one or more config files, every one of them, by file."""
+
+    def __init__(self, problems: dict[str, list[str]]) -> None:
         self.problems = problems
-        super().__init__(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n"
-                         + "\n".join(f"  {p}" for p in problems))
+        super().__init__("\n".join(f"{source}: {len(found)} problem{'s' if len(found) != 1 else ''}\n"
+                                   + "\n".join(f"  {p}" for p in found) for source, found in problems.items()))
 
 
 class _Strict(BaseModel):
@@ -126,14 +128,21 @@ class SinkConfig(_Strict):
             if source.count(".") != 1:
                 raise ValueError(f"tables: {source!r} should name a source table as db.table")
         if self.format == "debezium" and self.resolved_schema_topic is None:
-            raise ValueError("schema_topic: name the connector's schema-change topic (its `name`)")
+            told_from = f"topic {self.topics[0]!r}, not named <name>.<db>.<table>" if self.topics else \
+                f"topic_pattern {self.topic_pattern!r}, which does not start with '<name>\\.'"
+            raise ValueError(f"schema_topic: name the connector's schema-change topic (its `name`); it cannot be "
+                             f"told from {told_from}")
         return self
 
     @property
     def resolved_schema_topic(self) -> str | None:
+        """schema_topic, else the connector's name as its topics show it (`<name>.<db>.<table>`): the
+        first topic's part before '.', or the part of topic_pattern's literal start before '\\.'."""
         if self.schema_topic:
             return self.schema_topic
-        return self.topics[0].split(".")[0] if self.topics else None
+        first = self.topics[0] if self.topics else literal_start(self.topic_pattern or "")
+        name, dot, _ = first.partition(".")
+        return name if dot and name else None
 
     @property
     def tombstone_retention_ms(self) -> int:
@@ -148,15 +157,54 @@ class SinkConfig(_Strict):
         return tuple(mapped.split(".", 1)) if "." in mapped else (db, mapped)  # type: ignore[return-value]
 
 
+_REGEX_SYNTAX = set(".^$*+?{}[]|()")
+
+
+def literal_start(pattern: str) -> str:
+    """What every topic `pattern` matches starts with: its text up to the first regex syntax, escapes
+    resolved (`shop\\.shop\\..*` → `shop.shop.`); nothing for an alternation."""
+    if "|" in pattern:
+        return ""
+    text, escaped = [], False
+    for char in pattern:
+        if escaped:
+            if char.isalnum():  # \d, \w, ...: a class, not a literal
+                break
+            text.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _REGEX_SYNTAX:
+            if char in "*?{" and text:  # the character before may be absent
+                text.pop()
+            break
+        else:
+            text.append(char)
+    return "".join(text)
+
+
+def load_all(paths: list[str | Path]) -> list[SinkConfig]:
+    """Every file's config; a SinkConfigError lists the problems of every file that has some."""
+    configs, problems = [], {}
+    for path in paths:
+        try:
+            configs.append(load(path))
+        except SinkConfigError as exc:
+            problems.update(exc.problems)
+    if problems:
+        raise SinkConfigError(problems)
+    return configs
+
+
 def load(path: str | Path) -> SinkConfig:
     try:
         raw = yamlfile.load(path)
     except OSError as exc:
-        raise SinkConfigError(str(path), [f"cannot read the file: {exc.strerror}"]) from None
+        raise SinkConfigError({str(path): [f"cannot read the file: {exc.strerror}"]}) from None
     except yamlfile.YamlError as exc:
-        raise SinkConfigError(str(path), [str(exc)]) from None
+        raise SinkConfigError({str(path): [str(exc)]}) from None
     if not isinstance(raw, dict):
-        raise SinkConfigError(str(path), ["the file must be a YAML mapping: bootstrap_servers: ..., topics: ..."])
+        raise SinkConfigError({str(path): ["the file must be a YAML mapping: bootstrap_servers: ..., topics: ..."]})
     return validate(raw, str(path))
 
 
@@ -169,4 +217,4 @@ def validate(raw: dict, source: str = "sink config") -> SinkConfig:
             where = ".".join(str(p) for p in error["loc"])
             message = error["msg"].removeprefix("Value error, ")
             problems.append(f"{where}: {message}" if where else message)
-        raise SinkConfigError(source, problems) from None
+        raise SinkConfigError({source: problems}) from None

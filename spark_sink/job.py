@@ -108,7 +108,7 @@ class SinkJob:
             self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"), **timing})
             metrics.batch_done(self.name, timing, {r.table: r.n for r in summary if r.kind == "row"})
             log.info("%s batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", self.name, batch_id,
-                     ", ".join(f"{r.table}: {r.n} {r.kind}" for r in summary if r.kind in ("row", "truncate"))
+                     ", ".join(f"{r.table}: {counted(r.n, r.kind)}" for r in summary if r.kind in ("row", "truncate"))
                      or "no changes", decoded - started, planned - decoded, done - planned)
         finally:
             records.unpersist()
@@ -205,6 +205,11 @@ class SinkJob:
         return records.where(F.col("kind") != "bad")
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 row`, `8 rows`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def query_names(paths: list[str]) -> list[str]:
     """One streaming query name per config file: `binlake-sink-<file stem>`."""
     names = [f"binlake-sink-{Path(p).stem}" for p in paths]
@@ -213,15 +218,17 @@ def query_names(paths: list[str]) -> list[str]:
     return names
 
 
-def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_listener: str | None = None) -> int:
+def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_listener: str | None = None,
+        verbose: bool = False) -> int:
     """Run one query per config (by name) until they stop (available_now: once each has merged
     everything committed at its start); the first query that fails stops the others, and the job.
-    With `metrics_listener` (HOST:PORT) it serves Prometheus metrics there."""
+    With `metrics_listener` (HOST:PORT) it serves Prometheus metrics there. A driver this starts logs
+    quietly unless `verbose` (under spark-submit the driver runs already, as spark-submit set it up)."""
     checkpoints = [c.checkpoint for c in configs.values()]
     if len(set(checkpoints)) < len(checkpoints):
         raise SinkError("each config needs its own checkpoint directory: Spark keeps one query's offsets in it")
     from spark_sink.session import builder
-    spark = builder(master=master).getOrCreate()
+    spark = builder(master=master, quiet=not verbose).getOrCreate()
     queries = [SinkJob(spark, config).start(name) for name, config in configs.items()]
     if metrics_listener is not None:
         from binlake.prometheus import serve_in_thread
@@ -241,6 +248,6 @@ def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_liste
 
 
 if __name__ == "__main__":  # spark-submit spark_sink/job.py CONFIG.yaml ...
-    from spark_sink.config import load
+    from spark_sink.config import load_all
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sys.exit(run(dict(zip(query_names(sys.argv[1:]), map(load, sys.argv[1:])))))
+    sys.exit(run(dict(zip(query_names(sys.argv[1:]), load_all(sys.argv[1:])))))

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+QUIET_LOGGING = Path(__file__).resolve().with_name("log4j2.properties")  # the driver's log4j2 configuration
 DEFAULT_CACHE = ROOT / ".cache" / "spark-jars"
 REQUIRED = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2",
             "delta-spark", "delta-storage", "postgresql")
@@ -47,8 +48,10 @@ def sink_jars() -> list[str]:
     return [str(p) for p in found if artifact(p.name) not in shipped]
 
 
-def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dict[str, str] | None = None):
-    """A SparkSession.Builder with the sink's jars and Delta's SQL extension and catalog."""
+def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dict[str, str] | None = None,
+            quiet: bool = False):
+    """A SparkSession.Builder with the sink's jars and Delta's SQL extension and catalog; `quiet`:
+    the driver logs with spark_sink/log4j2.properties (warnings, without the start-up notices)."""
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName(app_name)
@@ -66,6 +69,7 @@ def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dic
         # Delta rebuilds a table's snapshot from its log in 50 tasks by default (sized for a cluster):
         # on a few local cores that is most of a small MERGE's time (bench/sink.py: 3-4x slower).
         "spark.databricks.delta.snapshotPartitions": str(cores),
+        **({"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={QUIET_LOGGING}"} if quiet else {}),
         **(conf or {}),
     }
     for key, value in settings.items():

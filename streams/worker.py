@@ -94,13 +94,15 @@ def streams_command() -> None:
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), metavar="FILE.yaml",
               help="bootstrap_servers and a security: block (SASL, TLS) for the app's brokers")
 @click.option("--prometheus-listener", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics here.")
+@click.option("-v", "--verbose", is_flag=True, help="faust's own output: its banner, and every service's and "
+                                                    "aiokafka's lines at the -l level")
 @click.pass_context
 def worker_command(ctx: click.Context, reference: str, config_path: str | None,
-                   prometheus_listener: str | None) -> None:
-    """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l info)."""
+                   prometheus_listener: str | None, verbose: bool) -> None:
+    """Start a worker of the faust app MODULE:APP; other options go to faust's worker (e.g. -l debug)."""
     from faust.exceptions import AlreadyConfiguredWarning
 
-    from . import consumer
+    from . import consumer, quiet
     from .agent_errors import AgentErrors, BadAgentErrorsSetting
     from .codecs import register_codecs
     from .exactly_once import NotExactlyOnce, install
@@ -123,8 +125,11 @@ def worker_command(ctx: click.Context, reference: str, config_path: str | None,
     with warnings.catch_warnings():  # (faust warns of any late setting; these are read when the worker starts)
         warnings.simplefilter("ignore", AlreadyConfiguredWarning)
         app.conf.Worker = level_restored_after_start(app.conf.Worker)
+        if not verbose:
+            quiet.quieten(app)
+            app.conf.Worker = quiet.announcing(app.conf.Worker)
         defaults_unless_set(app)
-    sys.argv = [reference, "worker", *ctx.args]
+    sys.argv = quiet.faust_argv(reference, ctx.args, verbose)
     run_to_exit(app.main, agent_errors)
 
 

@@ -15,8 +15,9 @@ from brokerproc import read_to_end
 
 class Worker:
     def __init__(self, cwd: Path, n: int, reference: str, env: dict[str, str] | None = None,
-                 options: tuple[str, ...] = ()) -> None:
-        self.cwd, self.n, self.reference, self.options = cwd, n, reference, options
+                 options: tuple[str, ...] = (), verbose: bool = True) -> None:
+        # (verbose: faust's whole output in the log, for whoever reads it after a failure)
+        self.cwd, self.n, self.reference, self.options = cwd, n, reference, (*options, *(["-v"] if verbose else []))
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)]), **(env or {})}
         self.proc: subprocess.Popen | None = None
 

@@ -9,6 +9,9 @@ import sys
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from confluent_kafka import Producer
 
 from test_groups import FAST, committed, create_topic, parts, wait_for
 
@@ -133,3 +136,60 @@ def test_delete_group(loaded):
     assert "cli-group" not in groups(loaded, "list").split()
     assert asyncio.run(committed(loaded.address, "cli-group", "cli", 2)) == {}
     assert "GROUP_ID_NOT_FOUND" in groups(loaded, "delete", "--group", "cli-group", ok=False)
+
+
+class EveryPartitionTwice(RoundRobinPartitionAssignor):
+    """Lists each assigned partition twice, as faust's assignor does for a global table's changelog
+    partition it hands out as active and standby."""
+
+    name = "twice"
+
+    @classmethod
+    def assign(cls, cluster, members):
+        return {member: ConsumerProtocolMemberAssignment(cls.version, [(topic, partitions + partitions)
+                                                                       for topic, partitions in given.assignment], b"")
+                for member, given in super().assign(cluster, members).items()}
+
+
+def write_transactions(address: str, topic: str, transactions: int) -> None:
+    """Transactions of two records each in `topic`-0 and -1, as the connector writes change topics:
+    each ends in a commit marker, which takes an offset."""
+    producer = Producer({"bootstrap.servers": address, "transactional.id": f"writer-{topic}"})
+    producer.init_transactions()
+    for _ in range(transactions):
+        producer.begin_transaction()
+        for partition in (0, 0, 1, 1):
+            producer.produce(topic, b"v", partition=partition)
+        producer.commit_transaction()
+
+
+async def test_describe_counts_records_behind_not_transaction_markers_and_shows_each_partition_once(broker_factory):
+    """An exactly-once processor commits one past the last record it processed: the commit marker
+    after it. Kafka's tool shows LAG 1 there, on every caught-up partition; binlake counts what a
+    read_committed consumer would still get."""
+    broker = broker_factory(config=FAST)
+    await create_topic(broker.address, "txn", 2)
+    await asyncio.to_thread(write_transactions, broker.address, "txn", 3)  # offsets 0 1 M 3 4 M 6 7 M, per partition
+    member = AIOKafkaConsumer("txn", bootstrap_servers=broker.address, group_id="eos", client_id="eos-client",
+                              enable_auto_commit=False, isolation_level="read_committed",
+                              partition_assignment_strategy=(EveryPartitionTwice,))
+    await member.start()
+    try:
+        await wait_for(lambda: len(parts(member)) == 2, 15, "an assignment")
+        await member.commit({TopicPartition("txn", 0): 8, TopicPartition("txn", 1): 5})  # partition 1: a transaction behind
+
+        def described() -> tuple[dict, list]:
+            lines = [line.split() for line in groups(broker, "describe", "--group", "eos").splitlines()]
+            rows = {row[2]: row[3:6] for row in lines if row[:2] == ["eos", "txn"]}
+            return rows, next(row for row in lines if row and row[0].startswith("eos-client-"))
+
+        rows, listed = await asyncio.to_thread(described)
+        # CURRENT-OFFSET LOG-END-OFFSET LAG: caught up at the marker; two records (three offsets) behind
+        assert rows == {"0": ["8", "9", "0"], "1": ["5", "9", "2"]}
+        assert listed[-2:] == ["2", "txn-0,txn-1"]  # #PARTITIONS, ASSIGNMENT: each once
+
+        await asyncio.to_thread(write_transactions, broker.address, "txn", 1)
+        rows, _ = await asyncio.to_thread(described)
+        assert rows == {"0": ["8", "12", "2"], "1": ["5", "12", "4"]}
+    finally:
+        await member.stop()

@@ -9,6 +9,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from logcore.protocol.codec import ApiKey
+from logcore.tools.group_lag import assigned, records_behind, stable_ends
 from logcore.tools.wire_admin import WireAdmin
 
 TIMEOUT_S = 15
@@ -30,7 +31,8 @@ def result_of(future, doing: str):
 class Cluster:
     def __init__(self, bootstrap: str, client_settings: dict[str, str]) -> None:
         self.bootstrap = bootstrap
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "binlake-console", **client_settings})
+        self.client_settings = {"bootstrap.servers": bootstrap, **client_settings}
+        self.admin = AdminClient({**self.client_settings, "client.id": "binlake-console"})
         # Log sizes and transactions need APIs librdkafka's admin client lacks: a PLAINTEXT connection of
         # binlake's own, so only without security settings.
         self.wire_ok = client_settings.get("security.protocol", "PLAINTEXT") == "PLAINTEXT"
@@ -77,15 +79,18 @@ class Cluster:
                 f"reading the offsets of group {group_id}")
             offsets = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions if tp.offset >= 0}
             ends = self.offsets(list(offsets), OffsetSpec.latest())
-            owner = {(tp.topic, tp.partition): m.member_id for m in d.members
-                     for tp in (m.assignment.topic_partitions if m.assignment else [])}
+            try:
+                lags = records_behind(self.client_settings, offsets, stable_ends(self.admin, sorted(offsets), TIMEOUT_S),
+                                      TIMEOUT_S)
+            except KafkaException as exc:
+                raise ConsoleError(f"reading the lag of group {group_id}: {exc.args[0].str()}") from None
+            owner = {tp: m.member_id for m in d.members for tp in assigned(m)}
             partitions = [{"topic": t, "partition": p, "committed": offset, "end": ends.get((t, p)),
-                           "lag": ends[(t, p)] - offset if (t, p) in ends else None, "member": owner.get((t, p))}
+                           "lag": lags.get((t, p)), "member": owner.get((t, p))}
                           for (t, p), offset in sorted(offsets.items())]
             groups.append({"group": group_id, "state": d.state.name, "protocol": d.partition_assignor or "",
                            "members": [{"id": m.member_id, "client_id": m.client_id, "host": m.host,
-                                        "assigned": sorted(f"{tp.topic}-{tp.partition}" for tp in
-                                                           (m.assignment.topic_partitions if m.assignment else []))}
+                                        "assigned": [f"{t}-{p}" for t, p in assigned(m)]}
                                        for m in d.members],
                            "partitions": partitions,
                            "lag": sum(p["lag"] or 0 for p in partitions)})

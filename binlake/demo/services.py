@@ -297,10 +297,11 @@ def start_postgres(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
 def sink_configs(pipeline: Pipeline) -> dict[str, dict]:
     """`binlake sink run` configs by file name: the connector's tables into Delta and into PostgreSQL,
     the processors' derived tables (Canal messages) into Delta. Topic patterns: the sink starts before
-    the topics exist and reads each from its start once it appears."""
+    the topics exist and reads each from its start once it appears. As in docs/quickstart.md, the
+    schema topic is the default one the pattern names (the connector's name)."""
     def config(name: str, pattern: str, fmt: str, target: dict) -> dict:
         return {"bootstrap_servers": pipeline.bootstrap, "topic_pattern": pattern, "format": fmt,
-                "schema_topic": pipeline.connector_name, "checkpoint": str(pipeline.work_dir / "checkpoints" / name),
+                "checkpoint": str(pipeline.work_dir / "checkpoints" / name),
                 "trigger": {"processing_time": SINK_TRIGGER}, "target": target}
     source = rf"{pipeline.connector_name}\.{DATABASE}\..*"
     delta = {"delta": {"path": str(pipeline.warehouse)}}
@@ -374,7 +375,7 @@ def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
         cwd = pipeline.work_dir / f"processor-{n}"   # (faust keeps its data directory in the working directory)
         cwd.mkdir()
         pipeline.processors.append(pipeline.launch(Process(
-            f"processor-{n}", [*BINLAKE, "streams", "worker", "shop_processors", "-l", "info", "--without-web",
+            f"processor-{n}", [*BINLAKE, "streams", "worker", "shop_processors", "--without-web",
                                "--prometheus-listener", pipeline.metrics_at(f"processor-{n}")],
             pipeline.work_dir / f"processor-{n}.log", env, cwd), stack))
     pipeline.say(f"[bold]processors[/] {PROCESSOR_WORKERS} × binlake streams worker shop_processors  (faust, exactly "

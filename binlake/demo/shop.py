@@ -5,13 +5,14 @@ Orders come only in the workload: the processors join each order with its custom
 table stands when the order is processed (a stream-table join), so the demo lets them learn the
 customers first (`Step.inserts_orders`).
 
-The tables use the types whose mapping is worth seeing: DECIMAL (exact strings), DATETIME, JSON, ENUM.
+The tables and their first rows are in shop.sql, which the quickstart runs by hand too.
 """
 
 from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass
+from pathlib import Path
 
 from binlake.sandbox import SqlServer
 
@@ -21,38 +22,19 @@ DATABASE = "shop"
 TABLES = ("customers", "products", "orders")
 JSON_COLUMNS = frozenset({"attributes"})
 
-SCHEMA = (
-    """CREATE TABLE customers (
-         id INT PRIMARY KEY,
-         name VARCHAR(64) NOT NULL,
-         email VARCHAR(128) NOT NULL,
-         tier ENUM('basic', 'silver', 'gold') NOT NULL DEFAULT 'basic',
-         signed_up DATETIME(3) NOT NULL)""",
-    """CREATE TABLE products (
-         sku VARCHAR(16) PRIMARY KEY,
-         name VARCHAR(64) NOT NULL,
-         price DECIMAL(10, 2) NOT NULL,
-         attributes JSON)""",
-    """CREATE TABLE orders (
-         id INT PRIMARY KEY,
-         customer_id INT NOT NULL,
-         sku VARCHAR(16) NOT NULL,
-         quantity SMALLINT UNSIGNED NOT NULL,
-         total DECIMAL(12, 2) NOT NULL,
-         status ENUM('new', 'paid', 'shipped', 'cancelled') NOT NULL DEFAULT 'new',
-         ordered_at DATETIME NOT NULL)""",
-)
+SQL_FILE = Path(__file__).with_name("shop.sql")
+"""The tables and their first rows, as SQL: the demo runs it, and so do the quickstart's readers."""
 
-SEED = (
-    """INSERT INTO customers VALUES
-         (1, 'Ada Lovelace', 'ada@example.com', 'gold', '2024-01-05 09:30:00.125'),
-         (2, 'Alan Turing', 'alan@example.com', 'basic', '2024-02-11 17:02:45.500'),
-         (3, 'Grace Hopper', 'grace@example.com', 'silver', '2024-03-20 08:15:00.000')""",
-    """INSERT INTO products VALUES
-         ('MUG-01', 'Binlog mug', 12.50, '{"color": "teal", "ml": 350}'),
-         ('TEE-01', 'Exactly-once tee', 19.90, '{"sizes": ["S", "M", "L"]}'),
-         ('STK-01', 'Sticker pack', 3.00, NULL)""",
-)
+
+def statements(text: str) -> tuple[str, ...]:
+    """An SQL file's statements: `--` comment lines dropped, split at each `;` that ends a line."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return tuple(stripped for s in "\n".join(lines).split(";\n") if (stripped := s.strip().rstrip(";").strip()))
+
+
+_SETUP = statements(SQL_FILE.read_text())
+SCHEMA = tuple(s for s in _SETUP if s.startswith("CREATE TABLE"))
+SEED = tuple(s for s in _SETUP if s.startswith("INSERT INTO"))
 
 
 @dataclass(frozen=True)

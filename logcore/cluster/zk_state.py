@@ -40,6 +40,7 @@ class ClusterState:
         self._watched: set[tuple[str, int]] = set()  # partitions whose state znode is watched
         self._listeners: list[Listener] = []
         self._topic_listeners: list[Callable[[str], None]] = []
+        self._deletion_listeners: list[Callable[[str], None]] = []
 
     def add_listener(self, listener: Listener) -> None:
         """`listener(topic, partition)` after a partition's state arrived or changed, or its replicas did."""
@@ -48,6 +49,10 @@ class ClusterState:
     def add_topic_listener(self, listener: Callable[[str], None]) -> None:
         """`listener(topic)` after a topic's configs or partitions changed, or it was deleted."""
         self._topic_listeners.append(listener)
+
+    def add_deletion_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener(topic)` once a topic this broker knew is deleted (told before the topic listeners)."""
+        self._deletion_listeners.append(listener)
 
     def start(self) -> None:
         self.zk.ensure_path(layout.TOPICS)
@@ -103,11 +108,13 @@ class ClusterState:
         if data is None:  # the topic is gone: forget it, and end this watch
             with self._lock:
                 self._replicas.pop(topic, None)
-                self._ids.pop(topic, None)
+                known = self._ids.pop(topic, None) is not None
                 self._configs.pop(topic, None)
                 for key in [k for k in self._states if k[0] == topic]:
                     del self._states[key]
                 self._publish(topic)
+            if known:
+                self._tell(self._deletion_listeners, topic)
             self._tell(self._topic_listeners, topic)
             return False
         assignment = _decoded(layout.decode_topic_assignment, topic, data, keeping="what was known of the topic")

@@ -90,6 +90,8 @@ class GroupCoordinator:
         self.led: set[int] | None = None
         # Told (partition, True) when this broker loaded a partition's groups, (partition, False) when it dropped them.
         self.partition_listeners: list[Callable[[int, bool], None]] = []
+        # Told which topics' offsets went (`gone(topic)`): transactional commits still pending for them go too.
+        self.deletion_listeners: list[Callable[[Callable[[str], bool]], None]] = []
         self._running = False
         self._sweep_timer: asyncio.TimerHandle | None = None
         self.sweep_due = 0.0  # time.monotonic() of the next sweep
@@ -124,6 +126,7 @@ class GroupCoordinator:
                 member.heartbeat()  # loaded members get one session to find the new coordinator
         for partition in range(self.topic.partitions):
             self._notify(partition, True)
+        self._remove_offsets_of_missing_topics(self.groups.values())
         log.info("loaded %d group(s) from %d %s record(s) in %.2fs", len(self.groups), records, OFFSETS_TOPIC,
                  time.monotonic() - started)
 
@@ -157,6 +160,7 @@ class GroupCoordinator:
                 member.heartbeat()
         self.led.add(partition)
         self._notify(partition, True)
+        self._remove_offsets_of_missing_topics(self._groups_of(partition))
         log.info("coordinating the groups of %s-%d (%d record(s) in %.2fs)", OFFSETS_TOPIC, partition, records,
                  time.monotonic() - started)
 
@@ -699,20 +703,50 @@ class GroupCoordinator:
                            if tp[0] not in subscribed and now_ms - v.commit_timestamp >= retention_ms]
             else:
                 continue
-            records: list[Record] = [(OffsetKey(group.group_id, t, p), None) for t, p in expired]
-            if group.is_(S.EMPTY) and len(expired) == len(group.offsets) and not group.members:
-                records.append((GroupKey(group.group_id), None))
-            if not records:
-                continue
-            try:
-                self._append(group.group_id, records)
-                expired_total += len(expired)
-            except BrokerError as exc:
-                log.error("group %s: cannot expire offsets: %s", group.group_id, exc)
+            expired_total += self._tombstone(group, expired, "expired")
         if expired_total:
             log.info("expired %d committed offset(s)", expired_total)
         return expired_total
 
+    # -- deleted topics ------------------------------------------------------------------------
+
+    def topics_deleted(self, topics: set[str]) -> int:
+        """Kafka's onPartitionsDeleted: a deleted topic's committed offsets leave every group this broker
+        coordinates, as tombstones in __consumer_offsets, so a topic created again under the name starts
+        with none and neither a reload nor the next coordinator brings them back. How many went."""
+        return self._remove_offsets(list(self.groups.values()), topics.__contains__)
+
+    def _remove_offsets_of_missing_topics(self, groups) -> None:
+        """Loading: offsets of topics that no longer exist are of a deletion this coordinator did not see
+        through (down at the time, not yet leading the partition, or its tombstones lost with a leader
+        that died before its followers had them)."""
+        self._remove_offsets(list(groups), lambda topic: topic not in self.metadata.topics)
+
+    def _remove_offsets(self, groups: list[Group], gone: Callable[[str], bool]) -> int:
+        for listener in self.deletion_listeners:
+            listener(gone)
+        removed = 0
+        for group in groups:
+            if doomed := [tp for tp in group.offsets if gone(tp[0])]:
+                removed += self._tombstone(group, doomed, "deleted topics'")
+        if removed:
+            log.info("removed %d committed offset(s) of deleted topics", removed)
+        return removed
+
+    def _tombstone(self, group: Group, partitions: list[tuple[str, int]], why: str) -> int:
+        """Tombstones for `group`'s offsets of `partitions`, and for the group itself when that leaves it
+        empty with no offsets (Kafka's group then goes Dead). How many offsets went."""
+        records: list[Record] = [(OffsetKey(group.group_id, t, p), None) for t, p in partitions]
+        if group.is_(S.EMPTY) and not group.members and len(partitions) == len(group.offsets):
+            records.append((GroupKey(group.group_id), None))
+        if not records:
+            return 0
+        try:
+            self._append(group.group_id, records)
+        except BrokerError as exc:
+            log.error("group %s: cannot write tombstones for its %s offsets: %s", group.group_id, why, exc)
+            return 0
+        return len(partitions)
 
 
 def _resolve(waiter: asyncio.Future | None, result) -> None:

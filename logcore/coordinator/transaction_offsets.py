@@ -32,6 +32,7 @@ class TxnOffsets:
         self.transactions = transactions
         self.pending: dict[tuple[int, int], Pending] = {}  # (producer id, offsets partition) -> commits
         groups.partition_listeners.append(self.on_partition)
+        groups.deletion_listeners.append(self.forget_topics)
 
     def on_partition(self, partition: int, loaded: bool) -> None:
         """The group coordinator loaded `partition` (adopt the transactional commits it found still
@@ -44,6 +45,14 @@ class TxnOffsets:
                 offsets = [(k, v) for k, v in decoded if isinstance(k, OffsetKey) and isinstance(v, OffsetValue)]
                 if offsets:
                     self.pending[(producer_id, partition)] = offsets
+
+    def forget_topics(self, gone) -> None:
+        """Offsets of deleted topics (`gone(topic)`) still pending in a transaction will not take effect
+        at its commit either (Kafka removes a deleted partition's pending offsets with its committed ones)."""
+        for key, records in list(self.pending.items()):
+            kept = [(k, v) for k, v in records if not gone(k.topic)]
+            if len(kept) < len(records):
+                self.pending[key] = kept
 
     async def commit(self, transactional_id: str, group_id: str, producer_id: int, epoch: int, generation: int,
                member_id: str, instance_id: str | None, commits: list[OffsetCommit]) -> list[ErrorCode]:

@@ -14,6 +14,8 @@ import click
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from .group_lag import assigned, records_behind, stable_ends
+
 TIMEOUT_S = 30.0
 INACTIVE = {"EMPTY", "DEAD"}
 
@@ -88,17 +90,20 @@ def list_(bootstrap_server: str, show_state: bool) -> None:
 @bootstrap_option
 @click.option("--group", "group_ids", required=True, multiple=True, help="group to describe (repeatable)")
 def describe(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
-    """Members, assignments, and per partition the committed offset, log-end offset and lag."""
+    """Members, assignments, and per partition the committed offset, log-end offset and lag (the
+    records a read_committed consumer would still receive: transaction markers do not count)."""
     admin = _admin(bootstrap_server)
     for n, group in enumerate(group_ids):
         description = describe_group(admin, group)
         committed = committed_offsets(admin, group)
-        owner = {}
-        for m in description.members:
-            for tp in (m.assignment.topic_partitions if m.assignment else []):
-                owner[(tp.topic, tp.partition)] = m
+        owner = {tp: m for m in description.members for tp in assigned(m)}
         partitions = sorted(set(committed) | set(owner))
         ends = _list_offsets(admin, partitions, OffsetSpec.latest())
+        try:
+            lags = records_behind({"bootstrap.servers": bootstrap_server}, committed,
+                                  stable_ends(admin, sorted(committed), TIMEOUT_S), TIMEOUT_S)
+        except KafkaException as exc:
+            raise click.ClickException(f"cannot read the lag of group {group}: {exc.args[0].str()}") from None
         if n:
             click.echo()
         click.echo(f"Group {group} is {group_state(description)} with {len(description.members)} member(s)"
@@ -107,20 +112,19 @@ def describe(bootstrap_server: str, group_ids: tuple[str, ...]) -> None:
             click.echo()
             rows = []
             for tp in partitions:
-                current, end, member = committed.get(tp), ends.get(tp), owner.get(tp)
-                lag = end - current if current is not None and end is not None else None
-                rows.append([group, tp[0], tp[1], current, end, lag, member.member_id if member else None,
-                             member.host if member else None, member.client_id if member else None])
+                member = owner.get(tp)
+                rows.append([group, tp[0], tp[1], committed.get(tp), ends.get(tp), lags.get(tp),
+                             member.member_id if member else None, member.host if member else None,
+                             member.client_id if member else None])
             _echo_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                          "HOST", "CLIENT-ID"], rows)
         if description.members:
             click.echo()
             rows = []
             for m in description.members:
-                assigned = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions
-                                                                       if m.assignment else []))
-                rows.append([m.member_id, m.group_instance_id, m.host, m.client_id, len(assigned),
-                             ",".join(f"{t}-{p}" for t, p in assigned) or None])
+                partitions_of = assigned(m)
+                rows.append([m.member_id, m.group_instance_id, m.host, m.client_id, len(partitions_of),
+                             ",".join(f"{t}-{p}" for t, p in partitions_of) or None])
             _echo_table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], rows)
 
 

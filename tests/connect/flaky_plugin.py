@@ -2,8 +2,9 @@
 
 Loaded by the runtime as `connector: flaky_plugin:FlakyConnector` (a module:Class reference;
 the `connect` fixture puts tests/connect on PYTHONPATH). It emits datagen's records,
-but the first `failures` attempts of the process raise when they reach record `fail_at`, and its
-`stop()` never returns with `hang_on_stop`.
+but the first `failures` attempts of the process raise when they reach record `fail_at`, its
+`start()` takes `start_ms` (a source connecting to its server), and its `stop()` never returns with
+`hang_on_stop`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ class FlakyConfig(DatagenConfig):
     failures: int = 3
     token: SecretStr | None = None
     hang_on_stop: bool = False
+    start_ms: int = 0
 
 
 class FlakyTask(SourceTask):
     config: FlakyConfig
     attempts = 0  # per process: the runtime restarts tasks in the same process
+
+    async def start(self):
+        await asyncio.sleep(self.config.start_ms / 1000)
 
     async def batches(self):
         type(self).attempts += 1

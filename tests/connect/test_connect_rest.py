@@ -124,3 +124,22 @@ async def test_hostile_http_requests_get_clear_answers_and_the_worker_serves_on(
             assert response.status == 200 and (await response.json())["connector"]["state"] == "RUNNING"
     assert process.proc.poll() is None
     assert "Traceback" not in process.log()
+
+
+async def test_a_starting_task_is_running_as_its_connector_says_never_unassigned(broker, connect_run, write_config):
+    """Its source connecting (two seconds here) a task showed UNASSIGNED with an empty `source` while
+    the connector said RUNNING. The worker runs it from the start: RUNNING, `source` once reported."""
+    process = connect_run(write_config(name="slow", connector="flaky_plugin:FlakyConnector",
+                                       bootstrap_servers=broker.address, fail_at=1 << 30, failures=0, start_ms=2000,
+                                       interval_ms=50), rest="127.0.0.1:0")
+    process.wait_for_log("REST API on")
+    base = "http://" + re.search(r"REST API on http://(\S+)", process.log()).group(1)
+    seen = []
+    async with aiohttp.ClientSession() as http, asyncio.timeout(30):
+        while not seen or not seen[-1]["tasks"][0]["batches"]:
+            async with http.get(f"{base}/connectors/slow/status") as response:
+                seen.append(await response.json())
+            await asyncio.sleep(0.05)
+    assert len(seen) > 10  # (the two seconds of its start were watched)
+    assert {(s["connector"]["state"], s["tasks"][0]["state"]) for s in seen} == {("RUNNING", "RUNNING")}, seen
+    assert all(s["tasks"][0].get("source", {"-": 0}) for s in seen), seen  # never an empty `source`

@@ -3,6 +3,7 @@ broker: each runs unchanged and its output says what Kafka's would."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
 import subprocess
@@ -254,3 +255,37 @@ def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_commit
     assert sorted(values, key=int) == [str(i) for i in range(20000)]
     total = sum(int(line.split(":")[-1]) for line in t.admin("kafka-get-offsets", "--topic", "output").split())
     assert total > 20000  # aborted records and markers are in the log, hidden from read_committed
+
+
+async def test_consumer_groups_describe_agrees_with_binlakes_but_counts_commit_markers_as_lag(kafka_tools, broker):
+    """Kafka's tool and `binlake groups describe` on one exactly-once group whose member lists each
+    partition twice (tests/test_groups_cli.py): the same offsets, partitions and counts, but Kafka's
+    LAG is the high watermark minus the committed offset, 1 where the group is caught up."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from test_groups import create_topic, parts
+    from test_groups import wait_for as wait_async
+    from test_groups_cli import EveryPartitionTwice, groups, write_transactions
+
+    await create_topic(broker.address, "txn", 2)
+    await asyncio.to_thread(write_transactions, broker.address, "txn", 3)
+    member = AIOKafkaConsumer("txn", bootstrap_servers=broker.address, group_id="eos", client_id="eos-client",
+                              enable_auto_commit=False, partition_assignment_strategy=(EveryPartitionTwice,))
+    await member.start()
+    try:
+        await wait_async(lambda: len(parts(member)) == 2, 30, "an assignment")
+        await member.commit({TopicPartition("txn", 0): 8, TopicPartition("txn", 1): 8})
+        kafkas = rows(await asyncio.to_thread(kafka_tools.admin, "kafka-consumer-groups", "--describe", "--group", "eos"))
+        ours = rows(await asyncio.to_thread(groups, broker, "describe", "--group", "eos"))
+        members = rows(await asyncio.to_thread(kafka_tools.admin, "kafka-consumer-groups", "--describe", "--group",
+                                               "eos", "--members", "--verbose"))
+    finally:
+        await member.stop()
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+    assert [r[2:6] for r in kafkas if r[:2] == ["eos", "txn"]] == [["0", "8", "9", "1"], ["1", "8", "9", "1"]]
+    assert [r[2:6] for r in ours if r[:2] == ["eos", "txn"]] == [["0", "8", "9", "0"], ["1", "8", "9", "0"]]
+    # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS ... ASSIGNMENT: each partition once in both
+    kafka_member = next(r for r in members if r[0] == "eos")
+    our_member = next(r for r in ours if r and r[0].startswith("eos-client-"))
+    assert kafka_member[4] == our_member[4] == "2"
+    assert "txn:0,1" in kafka_member and our_member[5] == "txn-0,txn-1"

@@ -281,3 +281,58 @@ def test_a_worker_serves_faust_metrics_events_and_commit_latency(broker_factory,
     finally:
         worker.kill()
     assert samples["binlake_streams_total_events_total"] >= 30
+
+
+CHATTY_APP = r'''
+import logging
+import faust
+
+app = faust.App("chatty", broker="kafka://{address}", store="memory://", topic_partitions=1,
+                consumer_auto_offset_reset="earliest", web_enabled=False)
+
+
+@app.agent(app.topic("c-in", value_serializer="raw", partitions=1))
+async def pick(stream):
+    async for value in stream:
+        if value == b"boom":
+            raise KeyError("boom")
+        logging.getLogger("chatty").info("picked %s", value.decode())
+'''
+
+
+def test_by_default_a_worker_says_it_is_ready_and_shows_a_crash_without_faust_chatter_and_v_brings_it_back(
+        broker_factory, tmp_path):
+    broker = faust_broker(broker_factory, "c-in")
+    (tmp_path / "chatty_app.py").write_text(CHATTY_APP.format(address=broker.address))
+    feed_topic = Producer({"bootstrap.servers": broker.address})
+
+    def run(n: int, verbose: bool) -> str:
+        """The worker's output until it has handled `a` and `boom`, stopped by SIGTERM."""
+        for value in (b"a", b"boom"):
+            feed_topic.produce("c-in", value=value)
+        assert feed_topic.flush(30) == 0
+        worker = Worker(tmp_path, n, "chatty_app", verbose=verbose).start()
+        try:
+            deadline = time.monotonic() + 60
+            while "KeyError: 'boom'" not in worker.log():
+                assert worker.proc.poll() is None and time.monotonic() < deadline, worker.log()[-3000:]
+                time.sleep(0.2)
+            worker.proc.send_signal(signal.SIGTERM)
+            worker.proc.wait(60)
+        finally:
+            worker.kill()
+        return worker.log()
+
+    quiet = run(0, verbose=False)
+    lines = quiet.splitlines()
+    before_ready = lines[:next(n for n, line in enumerate(lines) if "chatty ready" in line)]
+    assert len(before_ready) == 1 and "chatty: assigned c-in [0]" in before_ready[0], quiet  # (and nothing else)
+    assert "chatty ready (at_least_once, brokers " in quiet
+    assert "picked a" in quiet  # the app's own lines stay, at -l (info by default)
+    assert "Crashed reason=KeyError('boom')" in quiet and "Traceback" in quiet
+    for chatter in ("ƒaµS†", "Starting...", "Stopping...", "Joined group", "Subscribed to topic(s)"):
+        assert chatter not in quiet, quiet
+
+    verbose = run(1, verbose=True)  # (-v)
+    for chatter in ("ƒaµS†", "Starting...", "Stopping...", "[^Worker]: Ready"):
+        assert chatter in verbose, verbose[-3000:]
