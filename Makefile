@@ -42,7 +42,7 @@ $(SPARK_JARS)/.fetched: spark_sink/jars/pom.xml
 	touch $@
 
 # Apache Kafka (broker, Java client and tools), Kafka Connect and Debezium's MySQL connector, the
-# reference implementations tests/reference and bench/versus.py hold binlake against (binlake/reference.py).
+# reference implementations tests/reference and bench/versus.py hold binlake against (testkit/reference.py).
 reference: $(REFERENCE_JARS)/.fetched
 
 $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
@@ -50,7 +50,7 @@ $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 	touch $@
 
 # Oracle MySQL, which Debian 12 lacks: a minimal Debian sid root with sid's mysql-server (9.x), from
-# Debian's archive (its Release file may be past Valid-Until). binlake.sandbox runs mysqld from it.
+# Debian's archive (its Release file may be past Valid-Until). sandbox.sql runs mysqld from it.
 mysql-root: $(MYSQL_ROOT)/.built
 
 $(MYSQL_ROOT)/.built:

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cdc_decode.py [--rows 200000] [--server mariadb|mysql|both] [--port PORT]
 
-Starts a throwaway mariadbd and/or Oracle mysqld (binlake.sandbox; MySQL at its defaults plus GTIDs,
+Starts a throwaway mariadbd and/or Oracle mysqld (sandbox.sql; MySQL at its defaults plus GTIDs,
 so MINIMAL row metadata: binlake takes the column names from a schema history seeded with the table's
 DDL, as the connector does), unless --port names a binlog-enabled server (user root without
 password). Writes two workloads into a 6-column table, and reads each back three ways from the same
@@ -35,7 +35,7 @@ import pymysql  # noqa: E402
 from pymysqlreplication import BinLogStreamReader  # noqa: E402
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
 
-from binlake.sandbox import start_server  # noqa: E402
+from sandbox.sql import start_server  # noqa: E402
 from cdc.binlog import PyMySqlReplicationClient, Rows, TableMap  # noqa: E402
 from cdc.config import SourceConfig  # noqa: E402
 from cdc.connection import make_engine  # noqa: E402

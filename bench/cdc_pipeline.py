@@ -4,7 +4,7 @@
                                            [--seconds 10] [--repeat 1] [--commit-interval-ms 0]
                                            [--only inserts mixed latency] [--profile DIR]
 
-Starts a throwaway mariadbd and/or Oracle mysqld (binlake.sandbox: MariaDB with full row metadata,
+Starts a throwaway mariadbd and/or Oracle mysqld (sandbox.sql: MariaDB with full row metadata,
 MySQL at its defaults plus GTIDs, so MINIMAL row metadata) and one `binlake broker` subprocess, with
 one connector per server (named after it: topics mariadb.bench.t, mysql.bench.t). On MySQL every
 measurement runs twice: plain, and with `binlog_transaction_compression=ON` in the writing session
@@ -52,7 +52,7 @@ from produce_consume import BrokerUnderTest, process_cpu_seconds  # noqa: E402
 import yaml  # noqa: E402
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
-from binlake.sandbox import SqlServer, start_server  # noqa: E402
+from sandbox.sql import SqlServer, start_server  # noqa: E402
 from connect.topics import LogTopics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
 from produce_consume import confluent_produce  # noqa: E402
 
-from binlake.brokerproc import BrokerProcess  # noqa: E402
+from testkit.brokerproc import BrokerProcess  # noqa: E402
 from logcore.config import BrokerConfig, TopicConfig  # noqa: E402
 from logcore.storage.batch import CODECS  # noqa: E402
 from logcore.storage.compaction import clean  # noqa: E402

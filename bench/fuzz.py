@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree, not the installed one
 
-from binlake.brokerproc import BrokerProcess
-from binlake.fuzz import record
-from binlake.fuzz.health import FuzzFailure
-from binlake.fuzz.run import Fuzzer
+from testkit.brokerproc import BrokerProcess
+from testkit.fuzz import record
+from testkit.fuzz.health import FuzzFailure
+from testkit.fuzz.run import Fuzzer
 
 
 def fuzz(args) -> int:

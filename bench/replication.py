@@ -26,8 +26,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from produce_consume import THROUGHPUT_PRODUCER  # bench/ is on sys.path when run as a script
 
-from binlake.brokerproc import BrokerProcess
-from binlake.clusterproc import LocalCluster
+from testkit.brokerproc import BrokerProcess
+from testkit.clusterproc import LocalCluster
 
 
 def produce(bootstrap: str, topic: str, messages: int, size: int, acks: str) -> float:

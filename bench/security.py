@@ -18,9 +18,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from produce_consume import THROUGHPUT_CONSUMER, THROUGHPUT_PRODUCER  # bench/ is on sys.path when run as a script
 
-from binlake.brokerproc import BrokerProcess
-from binlake.sandbox import free_port
-from binlake.tlssandbox import make_certs
+from sandbox.process import free_port
+from testkit.brokerproc import BrokerProcess
+from testkit.tlssandbox import make_certs
 
 
 def start_broker(work: Path) -> tuple[BrokerProcess, dict[str, dict]]:

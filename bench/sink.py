@@ -32,11 +32,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from confluent_kafka import Producer
 
-from binlake.brokerproc import BrokerProcess
-from binlake.pgsandbox import start_postgres
+from sandbox.postgres import start_postgres
 from spark_sink.config import validate
 from spark_sink.job import SinkJob
 from spark_sink.session import builder
+from testkit.brokerproc import BrokerProcess
 
 SERVER, DB, TABLE = "bench", "shop", "orders"
 TOPIC = f"{SERVER}.{DB}.{TABLE}"

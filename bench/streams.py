@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from binlake.brokerproc import ROOT, BrokerProcess
+from testkit.brokerproc import ROOT, BrokerProcess
 
 APP = r'''
 import os

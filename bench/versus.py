@@ -35,8 +35,8 @@ from produce_consume import (Meter, Result, confluent_consume, confluent_latency
                              process_cpu_seconds)
 from txn_produce import produce as produce_in_transactions  # noqa: E402
 
-from binlake.brokerproc import BrokerProcess  # noqa: E402
-from binlake.reference import run_tool, start_kafka  # noqa: E402
+from testkit.brokerproc import BrokerProcess  # noqa: E402
+from testkit.reference import run_tool, start_kafka  # noqa: E402
 
 PERF_JVM = ["-Xmx512m"]  # the perf tools run with a full JIT, unlike the short admin tools
 
@@ -210,7 +210,7 @@ def main() -> None:
     value, topics = b"x" * args.size, Topics()
     with tempfile.TemporaryDirectory() as work:
         process = BrokerProcess(Path(work) / "logcore").start()
-        # Kafka's built-in default, as logcore's (binlake.reference sets 0 for tests, as Kafka's sample
+        # Kafka's built-in default, as logcore's (testkit.reference sets 0 for tests, as Kafka's sample
         # server.properties does): a new group waits 3 s for more members before its first generation.
         kafka = start_kafka(Path(work) / "kafka", config={"group.initial.rebalance.delay.ms": "3000"})
         brokers = [Broker("logcore", process.address, process.proc.pid), Broker("kafka", kafka.address, kafka.proc.pid)]

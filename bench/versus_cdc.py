@@ -7,7 +7,7 @@ binlake: `binlake connect run` (exactly_once, as shipped) writing to a logcore b
 Debezium 3.4's MariaDB connector (io.debezium.connector.mariadb.MariaDbConnector) or MySQL connector
 (io.debezium.connector.mysql.MySqlConnector) on a Kafka Connect 4.1 standalone worker (its defaults;
 JSON without schemas, tombstones off so both write one event per row change) writing to Apache Kafka
-4.1. The servers are binlake.sandbox's: MariaDB with full row metadata, Oracle MySQL at its defaults
+4.1. The servers are sandbox.sql's: MariaDB with full row metadata, Oracle MySQL at its defaults
 plus GTIDs (so MINIMAL row metadata; both connectors name the columns from their schema history).
 Both connectors record their start position first (snapshot `no_data`), are stopped, and then catch
 up with the same backlog written meanwhile: --rows rows of batch inserts, then --rows/2 rows of mixed
@@ -41,8 +41,8 @@ from produce_consume import BrokerUnderTest, process_cpu_seconds  # noqa: E402
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from binlake.reference import ConnectWorker, start_connect, start_kafka  # noqa: E402
-from binlake.sandbox import SqlServer, start_server  # noqa: E402
+from sandbox.sql import SqlServer, start_server  # noqa: E402
+from testkit.reference import ConnectWorker, start_connect, start_kafka  # noqa: E402
 
 CONNECTOR_CLASS = {"mariadb": "io.debezium.connector.mariadb.MariaDbConnector",
                    "mysql": "io.debezium.connector.mysql.MySqlConnector"}

@@ -42,9 +42,9 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 
-from binlake.lifetime import die_with
 from cdc.config import SourceConfig
 from cdc.records import Batch, Record
+from common.lifetime import die_with_parent
 
 METRICS_EVERY_S = 1.0
 _CONTEXT = multiprocessing.get_context("forkserver")
@@ -111,7 +111,7 @@ class SourceProcess:
 
 def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_format: str | None) -> None:
     """Child side: run the source and send what it yields."""
-    die_with(os.getppid())   # (the fork server, which exits with the connect process)
+    die_with_parent(os.getppid())   # (the fork server, which exits with the connect process)
     logging.basicConfig(level=log_level, **({"format": log_format} if log_format else {}))
     from cdc.schema.history import TopicHistoryStore
     from cdc.source import MySqlSource

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from binlake.kafka_security import KafkaSecurity
+from common.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from binlake import yamlfile
-from binlake.kafka_security import KafkaSecurity
+from common import yamlfile
+from common.kafka_security import KafkaSecurity
 
 from . import plugins
 from .api import Connector, ConnectorConfig
@@ -85,7 +85,7 @@ class RuntimeConfig(_Strict):
     connector: str
     bootstrap_servers: str | list[str]
     security: KafkaSecurity = KafkaSecurity()
-    """How the runtime's clients reach the brokers: TLS and SASL (binlake/kafka_security.py)."""
+    """How the runtime's clients reach the brokers: TLS and SASL (common/kafka_security.py)."""
     delivery: Literal["exactly_once", "at_least_once"] = "exactly_once"
     commit_interval_ms: int | None = Field(None, ge=0)
     """How long batches collect before their offsets are committed. None: 0 for exactly_once (one

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from .api import Json
-from binlake.kafka_security import KafkaSecurity
+from common.kafka_security import KafkaSecurity
 
+from .api import Json
 from .topics import LogTopics
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import IncompatibleBrokerVersion, for_code
 
-from binlake.kafka_security import KafkaSecurity
+from common.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)
 TOPIC_ALREADY_EXISTS = 36

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from binlake.kafka_security import KafkaSecurity
+from common.kafka_security import KafkaSecurity
 
 from .config import read_mapping, validate_model
 
@@ -29,7 +29,7 @@ class WorkerConfig(BaseModel):
     """Workers with the same group_id share connectors; the group has protocol type "connect"."""
     bootstrap_servers: str | list[str]
     security: KafkaSecurity = KafkaSecurity()
-    """How the worker's clients (and its connectors') reach the brokers (binlake/kafka_security.py)."""
+    """How the worker's clients (and its connectors') reach the brokers (common/kafka_security.py)."""
     rest: str = "127.0.0.1:8083"
     """HOST:PORT of the REST API (port 0 picks a free one). Other workers forward requests here."""
     rest_advertised_url: str | None = Field(None, alias="rest.advertised.url")

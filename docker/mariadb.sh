@@ -1,5 +1,5 @@
 #!/bin/sh
-# MariaDB with the binlog the connector reads (the settings binlake.sandbox uses); the data directory
+# MariaDB with the binlog the connector reads (the settings sandbox.sql uses); the data directory
 # is a named volume, initialized on first start.
 set -e
 DATA=/var/lib/binlake/mysql

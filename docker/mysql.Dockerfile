@@ -1,4 +1,4 @@
-# Oracle MySQL for the compose demo (docker-compose.mysql.yml). Its base is the root binlake.sandbox
+# Oracle MySQL for the compose demo (docker-compose.mysql.yml). Its base is the root sandbox.sql
 # runs mysqld from — Debian sid with sid's mysql-server (`make mysql-root`) — imported as
 # binlake-mysql-root:dev by `make compose-mysql-root`: no image registry, and the same server the
 # tests run. Built with docker/ as its context.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Oracle MySQL as binlake.sandbox runs it: at MySQL's own defaults (binlog on, ROW, full row images,
+# Oracle MySQL as sandbox.sql runs it: at MySQL's own defaults (binlog on, ROW, full row images,
 # minimal row metadata, caching_sha2_password) plus GTIDs; the data directory is a named volume,
 # initialized on first start (root@localhost without a password, through the socket only).
 set -e

@@ -5,7 +5,7 @@ set -e
 BIN=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
 DATA=/var/lib/binlake/postgres
 if [ ! -s "$DATA/PG_VERSION" ]; then
-  "$BIN/initdb" -D "$DATA" -U binlake --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null  # (as binlake.pgsandbox: psycopg reads SQL_ASCII text as bytes)
+  "$BIN/initdb" -D "$DATA" -U binlake --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null  # (as sandbox.postgres: psycopg reads SQL_ASCII text as bytes)
   echo "host all all 0.0.0.0/0 trust" >> "$DATA/pg_hba.conf"
   "$BIN/pg_ctl" -D "$DATA" -o "-c listen_addresses='' -k /tmp" -w start >/dev/null
   "$BIN/psql" -h /tmp -U binlake -d postgres -qc "CREATE DATABASE warehouse"

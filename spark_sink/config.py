@@ -18,8 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from binlake import yamlfile
-from binlake.kafka_security import KafkaSecurity
+from common import yamlfile
+from common.kafka_security import KafkaSecurity
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
@@ -98,7 +98,7 @@ class Errors(_Strict):
 class SinkConfig(_Strict):
     bootstrap_servers: str
     security: KafkaSecurity = KafkaSecurity()
-    """TLS and SASL for reaching the brokers (binlake/kafka_security.py)."""
+    """TLS and SASL for reaching the brokers (common/kafka_security.py)."""
     topics: list[str] | None = None
     topic_pattern: str | None = None
     format: Literal["debezium", "canal"] = "debezium"

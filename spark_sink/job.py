@@ -231,7 +231,7 @@ def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_liste
     spark = builder(master=master, quiet=not verbose).getOrCreate()
     queries = [SinkJob(spark, config).start(name) for name, config in configs.items()]
     if metrics_listener is not None:
-        from binlake.prometheus import serve_in_thread
+        from common.prometheus import serve_in_thread
         serve_in_thread(metrics.REGISTRY, metrics_listener)
     try:
         while active := [q for q in queries if q.isActive]:

@@ -12,7 +12,7 @@ import json
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from binlake.kafka_security import KafkaSecurity
+from common.kafka_security import KafkaSecurity
 
 from .changes import Column, MySqlType, SchemaHistory, TableSchema, debezium_sequence
 

@@ -6,7 +6,7 @@ The app imports nothing of binlake. `--config` points it at another cluster, a s
 with the keys the connector and the sink use:
 
     bootstrap_servers: kafka-1:9093,kafka-2:9093   # (optional) instead of the app's broker
-    security:                                      # binlake/kafka_security.py
+    security:                                      # common/kafka_security.py
       protocol: SASL_SSL
       sasl_mechanism: SCRAM-SHA-256
       username: processors
@@ -27,7 +27,7 @@ from pathlib import Path
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from binlake.kafka_security import KafkaSecurity
+from common.kafka_security import KafkaSecurity
 
 from .settings import app_setting
 
@@ -61,7 +61,7 @@ class WorkerConfig(BaseModel):
 
 def read_config(path: str) -> WorkerConfig:
     """The file's settings, `${VAR}` references replaced as in connector configs."""
-    from binlake.yamlfile import YamlError, load
+    from common.yamlfile import YamlError, load
     from connect.config import interpolate
     try:
         problems: list[tuple[str, str]] = []
@@ -139,7 +139,7 @@ def serve_metrics(app, listener: str) -> None:
     from faust.sensors.prometheus import FaustMetrics, PrometheusMonitor
     from prometheus_client import CollectorRegistry
 
-    from binlake.prometheus import serve_in_thread
+    from common.prometheus import serve_in_thread
     registry = CollectorRegistry()
     app.monitor = PrometheusMonitor(metrics=FaustMetrics.create(registry, "binlake_streams"))
     click.echo(f"Prometheus metrics on {serve_in_thread(registry, listener)}", err=True)  # (before faust's logging)

@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from binlake.brokerproc import BINLAKE, ROOT, BrokerProcess, free_port
+from testkit.brokerproc import BINLAKE, ROOT, BrokerProcess, free_port
 
 __all__ = ["BINLAKE", "ROOT", "BrokerProcess", "free_port", "read_to_end"]
 

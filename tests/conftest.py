@@ -31,7 +31,7 @@ def broker(broker_factory) -> BrokerProcess:
 @pytest.fixture
 def apache_kafka_factory(tmp_path):
     """broker_factory's twin for Apache Kafka (KRaft, one node, its jars from `make reference`)."""
-    from binlake.reference import MissingReference, start_kafka
+    from testkit.reference import MissingReference, start_kafka
     started = []
 
     def make(config: dict[str, str] | None = None, name: str = "apache-kafka"):
@@ -81,8 +81,8 @@ def spark():
 
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory):
-    """A throwaway PostgreSQL server for the session (binlake.pgsandbox); tests use their own schemas."""
-    from binlake.pgsandbox import start_postgres
+    """A throwaway PostgreSQL server for the session (sandbox.postgres); tests use their own schemas."""
+    from sandbox.postgres import start_postgres
     server = start_postgres(tmp_path_factory.mktemp("postgres"))
     yield server
     server.stop()
@@ -90,8 +90,8 @@ def postgres(tmp_path_factory):
 
 @pytest.fixture
 def zookeeper(tmp_path):
-    """A throwaway ZooKeeper server for one test (binlake.zksandbox)."""
-    from binlake.zksandbox import start_zookeeper
+    """A throwaway ZooKeeper server for one test (sandbox.zookeeper)."""
+    from sandbox.zookeeper import start_zookeeper
     server = start_zookeeper(tmp_path / "zookeeper")
     yield server
     server.stop()
@@ -100,7 +100,7 @@ def zookeeper(tmp_path):
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory):
     """TLS files for `secure_broker` (tests/secure_broker.py)."""
-    from binlake.tlssandbox import make_certs
+    from testkit.tlssandbox import make_certs
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 

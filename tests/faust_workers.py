@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 from brokerproc import read_to_end
 
 

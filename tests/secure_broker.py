@@ -3,7 +3,7 @@ the pipeline's runs against a secured broker (fixtures `certs` and `secure_broke
 
 from __future__ import annotations
 
-from binlake.sandbox import free_port
+from sandbox.process import free_port
 from brokerproc import BrokerProcess
 
 PLAIN_USERS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_admin="a\\"b";'

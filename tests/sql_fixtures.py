@@ -1,4 +1,4 @@
-"""Fixtures that start throwaway MariaDB and Oracle MySQL servers (binlake.sandbox; never the
+"""Fixtures that start throwaway MariaDB and Oracle MySQL servers (sandbox.sql; never the
 machine's own server on 3306).
 
 `server` is the binlog-enabled server of the session for the test's parameter: every test that takes
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.sandbox import SandboxError, SqlServer, initialize_datadir, start_server
+from sandbox.process import SandboxError
+from sandbox.sql import SqlServer, initialize_datadir, start_server
 
 KINDS = ("mariadb", "mysql")
 

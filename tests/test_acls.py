@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
 ADMIN_PASSWORD = 'a"b'
@@ -199,8 +199,8 @@ class ClusterBroker:
 def three_brokers(tmp_path, zookeeper):
     """three_brokers(config(internal_port, client_port) -> dict, ready_port="internal") -> three
     started ClusterBrokers on the test's ZooKeeper, each with an internal and a client listener."""
-    from binlake.brokerproc import BrokerProcess
-    from binlake.sandbox import free_port
+    from testkit.brokerproc import BrokerProcess
+    from sandbox.process import free_port
     started: list[ClusterBroker] = []
 
     def start(config, ready_port: str = "internal") -> list[ClusterBroker]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from binlake.brokerproc import BrokerProcess
+from testkit.brokerproc import BrokerProcess
 
 
 def test_the_broker_is_the_whole_cluster_with_its_rack(broker_factory):

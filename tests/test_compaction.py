@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from crc32c import crc32c
 from test_idempotence import produce as raw_produce
 
-from binlake.clusterproc import LocalCluster
+from testkit.clusterproc import LocalCluster
 from logcore.config import BrokerConfig, TopicConfig
 from logcore.storage.checkpoint import read_checkpoint
 from logcore.storage.compaction import clean

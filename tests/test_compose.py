@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from binlake.cli import main
-from binlake.sandbox import BINLOG_OPTIONS, CDC_GRANTS, MYSQL_OPTIONS
+from sandbox.sql import BINLOG_OPTIONS, CDC_GRANTS, MYSQL_OPTIONS
 from brokerproc import ROOT
 from connect import config as connect_config
 from spark_sink.config import load as load_sink_config
@@ -96,7 +96,7 @@ def test_configs_exist_ship_in_the_image_and_validate_with_the_container_environ
 
 @pytest.mark.parametrize("kind, options", [("mariadb", BINLOG_OPTIONS), ("mysql", MYSQL_OPTIONS)])
 def test_the_database_runs_with_the_sandbox_binlog_settings_and_grants(kind, options):
-    """docker/<kind>.sh starts the server with binlake.sandbox's options (MySQL: its defaults plus
+    """docker/<kind>.sh starts the server with sandbox.sql's options (MySQL: its defaults plus
     GTIDs, so no binlog_row_metadata), and docker/<kind>-init.sql makes the cdc user with its grants."""
     script = (ROOT / "docker" / f"{kind}.sh").read_text()
     for key, value in options.items():

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from binlake.clusterproc import LocalCluster
+from testkit.clusterproc import LocalCluster
 from logcore.coordinator.offsets_codec import partition_for
 from test_groups import FAST, commit_outside_a_group, committed, consumer, create_topic, in_process_broker, produce
 from test_groups import wait_for as wait_async

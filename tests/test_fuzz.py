@@ -1,4 +1,4 @@
-"""The fuzzer (binlake/fuzz) against a real broker: mutated real-client requests, with a health
+"""The fuzzer (testkit/fuzz) against a real broker: mutated real-client requests, with a health
 check every few thousand frames (alive, a produce/consume round trip, the records acknowledged
 before the fuzzing unchanged, memory within 2x of idle). A short run per seed in the default
 suite; the million-frame runs of issue 17 under -m slow (and bench/fuzz.py prints their figures)."""
@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from binlake.fuzz import record
-from binlake.fuzz.run import Fuzzer
+from testkit.fuzz import record
+from testkit.fuzz.run import Fuzzer
 
 
 def fuzz(broker, seed: int, frames: int, check_every: int, tmp_path):
@@ -34,7 +34,7 @@ def test_a_million_frames(broker, seed, tmp_path):
 
 
 def test_the_corpus_holds_every_kind_of_session():
-    """Recorded from admin, produce, group and transaction sessions (python -m binlake.fuzz.record)."""
+    """Recorded from admin, produce, group and transaction sessions (python -m testkit.fuzz.record)."""
     api_keys = {int.from_bytes(frame[4:6], "big") for frame in record.load()}
     produce, fetch, join, commit, init_pid, end_txn, create = 0, 1, 11, 8, 22, 26, 19
     assert {produce, fetch, join, commit, init_pid, end_txn, create} <= api_keys

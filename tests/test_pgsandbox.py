@@ -1,8 +1,8 @@
-"""The throwaway PostgreSQL (binlake.pgsandbox) that the sink's tests, the demo and bench start."""
+"""The throwaway PostgreSQL (sandbox.postgres) that the sink's tests, the demo and bench start."""
 
 from __future__ import annotations
 
-from binlake.pgsandbox import start_postgres
+from sandbox.postgres import start_postgres
 
 
 def test_stop_shuts_the_server_down_rather_than_killing_it(tmp_path):

@@ -25,7 +25,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
 from binlake.cli import main
-from binlake.clusterproc import LocalCluster
+from testkit.clusterproc import LocalCluster
 from logcore.cluster.zk_client import stop_client
 from logcore.cluster.zk_layout import decode_partition_state, partition_state_path
 from logcore.coordinator.offsets_codec import partition_for

@@ -18,8 +18,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
                                    UserScramCredentialUpsertion)
 
-from binlake.brokerproc import ROOT
-from binlake.sandbox import free_port
+from testkit.brokerproc import ROOT
+from sandbox.process import free_port
 from secure_broker import PLAIN_USERS, SecureBroker
 
 

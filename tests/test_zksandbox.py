@@ -1,4 +1,4 @@
-"""The throwaway ZooKeeper (binlake.zksandbox) that the cluster's tests, the demo and bench start:
+"""The throwaway ZooKeeper (sandbox.zookeeper) that the cluster's tests, the demo and bench start:
 a real server on its own port and data directory, which keeps its data across a SIGKILL and
 ends sessions the way the cluster will rely on (a broker's ephemeral znode goes with its session)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kazoo.client import KazooClient
 
-from binlake.zksandbox import start_zookeeper
+from sandbox.zookeeper import start_zookeeper
 
 
 def client(server) -> KazooClient:

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.markup import escape
 
-from binlake.sandbox import SandboxError
+from sandbox.process import SandboxError
 
 from . import outputs, shop, warehouse
 from .events import TableState, normalized, parse

@@ -3,7 +3,7 @@
 `STAGES` runs in order; each stage starts one piece, records what later stages and the user need in
 `Pipeline`, and registers how to stop it on the ExitStack (so stopping runs in reverse order, on
 success, on error and on Ctrl-C alike). Every child dies with the demo, even when the demo is
-SIGKILLed (binlake.lifetime).
+SIGKILLed (common.lifetime).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -24,14 +25,17 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from rich.console import Console
 
-from binlake import pgsandbox, sandbox, zksandbox
-from binlake.brokerproc import ROOT
-from binlake.lifetime import die_with_parent
+from common.lifetime import die_with_parent
+from sandbox import postgres as pgsandbox
+from sandbox import sql as sqlsandbox
+from sandbox import zookeeper as zksandbox
+from sandbox.process import free_port
 
 from . import outputs
 from .shop import DATABASE, HIGH_VALUE_TOTAL, SCHEMA, SEED
 
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"  # (the processors' app: a source checkout's)
 STOP_TIMEOUT_S = 20
 BROKER_START_S = 30
 TOPICS_WAIT_S = 40
@@ -66,8 +70,8 @@ class Process:
     def start(self) -> "Process":
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=die_with_parent(), cwd=self.cwd,
-                                         env={**os.environ, **self.env} if self.env else None)
+                                         start_new_session=True, preexec_fn=partial(die_with_parent, os.getpid()),
+                                         cwd=self.cwd, env={**os.environ, **self.env} if self.env else None)
         return self
 
     @property
@@ -126,8 +130,8 @@ class Pipeline:
     format: str
     console: Console
     single_broker: bool = False
-    source_kind: str = "mariadb"         # the source server: "mariadb" or "mysql" (binlake.sandbox)
-    source: sandbox.SqlServer | None = None
+    source_kind: str = "mariadb"         # the source server: "mariadb" or "mysql" (sandbox.sql)
+    source: sqlsandbox.SqlServer | None = None
     postgres: pgsandbox.PostgreSQL | None = None
     zookeeper: zksandbox.ZooKeeper | None = None
     bootstrap: str = ""
@@ -141,7 +145,7 @@ class Pipeline:
     @property
     def source_name(self) -> str:
         """MariaDB or MySQL, for what the demo prints."""
-        return sandbox.NAMES[self.source_kind]
+        return sqlsandbox.NAMES[self.source_kind]
 
     @property
     def connector_name(self) -> str:
@@ -155,7 +159,7 @@ class Pipeline:
 
     def metrics_at(self, name: str) -> str:
         """A free loopback HOST:PORT for `name`'s Prometheus endpoint (listed by --keep)."""
-        address = f"127.0.0.1:{sandbox.free_port()}"
+        address = f"127.0.0.1:{free_port()}"
         self.metrics[name] = f"http://{address}/metrics"
         return address
 
@@ -190,14 +194,14 @@ def start_source(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     base = pipeline.work_dir / pipeline.source_kind
     base.mkdir()
     with interrupts_held():         # a Ctrl-C now takes effect once the server is up (2-6 s)
-        server = sandbox.start_server(pipeline.source_kind, base, tied=True)
+        server = sqlsandbox.start_server(pipeline.source_kind, base, tied=True)
         stack.callback(server.stop)
     pipeline.source = server
     pipeline.say(f"[bold]{server.name:<9}[/] 127.0.0.1:{server.port}  ({binlog_settings(server)}; "
                  f"data in {server.data_dir})")
 
 
-def binlog_settings(server: sandbox.SqlServer) -> str:
+def binlog_settings(server: sqlsandbox.SqlServer) -> str:
     """The server's own word on the settings the connector depends on, e.g. "binlog_row_metadata=MINIMAL"
     (MariaDB has no gtid_mode: its GTIDs are always on)."""
     names = ", ".join(f"'{name}'" for name in BINLOG_SETTINGS)
@@ -234,7 +238,7 @@ def _start_broker(pipeline: Pipeline, stack: contextlib.ExitStack, name: str, ex
 
 
 def _launch_broker(pipeline: Pipeline, stack: contextlib.ExitStack, name: str, extra: list[str]) -> str:
-    address = f"127.0.0.1:{sandbox.free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     pipeline.brokers.append(pipeline.launch(Process(
         name, [*BINLAKE, "broker", "--data-dir", str(pipeline.work_dir / name), "--listen", address, *extra,
                "--override", f"prometheus.listener={pipeline.metrics_at(name)}"],
@@ -370,7 +374,7 @@ def start_processors(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     env = {"BOOTSTRAP_SERVERS": pipeline.bootstrap, "SHOP_TOPIC_PREFIX": f"{pipeline.connector_name}.{DATABASE}",
            "SHOP_FORMAT": pipeline.format, "DERIVED_TOPIC_PREFIX": DERIVED, "PROCESSOR_APP_ID": PROCESSOR_APP,
            "HIGH_VALUE_TOTAL": str(HIGH_VALUE_TOTAL), "PROCESSOR_REPLICATION_FACTOR": str(len(pipeline.brokers)),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))}
     for n in range(PROCESSOR_WORKERS):
         cwd = pipeline.work_dir / f"processor-{n}"   # (faust keeps its data directory in the working directory)
         cwd.mkdir()

@@ -14,7 +14,7 @@ import decimal
 from dataclasses import dataclass
 from pathlib import Path
 
-from binlake.sandbox import SqlServer
+from sandbox.sql import SqlServer
 
 from .events import normalized
 

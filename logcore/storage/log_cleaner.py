@@ -32,7 +32,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..children import die_with_parent
+from common.lifetime import die_with_parent
+
 from ..config import BrokerConfig
 from . import swap
 from .checkpoint import write_checkpoint
@@ -258,7 +259,7 @@ class CleanerProcess:
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child,), name="log-cleaner", daemon=True)
+        self.process = context.Process(target=_serve, args=(child, os.getpid()), name="log-cleaner", daemon=True)
         self.process.start()
         child.close()
 
@@ -293,8 +294,8 @@ class CleanerProcess:
         self.conn.close()
 
 
-def _serve(conn: multiprocessing.connection.Connection) -> None:
-    die_with_parent()
+def _serve(conn: multiprocessing.connection.Connection, parent: int) -> None:
+    die_with_parent(parent)
     os.nice(CLEANER_NICENESS)
     while True:
         job, overdue = conn.recv()

@@ -1,4 +1,4 @@
-"""A harness that runs the real source against throwaway MariaDB and MySQL servers (binlake.sandbox) for
+"""A harness that runs the real source against throwaway MariaDB and MySQL servers (sandbox.sql) for
 tests, and what the two kinds print differently."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from binlake.sandbox import SqlServer
+from sandbox.sql import SqlServer
 
 GTID = {"mariadb": r"0-1-\d+", "mysql": r"[0-9a-f-]{36}:\d+"}    # one transaction's GTID, by server kind
 

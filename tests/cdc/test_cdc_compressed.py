@@ -18,7 +18,7 @@ import pytest
 
 from cdc_harness import Capture
 from cdc.errors import DecodeError
-from binlake.sandbox import start_server
+from sandbox.sql import start_server
 
 MYSQL_FULL_METADATA = {"log-bin": "binlog", "server-id": "1", "gtid-mode": "ON", "enforce-gtid-consistency": "ON",
                        "binlog-row-metadata": "FULL"}

@@ -14,7 +14,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import NotImplementedEvent
 from pymysqlreplication.gtid import GtidSet as LibraryGtidSet
 
-from binlake.sandbox import start_server
+from sandbox.sql import start_server
 from cdc.binlog.gtid_event import tagged_gtid
 from cdc.errors import DecodeError
 from cdc.gtid import MySqlGtidSet

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.sandbox import BINLOG_OPTIONS, MYSQL_OPTIONS
+from sandbox.sql import BINLOG_OPTIONS, MYSQL_OPTIONS
 from cdc_harness import Capture
 from cdc.errors import DecodeError
 from cdc.schema.ddl import apply_ddl

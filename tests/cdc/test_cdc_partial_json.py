@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from binlake.sandbox import start_server
+from sandbox.sql import start_server
 from cdc.binlog import PyMySqlReplicationClient, ReplayClient
 from cdc.binlog.events import Rows
 from cdc.errors import DecodeError

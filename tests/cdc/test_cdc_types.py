@@ -16,7 +16,7 @@ import struct
 
 import pytest
 
-from binlake.sandbox import MYSQL_OPTIONS, start_server
+from sandbox.sql import MYSQL_OPTIONS, start_server
 from cdc.schema.model import GEOMETRY_TYPES
 from cdc_harness import Capture
 

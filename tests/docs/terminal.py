@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 
 SETUP = "ip link set lo up && mount -t tmpfs doctest /tmp && mkdir /tmp/.doctest && exec bash --norc --noprofile"
 LOGS = "/tmp/.doctest"  # (inside the namespace) where background jobs write their output

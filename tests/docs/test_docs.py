@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 from doc_steps import Step, after, steps
 from terminal import Job, Terminal
 

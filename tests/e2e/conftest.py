@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.clusterproc import LocalCluster
+from testkit.clusterproc import LocalCluster
 from e2e_harness import CONNECT_RUN, ConnectorProcess
 from sql_fixtures import (mariadb, mariadb_factory, mariadb_template, mysql, mysql_factory,  # noqa: F401
                           mysql_template, server, server_factory, server_kind)  # (fixtures)

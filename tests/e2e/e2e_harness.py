@@ -71,7 +71,7 @@ def write_config(path: Path, **keys) -> Path:
 
 
 def mysql_config(name: str, broker, server, include: list[str], **keys) -> dict:
-    """A mysql connector config for `server` (binlake.sandbox.SqlServer) writing to `broker`."""
+    """A mysql connector config for `server` (sandbox.sql.SqlServer) writing to `broker`."""
     return {"name": name, "connector": "mysql", "bootstrap_servers": broker.address,
             "database": {"host": "127.0.0.1", "port": server.port, "user": server.user,
                          "password": server.password, "server_id": 5401},

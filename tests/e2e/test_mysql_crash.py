@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from binlake.sandbox import MYSQL_OPTIONS
+from sandbox.sql import MYSQL_OPTIONS
 from e2e_harness import mysql_config, read_committed, wait_for_log, wait_until, write_config
 from mysql_workload import (BINLOG_EVENTS, MAX_BATCH_RECORDS, binlog_event_types, check, check_stable_offsets,
                             committed_offset, open_records, sample_stable_offsets, seeded_workload, snapshot_done)

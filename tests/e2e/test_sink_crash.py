@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 from sink_harness import (TABLES, Workload, assert_same, connector_config, delta_table, mysql_table, postgres_table,
                           run_sink, sink_config, wait_for_mark)
 

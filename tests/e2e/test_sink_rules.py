@@ -183,7 +183,7 @@ def test_a_table_without_a_primary_key_or_with_a_type_too_wide_is_refused_by_nam
 
 def test_metrics_count_batches_rows_and_the_offsets_left_behind(spark, broker, tmp_path, targets):
     """Served as `binlake sink run --prometheus-listener` serves them, scraped over HTTP."""
-    from binlake.prometheus import serve_in_thread
+    from common.prometheus import serve_in_thread
     from prometheus_scrape import sample, scrape
     from spark_sink import metrics
     from spark_sink.config import validate

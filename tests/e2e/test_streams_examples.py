@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from binlake.brokerproc import ROOT
 from binlake.demo.shop import SCHEMA
 from e2e_harness import mysql_config, read_committed, wait_until, write_config
 from faust_workers import Worker
 from spark_sink.changes import parse
+from testkit.brokerproc import ROOT
 
 BROKER_CONFIG = {"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5",
                  "group.initial.rebalance.delay.ms": "0", "num.partitions": "3"}

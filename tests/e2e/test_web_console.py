@@ -18,10 +18,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from binlake.brokerproc import ROOT
-from binlake.sandbox import free_port
 from e2e_harness import mysql_config, write_config
+from sandbox.process import free_port
 from sink_harness import run_sink
+from testkit.brokerproc import ROOT
 from waiting import wait_for
 
 SCREENSHOTS = os.environ.get("BINLAKE_CONSOLE_SCREENSHOTS")
@@ -65,7 +65,7 @@ def open_view(browser, url: str, hash_: str, expect: str, timeout: float = 60) -
 
 
 def test_each_page_shows_the_running_pipeline(browser, server, broker, connector, spark, tmp_path):
-    from binlake.prometheus import serve_in_thread
+    from common.prometheus import serve_in_thread
     from spark_sink import metrics
 
     db = server.new_database()

@@ -1,11 +1,11 @@
-"""Fixtures of the reference tests: Apache Kafka's own Java tools (binlake.reference), run against a
+"""Fixtures of the reference tests: Apache Kafka's own Java tools (testkit.reference), run against a
 logcore broker. `make test` fetches their jars (`make reference`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from binlake.reference import MissingReference, classpath
+from testkit.reference import MissingReference, classpath
 from java_tools import KafkaTools
 from sql_fixtures import mariadb, mariadb_template  # noqa: F401  (fixtures)
 

@@ -1,11 +1,11 @@
-"""Kafka's own Java tools (binlake.reference) driven from tests, by their script names."""
+"""Kafka's own Java tools (testkit.reference) driven from tests, by their script names."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-from binlake.reference import run_tool, tool_command
+from testkit.reference import run_tool, tool_command
 
 
 class KafkaTools:

@@ -9,7 +9,7 @@ import random
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from binlake.reference import start_connect
+from testkit.reference import start_connect
 from brokerproc import read_to_end
 from waiting import wait_for
 

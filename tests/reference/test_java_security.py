@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from binlake.reference import run_tool
+from testkit.reference import run_tool
 
 pytestmark = pytest.mark.java
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 from listening import listening
 
 

@@ -9,7 +9,7 @@ import sys
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 from faust_workers import Worker, faust_broker, wait_outputs
 
 COUNTER_APP = r'''

@@ -17,7 +17,7 @@ import faust
 from click.testing import CliRunner
 from confluent_kafka import Producer
 
-from binlake.brokerproc import ROOT
+from testkit.brokerproc import ROOT
 from binlake.cli import main
 from brokerproc import read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs

@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL server, for the Spark sink's tests, the demo and the benchmarks.
 
-Like `binlake.sandbox` for MariaDB: its own data directory, a free loopback port, never the
+Like `sandbox.sql` for MariaDB: its own data directory, a free loopback port, never the
 machine's own server. Debian's `postgresql` package provides the binaries; PostgreSQL refuses to
 run as root, so as root the server runs as the package's `postgres` user. The superuser `binlake`
 needs no password on loopback (trust), which is fine for a server that lives as long as a test.
@@ -9,7 +9,7 @@ needs no password on loopback (trust), which is fine for a server that lives as 
     server.sql("CREATE SCHEMA shop")
     server.stop()
 
-By hand: `python -m binlake.pgsandbox DIR [--port N]` runs one in the foreground until Ctrl-C.
+By hand: `python -m sandbox.postgres DIR [--port N]` runs one in the foreground until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import click
 
-from .lifetime import die_with_parent
-from .sandbox import SandboxError, free_port, run_in_foreground
+from common.lifetime import die_with_parent
+
+from .process import SandboxError, free_port, log_tail, run_in_foreground, wait_until_ready
 
 USER = "binlake"
 DATABASE = "warehouse"
@@ -119,7 +120,7 @@ def _own(path: Path) -> None:
 def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> PostgreSQL:
     """Start a server on a new data directory, on `port` (default: a free one), with database
     `warehouse`; its log is `base`/postgres.log. `tied`: it dies with the calling process even
-    when that is SIGKILLed (binlake.lifetime)."""
+    when that is SIGKILLed (common.lifetime)."""
     binaries = bin_dir()
     base.mkdir(parents=True, exist_ok=True)
     data_dir, scratch_dir = _new_data_dir(base)
@@ -136,7 +137,7 @@ def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> P
             [str(binaries / "postgres"), "-D", str(data_dir), "-p", str(port), "-k", str(data_dir),
              "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, **_as_owner(),
-            preexec_fn=die_with_parent() if tied else None)  # (after the user change, which would clear it)
+            preexec_fn=partial(die_with_parent, os.getpid()) if tied else None)  # (after the user change, which would clear it)
     server = PostgreSQL(data_dir, port, proc, log_path, scratch_dir)
     try:
         _wait_ready(server)
@@ -149,22 +150,16 @@ def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> P
 def _wait_ready(server: PostgreSQL) -> None:
     import psycopg
 
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if server.proc.poll() is not None:
-            raise SandboxError(f"postgres exited with {server.proc.returncode}:\n"
-                               f"{server.log_path.read_text(errors='replace')}")
+    def accepts() -> bool:  # (and has the warehouse database, made by the first connection)
         try:
             with psycopg.connect(f"host=127.0.0.1 port={server.port} user={USER} dbname=postgres",
                                  autocommit=True) as conn:
                 if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
                     conn.execute(f"CREATE DATABASE {DATABASE}")
-            return
+            return True
         except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise SandboxError(f"postgres did not accept connections within {START_TIMEOUT_S} s:\n"
-                                   f"{server.log_path.read_text(errors='replace')}") from None
-            time.sleep(0.1)
+            return False
+    wait_until_ready(server.proc, accepts, "postgres", START_TIMEOUT_S, lambda: log_tail(server.log_path))
 
 
 @click.command()

@@ -2,7 +2,7 @@
 Kafka Connect, run from the jars `make reference` copies out of Maven Central (bench/reference/pom.xml).
 
 binlake is held against them: Kafka's own tools and Java client run against logcore (tests/reference),
-and the platform runs against Apache Kafka. Like `binlake.sandbox` for MariaDB, each Apache Kafka here
+and the platform runs against Apache Kafka. Like `sandbox.sql` for MariaDB, each Apache Kafka here
 has its own directory and free loopback ports and lives as long as its owner.
 
     result = run_tool("kafka-topics", "--bootstrap-server", addr, "--list")
@@ -11,7 +11,7 @@ has its own directory and free loopback ports and lives as long as its owner.
     kafka.stop()
     connect = start_connect(Path("/tmp/c"), kafka.address, connectors=[{...}])   # standalone
 
-By hand: `python -m binlake.reference DIR [--port N]` runs one Apache Kafka until Ctrl-C.
+By hand: `python -m testkit.reference DIR [--port N]` runs one Apache Kafka until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,20 +20,19 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import click
 
-from logcore.children import die_with_parent
-
-from .sandbox import SandboxError, end_process, free_port, run_in_foreground
+from common.lifetime import die_with_parent
+from sandbox.process import (SandboxError, end_process, free_port, port_answers, run_in_foreground,
+                             wait_until_ready)
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA = "/usr/bin/java"
@@ -151,15 +150,13 @@ class ApacheKafka:
                 [JAVA, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log4j}",
                  "-cp", classpath(), "kafka.Kafka", str(self.base / "server.properties")],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=die_with_parent)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._started_since(seen):
-            if self.proc.poll() is not None:
-                raise SandboxError(f"Apache Kafka exited with {self.proc.returncode}:\n{_tail(self)}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise SandboxError(f"Apache Kafka did not start within {START_TIMEOUT_S} s:\n{_tail(self)}")
-            time.sleep(0.2)
+                preexec_fn=partial(die_with_parent, os.getpid()))
+        try:
+            wait_until_ready(self.proc, lambda: self._started_since(seen), "Apache Kafka", START_TIMEOUT_S,
+                             lambda: _tail(self), interval_s=0.2)
+        except BaseException:
+            self.kill()
+            raise
         return self
 
     def _started_since(self, offset: int) -> bool:
@@ -169,11 +166,7 @@ class ApacheKafka:
             log.seek(offset)
             if b"Kafka Server started" not in log.read():
                 return False
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
+        return port_answers(self.port)
 
     def kill(self) -> None:
         """SIGKILL: no controlled shutdown, no flush."""
@@ -301,21 +294,20 @@ def start_connect(base: Path, bootstrap: str, worker: dict[str, str] | None = No
         proc = subprocess.Popen([JAVA, "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), main,
                                  str(base / "worker.properties"), *map(str, files)],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
+                                preexec_fn=partial(die_with_parent, os.getpid()))
     connect = ConnectWorker(base, rest_port, proc, log_path)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:  # ready once its REST API answers
-        if proc.poll() is not None:
-            raise SandboxError(f"Kafka Connect exited with {proc.returncode}:\n{_tail(connect)}")
+
+    def answers() -> bool:  # ready once its REST API answers
         try:
-            if connect.rest("GET", "/connectors")[0] == 200:
-                return connect
+            return connect.rest("GET", "/connectors")[0] == 200
         except OSError:
-            pass
-        if time.monotonic() > deadline:
-            connect.stop(remove=False)
-            raise SandboxError(f"Kafka Connect did not answer within {START_TIMEOUT_S} s:\n{_tail(connect)}")
-        time.sleep(0.2)
+            return False
+    try:
+        wait_until_ready(proc, answers, "Kafka Connect", START_TIMEOUT_S, lambda: _tail(connect), interval_s=0.2)
+    except BaseException:
+        connect.stop(remove=False)
+        raise
+    return connect
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """A throwaway ZooKeeper server, for the cluster's tests, the demo and the benchmarks.
 
-Like `binlake.sandbox` for MariaDB: its own data directory, a free loopback port (never the
+Like `sandbox.sql` for MariaDB: its own data directory, a free loopback port (never the
 machine's own server on 2181), no admin web server. Debian's `zookeeper` package provides the jar
 (its manifest names the libraries it needs); the server runs standalone, the way a test wants it.
 
@@ -8,22 +8,24 @@ machine's own server on 2181), no admin web server. Debian's `zookeeper` package
     server.connect_string                           # "127.0.0.1:PORT", for --zookeeper and kazoo
     server.stop()
 
-By hand: `python -m binlake.zksandbox DIR [--port N]` runs one in the foreground until Ctrl-C.
+By hand: `python -m sandbox.zookeeper DIR [--port N]` runs one in the foreground until Ctrl-C.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import click
 
-from .lifetime import die_with_parent
-from .sandbox import SandboxError, end_process, free_port, run_in_foreground
+from common.lifetime import die_with_parent
+
+from .process import SandboxError, end_process, free_port, log_tail, run_in_foreground, wait_until_ready
 
 JAVA = "/usr/bin/java"
 CLASSPATH = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
@@ -79,7 +81,7 @@ class ZooKeeper:
 def start_zookeeper(base: Path, port: int | None = None, tied: bool = False) -> ZooKeeper:
     """Start a standalone server with its data in `base`/data (kept if it is there: a restart),
     on `port` (default: a free one); its log is `base`/zookeeper.log. `tied`: it dies with the
-    calling process even when that is SIGKILLed (binlake.lifetime)."""
+    calling process even when that is SIGKILLed (common.lifetime)."""
     if not installed():
         raise SandboxError("ZooKeeper is not installed; run `make setup` (it installs the Debian package zookeeper)")
     base.mkdir(parents=True, exist_ok=True)
@@ -93,15 +95,13 @@ def start_zookeeper(base: Path, port: int | None = None, tied: bool = False) -> 
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([JAVA, "-Xmx256m", "-cp", ":".join([str(base), *CLASSPATH]), MAIN, str(config)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent() if tied else None)
+                                preexec_fn=partial(die_with_parent, os.getpid()) if tied else None)
     server = ZooKeeper(base, port, proc, log_path)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not server.ok():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            server.stop(remove=False)
-            raise SandboxError(f"ZooKeeper did not start on 127.0.0.1:{port} within {START_TIMEOUT_S} s:\n"
-                               f"{log_path.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.1)
+    try:
+        wait_until_ready(proc, server.ok, f"ZooKeeper on 127.0.0.1:{port}", START_TIMEOUT_S, lambda: log_tail(log_path))
+    except BaseException:
+        server.stop(remove=False)
+        raise
     return server
 
 

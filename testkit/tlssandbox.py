@@ -1,6 +1,6 @@
 """Throwaway TLS files for a broker on this machine: a CA, a broker certificate for 127.0.0.1 and
 localhost, and a client certificate, as PEM files made with openssl. For the security tests and
-bench/security.py, like `binlake.sandbox` for MariaDB; never for a real deployment."""
+bench/security.py, like `sandbox.sql` for MariaDB; never for a real deployment."""
 
 from __future__ import annotations
 

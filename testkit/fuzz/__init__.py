@@ -7,5 +7,5 @@ every so many frames (`health.py`): the broker is alive, a produce/consume round
 records acknowledged before the fuzzing are unchanged, and its memory stays near idle.
 
     python bench/fuzz.py --frames 1000000 --seeds 1,2,3     # the long run, with figures
-    python -m binlake.fuzz.record                           # record the corpus again
+    python -m testkit.fuzz.record                           # record the corpus again
 """

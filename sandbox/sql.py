@@ -19,7 +19,7 @@ libraries as `chroot ROOT mysqld`, without mounting /proc and /dev into the cach
 `rm -rf .cache` would reach through the mounts, and with data directories at the host's own paths.
 
 Tests initialize one template data directory per server kind and copy it per server (`template=`):
-copying is faster than initializing. By hand: `python -m binlake.sandbox DIR [--mysql] [--port N]`
+copying is faster than initializing. By hand: `python -m sandbox.sql DIR [--mysql] [--port N]`
 runs one in the foreground until Ctrl-C (docs/quickstart.md).
 """
 
@@ -29,17 +29,18 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import click
 import pymysql
 
-from .lifetime import die_with_parent
+from common.lifetime import die_with_parent
+
+from .process import SandboxError, end_process, free_port, log_tail, run_in_foreground, wait_until_ready
 
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
@@ -58,49 +59,6 @@ MYSQL_OPTIONS: dict[str, str | None] = {
 }
 START_TIMEOUT_S = 60
 NAMES = {"mariadb": "MariaDB", "mysql": "MySQL"}
-
-
-class SandboxError(RuntimeError):
-    """The throwaway server could not be set up; the message carries the server's own output."""
-
-
-def run_in_foreground(start, describe) -> None:
-    """The `python -m binlake.<sandbox>` commands: start a server (`start()`), say how to reach it
-    (`describe(server)`), and stop it on Ctrl-C or SIGTERM."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server like Ctrl-C
-    try:
-        server = start()
-    except SandboxError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"{describe(server)}\nCtrl-C stops it.")
-    try:
-        server.proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-
-
-def end_process(proc: subprocess.Popen | None, grace_s: float | None = None) -> None:
-    """SIGTERM and up to `grace_s` for the process to finish its shutdown, then SIGKILL; SIGKILL at
-    once without `grace_s`. Returns once it has exited."""
-    if proc is None:
-        return
-    if proc.poll() is None and grace_s is not None:
-        proc.terminate()
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def installed(kind: str = "mariadb") -> bool:
@@ -176,13 +134,7 @@ class SqlServer:
 
     def stop(self) -> None:
         """Shut down cleanly (SIGTERM), or kill after 30 s."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, 30)
 
 
 def _mysqld() -> list[str]:
@@ -246,7 +198,7 @@ def start_server(kind: str, base: Path, template: Path | None = None, options: d
 
     The server runs in its own session, so a Ctrl-C meant for the caller does not reach it: the
     caller stops it (`stop()`), or leaves it running on purpose. `tied`: it dies with the calling
-    process even when that is SIGKILLed (binlake.lifetime; call from the main thread).
+    process even when that is SIGKILLed (common.lifetime; call from the main thread).
     """
     if not installed(kind):
         raise _missing(kind)
@@ -263,7 +215,8 @@ def start_server(kind: str, base: Path, template: Path | None = None, options: d
     log_path = base / f"{kind}d.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=die_with_parent() if tied else None)
+                                start_new_session=True,
+                                preexec_fn=partial(die_with_parent, os.getpid()) if tied else None)
     server = SqlServer(kind=kind, data_dir=data_dir, port=port, proc=proc, log_path=log_path)
     try:
         _wait_ready(server)
@@ -286,21 +239,15 @@ def start_mysql(base: Path, template: Path | None = None, options: dict[str, str
 
 
 def _wait_ready(server: SqlServer) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if server.proc.poll() is not None:
-            raise SandboxError(f"{server.name} exited with {server.proc.returncode}:\n"
-                               f"{server.log_path.read_text(errors='replace')}")
+    def accepts() -> bool:
         try:
             server.sql("SELECT 1")
-            return
+            return True
         except pymysql.err.OperationalError as exc:
             if exc.args[0] not in (2003, 2013):   # anything but "not listening yet" will not go away
                 raise SandboxError(f"{server.name} refused the connection: {exc}") from None
-            if time.monotonic() > deadline:
-                raise SandboxError(f"{server.name} did not accept connections within {START_TIMEOUT_S} s:\n"
-                                   f"{server.log_path.read_text(errors='replace')}") from None
-            time.sleep(0.1)
+            return False
+    wait_until_ready(server.proc, accepts, server.name, START_TIMEOUT_S, lambda: log_tail(server.log_path))
 
 
 @click.command()

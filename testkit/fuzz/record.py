@@ -6,7 +6,7 @@ request frame the clients send. The sessions cover what clients do most: admin o
 idempotent produce in every compression, group consumption with commits, and transactions that
 commit (with offsets) and abort, from confluent-kafka (librdkafka) and aiokafka.
 
-    python -m binlake.fuzz.record [--out binlake/fuzz/corpus.bin]
+    python -m testkit.fuzz.record [--out testkit/fuzz/corpus.bin]
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
-"""A replicated cluster on one machine: a throwaway ZooKeeper (binlake.zksandbox) and brokers in
-processes of their own (binlake.brokerproc), each with its data directory under one base. For
-tests, the demo and benchmarks, which kill, stall and restart brokers for real."""
+"""A replicated cluster on one machine: a throwaway ZooKeeper (sandbox.zookeeper) and brokers in
+processes of their own (testkit.brokerproc), each with its data directory under one base. For
+tests and benchmarks, which kill, stall and restart brokers for real."""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
 
+from sandbox.zookeeper import ZooKeeper, start_zookeeper
+
 from .brokerproc import BrokerProcess
-from .zksandbox import ZooKeeper, start_zookeeper
 
 
 class LocalCluster:

@@ -6,20 +6,14 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from sandbox.process import free_port, port_answers, wait_until_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 BINLAKE = [sys.executable, "-m", "binlake.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BrokerProcess:
@@ -49,16 +43,9 @@ class BrokerProcess:
         limit = self.open_files
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=(
             (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log()}")
+        wait_until_ready(self.proc, lambda: port_answers(self.port, 0.2), "broker", timeout, self.log,
+                         interval_s=0.05)
+        return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
