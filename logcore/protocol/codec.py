@@ -31,6 +31,7 @@ from kio.static.constants import EntityType
 
 from .bounds import check_request
 from .schema import FieldPlan, field_plan
+from .varint import uvarint as _uvarint
 
 __all__ = ["ApiKey", "ErrorCode", "FileRegion", "build", "request_class", "response_class"]
 
@@ -204,20 +205,6 @@ def encode_response(api_key: int, version: int, correlation_id: int, data: dict)
 
 
 _INT32 = struct.Struct(">i")
-_UVARINT = [bytes((n,)) for n in range(0x80)]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _UVARINT[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 Encoder = Callable[[list, Any], None]  # appends one value's bytes (and FileRegions) to a list of parts
 
 

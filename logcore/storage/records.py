@@ -16,6 +16,7 @@ from crc32c import crc32c
 from isal import igzip
 from isal.igzip_lib import IsalError
 
+from ..protocol.varint import zigzag
 from .batch import (CODECS, COMPRESSION_MASK, CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC,
                     TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, read_header)
 
@@ -40,11 +41,11 @@ def build_batch(records, *, base_timestamp: int, max_timestamp: int, last_offset
     body = bytearray()
     for offset_delta, timestamp, key, value, headers in records:
         record = bytearray(b"\x00")  # attributes
-        record += _zigzag(timestamp - base_timestamp) + _zigzag(offset_delta) + _field(key) + _field(value)
-        record += _zigzag(len(headers))
+        record += zigzag(timestamp - base_timestamp) + zigzag(offset_delta) + _field(key) + _field(value)
+        record += zigzag(len(headers))
         for name, header_value in headers:
             record += _field(name.encode()) + _field(header_value)
-        body += _zigzag(len(record)) + record
+        body += zigzag(len(record)) + record
     return assemble_batch(bytes(body), len(records), base_timestamp=base_timestamp, max_timestamp=max_timestamp,
                           last_offset_delta=last_offset_delta, attributes=attributes, base_offset=base_offset,
                           leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=producer_epoch,
@@ -106,18 +107,8 @@ def compress(codec: int, data: bytes) -> bytes:
     raise CorruptRecords(f"unknown compression codec {codec}")
 
 
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _field(data: bytes | None) -> bytes:
-    return b"\x01" if data is None else _zigzag(len(data)) + data  # -1 zigzags to 1: null
+    return b"\x01" if data is None else zigzag(len(data)) + data  # -1 zigzags to 1: null
 
 
 def encode_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
