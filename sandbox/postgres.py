@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import click
-
 from common.lifetime import die_with_parent
 
-from .process import SandboxError, free_port, log_tail, run_in_foreground, wait_until_ready
+from .process import SandboxError, foreground_command, free_port, log_tail, wait_until_ready
 
 USER = "binlake"
 DATABASE = "warehouse"
@@ -74,6 +72,10 @@ class PostgreSQL:
                 cur = conn.execute(statement)
                 rows = cur.fetchall() if cur.description else []
             return rows
+
+    def describe(self) -> str:
+        return (f"PostgreSQL on 127.0.0.1:{self.port}, database {DATABASE}, user {USER} (no password); "
+                f"log {self.log_path}\n  psql '{self.dsn}'")
 
     def stop(self, remove: bool = True) -> None:
         """Fast shutdown (SIGINT), or kill after 30 s; then remove the data directory unless told not to."""
@@ -139,11 +141,7 @@ def start_postgres(base: Path, port: int | None = None, tied: bool = False) -> P
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, **_as_owner(),
             preexec_fn=partial(die_with_parent, os.getpid()) if tied else None)  # (after the user change, which would clear it)
     server = PostgreSQL(data_dir, port, proc, log_path, scratch_dir)
-    try:
-        _wait_ready(server)
-    except BaseException:
-        server.stop()
-        raise
+    _wait_ready(server)
     return server
 
 
@@ -159,17 +157,12 @@ def _wait_ready(server: PostgreSQL) -> None:
             return True
         except psycopg.OperationalError:
             return False
-    wait_until_ready(server.proc, accepts, "postgres", START_TIMEOUT_S, lambda: log_tail(server.log_path))
+    wait_until_ready(server.proc, accepts, "postgres", START_TIMEOUT_S, lambda: log_tail(server.log_path),
+                     stop=server.stop)
 
 
-@click.command()
-@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
-def main(base: Path, port: int | None) -> None:
-    """Run a throwaway PostgreSQL (its log in BASE) until Ctrl-C, then stop it and remove its data."""
-    run_in_foreground(lambda: start_postgres(base, port=port), lambda server: (
-        f"PostgreSQL on 127.0.0.1:{server.port}, database {DATABASE}, user {USER} (no password); "
-        f"log {server.log_path}\n  psql 'host=127.0.0.1 port={server.port} user={USER} dbname={DATABASE}'"))
+main = foreground_command(start_postgres, "Run a throwaway PostgreSQL (its log in BASE) until Ctrl-C, then stop it and "
+                                          "remove its data.")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -32,17 +33,24 @@ def port_answers(port: int, timeout_s: float = 1) -> bool:
 
 
 def wait_until_ready(proc: subprocess.Popen, ready: Callable[[], bool], what: str, timeout_s: float,
-                     output: Callable[[], str], interval_s: float = 0.1) -> None:
+                     output: Callable[[], str], interval_s: float = 0.1,
+                     stop: Callable[[], None] | None = None) -> None:
     """Poll `ready()` until it is true. SandboxError, with the server's `output()`, when `proc` exits
     first or `timeout_s` pass; `ready` may raise SandboxError itself for a failure that will not go
-    away. The caller stops the process on failure (each server has its own way)."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if proc.poll() is not None:
-            raise SandboxError(f"{what} exited with {proc.returncode}:\n{output()}")
-        if time.monotonic() > deadline:
-            raise SandboxError(f"{what} was not ready within {timeout_s} s:\n{output()}")
-        time.sleep(interval_s)
+    away. On any failure (Ctrl-C included) `stop()`, if given, runs first: never leave a server
+    nobody will stop."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            if proc.poll() is not None:
+                raise SandboxError(f"{what} exited with {proc.returncode}:\n{output()}")
+            if time.monotonic() > deadline:
+                raise SandboxError(f"{what} was not ready within {timeout_s} s:\n{output()}")
+            time.sleep(interval_s)
+    except BaseException:
+        if stop is not None:
+            stop()
+        raise
 
 
 def log_tail(path, chars: int = 4000) -> str:
@@ -69,15 +77,27 @@ def end_process(proc: subprocess.Popen | None, grace_s: float | None = None) -> 
     proc.wait()
 
 
-def run_in_foreground(start, describe) -> None:
+def foreground_command(start: Callable[..., object], doc: str,
+                       port_help: str = "port on 127.0.0.1  [default: a free one]") -> click.Command:
+    """A `python -m sandbox.<server>` command: BASE and --port, then `start(base, port=port)` in the
+    foreground until Ctrl-C (run_in_foreground)."""
+    @click.command(help=doc)
+    @click.argument("base", type=click.Path(file_okay=False, path_type=Path))
+    @click.option("--port", type=int, help=port_help)
+    def main(base: Path, port: int | None) -> None:
+        run_in_foreground(lambda: start(base, port=port))
+    return main
+
+
+def run_in_foreground(start) -> None:
     """The `python -m sandbox.<server>` commands: start a server (`start()`), say how to reach it
-    (`describe(server)`), and stop it on Ctrl-C or SIGTERM."""
+    (`server.describe()`), and stop it on Ctrl-C or SIGTERM."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server like Ctrl-C
     try:
         server = start()
     except SandboxError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{describe(server)}\nCtrl-C stops it.")
+    click.echo(f"{server.describe()}\nCtrl-C stops it.")
     try:
         server.proc.wait()
     except KeyboardInterrupt:

@@ -132,6 +132,11 @@ class SqlServer:
         base = {"host": "127.0.0.1", "port": self.port, "user": self.user, "password": self.password}
         return {**base, **overrides}
 
+    def describe(self) -> str:
+        return (f"{self.name} on 127.0.0.1:{self.port} (socket {self.socket_path}), binlog ROW, full row images; "
+                f"users root (no password) and {self.user} (password {self.password}); log {self.log_path}\n"
+                f"  export MYSQL_PORT={self.port} MYSQL_PASSWORD={self.password}")
+
     def stop(self) -> None:
         """Shut down cleanly (SIGTERM), or kill after 30 s."""
         end_process(self.proc, 30)
@@ -260,10 +265,7 @@ def main(base: Path, port: int | None, kind: str) -> None:
     if (base / "data").exists():
         raise click.ClickException(f"{base / 'data'} exists already; remove it or choose another directory")
     base.mkdir(parents=True, exist_ok=True)
-    run_in_foreground(lambda: start_server(kind, base, port=port), lambda server: (
-        f"{server.name} on 127.0.0.1:{server.port} (socket {server.socket_path}), binlog ROW, full row images; "
-        f"users root (no password) and {server.user} (password {server.password}); log {server.log_path}\n"
-        f"  export MYSQL_PORT={server.port} MYSQL_PASSWORD={server.password}"))
+    run_in_foreground(lambda: start_server(kind, base, port=port))
 
 
 if __name__ == "__main__":

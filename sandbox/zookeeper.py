@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import click
-
 from common.lifetime import die_with_parent
 
-from .process import SandboxError, end_process, free_port, log_tail, run_in_foreground, wait_until_ready
+from .process import SandboxError, end_process, foreground_command, free_port, log_tail, wait_until_ready
 
 JAVA = "/usr/bin/java"
 CLASSPATH = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
@@ -67,6 +65,10 @@ class ZooKeeper:
         except OSError:
             return False
 
+    def describe(self) -> str:
+        return (f"ZooKeeper on {self.connect_string}; log {self.log_path}\n"
+                f"  /usr/share/zookeeper/bin/zkCli.sh -server {self.connect_string}")
+
     def kill(self) -> None:
         """SIGKILL, keeping the data: `start_zookeeper` on the same base and port brings it back."""
         end_process(self.proc)
@@ -97,22 +99,13 @@ def start_zookeeper(base: Path, port: int | None = None, tied: bool = False) -> 
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=partial(die_with_parent, os.getpid()) if tied else None)
     server = ZooKeeper(base, port, proc, log_path)
-    try:
-        wait_until_ready(proc, server.ok, f"ZooKeeper on 127.0.0.1:{port}", START_TIMEOUT_S, lambda: log_tail(log_path))
-    except BaseException:
-        server.stop(remove=False)
-        raise
+    wait_until_ready(proc, server.ok, f"ZooKeeper on 127.0.0.1:{port}", START_TIMEOUT_S, lambda: log_tail(log_path),
+                     stop=lambda: server.stop(remove=False))
     return server
 
 
-@click.command()
-@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--port", type=int, help="port on 127.0.0.1  [default: a free one]")
-def main(base: Path, port: int | None) -> None:
-    """Run a throwaway ZooKeeper (its data and log in BASE) until Ctrl-C, then stop it and remove its data."""
-    run_in_foreground(lambda: start_zookeeper(base, port=port), lambda server: (
-        f"ZooKeeper on {server.connect_string}; log {server.log_path}\n"
-        f"  /usr/share/zookeeper/bin/zkCli.sh -server {server.connect_string}"))
+main = foreground_command(start_zookeeper, "Run a throwaway ZooKeeper (its data and log in BASE) until Ctrl-C, then stop "
+                                           "it and remove its data.")
 
 
 if __name__ == "__main__":

@@ -28,10 +28,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import click
-
 from common.lifetime import die_with_parent
-from sandbox.process import (SandboxError, end_process, free_port, port_answers, run_in_foreground,
+from sandbox.process import (SandboxError, end_process, foreground_command, free_port, port_answers,
                              wait_until_ready)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,12 +149,8 @@ class ApacheKafka:
                  "-cp", classpath(), "kafka.Kafka", str(self.base / "server.properties")],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=partial(die_with_parent, os.getpid()))
-        try:
-            wait_until_ready(self.proc, lambda: self._started_since(seen), "Apache Kafka", START_TIMEOUT_S,
-                             lambda: _tail(self), interval_s=0.2)
-        except BaseException:
-            self.kill()
-            raise
+        wait_until_ready(self.proc, lambda: self._started_since(seen), "Apache Kafka", START_TIMEOUT_S,
+                         lambda: _tail(self), interval_s=0.2, stop=self.kill)
         return self
 
     def _started_since(self, offset: int) -> bool:
@@ -167,6 +161,9 @@ class ApacheKafka:
             if b"Kafka Server started" not in log.read():
                 return False
         return port_answers(self.port)
+
+    def describe(self) -> str:
+        return f"Apache Kafka on {self.address} (KRaft, one node); log {self.log_path}"
 
     def kill(self) -> None:
         """SIGKILL: no controlled shutdown, no flush."""
@@ -302,21 +299,13 @@ def start_connect(base: Path, bootstrap: str, worker: dict[str, str] | None = No
             return connect.rest("GET", "/connectors")[0] == 200
         except OSError:
             return False
-    try:
-        wait_until_ready(proc, answers, "Kafka Connect", START_TIMEOUT_S, lambda: _tail(connect), interval_s=0.2)
-    except BaseException:
-        connect.stop(remove=False)
-        raise
+    wait_until_ready(proc, answers, "Kafka Connect", START_TIMEOUT_S, lambda: _tail(connect), interval_s=0.2,
+                     stop=lambda: connect.stop(remove=False))
     return connect
 
 
-@click.command()
-@click.argument("base", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--port", type=int, help="broker port on 127.0.0.1  [default: a free one]")
-def main(base: Path, port: int | None) -> None:
-    """Run a throwaway single-node Apache Kafka (its files in BASE) until Ctrl-C, then remove them."""
-    run_in_foreground(lambda: start_kafka(base, port=port), lambda kafka: (
-        f"Apache Kafka on {kafka.address} (KRaft, one node); log {kafka.log_path}"))
+main = foreground_command(start_kafka, "Run a throwaway single-node Apache Kafka (its files in BASE) until Ctrl-C, then "
+                                       "remove them.", port_help="broker port on 127.0.0.1  [default: a free one]")
 
 
 if __name__ == "__main__":
