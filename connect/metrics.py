@@ -10,15 +10,13 @@ One registry per process, as one process runs one runtime.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from .runtime import TaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +45,28 @@ class TaskMetrics:
         self.failures = FAILURES.labels(*labels)
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class WatchedTask(Protocol):
+    """What a scrape reads of a task (connect.runtime.TaskRunner is one): a seam, so that this module
+    needs nothing of the runtime."""
+
+    @property
+    def spec(self) -> _Named: ...
+    @property
+    def task_id(self) -> int: ...
+    @property
+    def state(self) -> Enum: ...
+    def source_metrics(self) -> Mapping[str, float]: ...
+
+
 class TaskStates(Collector):
     """At each scrape: each task's state (1 for its current one) and its source's gauges."""
 
-    def __init__(self, runners: Callable[[], Iterable[TaskRunner]]) -> None:
+    def __init__(self, runners: Callable[[], Iterable[WatchedTask]]) -> None:
         self.runners = runners
 
     def collect(self):
@@ -70,7 +86,7 @@ class TaskStates(Collector):
         yield from source.values()
 
 
-def watch(runners: Callable[[], Iterable[TaskRunner]]) -> None:
+def watch(runners: Callable[[], Iterable[WatchedTask]]) -> None:
     """Report these runners' states at each scrape (the runtime of this process calls it once)."""
     REGISTRY.register(TaskStates(runners))
 
