@@ -107,7 +107,7 @@ def cast(raw: Column, spark_type: str) -> Column:
 def typed(rows: DataFrame, schema: TableSchema) -> DataFrame:
     """One table's row changes with typed MySQL columns (the image after the change; before it for a
     delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts; plus, for each
-    column, whether its text failed to convert (`__bad_<i>`), for `check_conversions`."""
+    column, whether its text failed to convert (`__bad_<i>`), for `SinkJob._converted` (spark_sink/job.py)."""
     key = set(schema.primary_key)
     image = F.col("image")
     columns, bad = [], []
