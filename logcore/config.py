@@ -336,8 +336,39 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
+_LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(?:(plain|scram-sha-256|scram-sha-512)\.)?"
+                           r"(ssl\.[a-z.]+|sasl\.[a-z.]+)$")
+
+
+def is_listener_setting(key: str) -> bool:
+    """A `listener.name.<name>.…` key binlake reads (logcore/security/per_listener.py)."""
+    return _LISTENER_KEY.match(key) is not None
+
+
+def is_broker_setting(key: str) -> bool:
+    """A key binlake reads from a broker's config: one of BROKER_CONFIGS, or a listener's own."""
+    return key in BROKER_CONFIGS or is_listener_setting(key)
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """The key=value lines of a server.properties-style file (`#` and `!` start comments)."""
+    values = {}
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            if "=" not in line:
+                raise InvalidConfig(f"{path}:{number}: expected key=value, got {line!r}")
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
 class BrokerConfig:
-    """Broker settings from a server.properties-style file plus command-line overrides."""
+    """A broker's settings (static: a restart changes them). Only settings binlake knows are taken;
+    `binlake broker`, like Kafka, warns about the other keys of its file and --override and leaves
+    them out (logcore/tools/broker_cmd.py)."""
 
     def __init__(self, values: dict[str, str] | None = None) -> None:
         self.raw: dict[str, str] = {}
@@ -345,28 +376,15 @@ class BrokerConfig:
         for key, raw in (values or {}).items():
             self.set(key, raw)
 
-    @classmethod
-    def from_file(cls, path: str) -> "BrokerConfig":
-        values = {}
-        with open(path) as f:
-            for number, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line.startswith(("#", "!")):
-                    continue
-                if "=" not in line:
-                    raise InvalidConfig(f"{path}:{number}: expected key=value, got {line!r}")
-                key, _, value = line.partition("=")
-                values[key.strip()] = value.strip()
-        return cls(values)
-
     def set(self, key: str, raw: str) -> None:
-        definition = BROKER_CONFIGS.get(key)
-        if definition is None:
-            # Kafka ignores unknown broker settings with a warning; keep them visible instead of failing.
-            self.raw[key] = raw
-            return
+        """Set one setting from its text; InvalidConfig for a key binlake does not know (a typo must
+        not pass for the default) or a value its definition refuses."""
+        if not is_broker_setting(key):
+            raise InvalidConfig(f"broker setting {key!r} is not one binlake knows (a typo, or a Kafka setting binlake "
+                                "does not have); `binlake configs --describe --all --entity-type brokers` lists them")
         self.raw[key] = raw
-        self.values[key] = parse_value(definition, raw)
+        if (definition := BROKER_CONFIGS.get(key)) is not None:
+            self.values[key] = parse_value(definition, raw)
 
     def get(self, key: str) -> Any:
         if key in self.values:

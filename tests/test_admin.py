@@ -272,6 +272,17 @@ def test_an_unknown_broker_setting_is_named_in_the_log(broker_factory):
     assert "'num.partitions'" not in broker.log()
 
 
+def test_broker_config_refuses_an_unknown_key():
+    """In code (an in-process broker, a tool) a misspelt setting is an error naming it, not a default;
+    the command's warning above is Kafka's behaviour for its file and --override."""
+    from logcore.config import BrokerConfig
+    from logcore.protocol.errors import InvalidConfig
+    with pytest.raises(InvalidConfig, match="'log.cleaner.threadz' is not one binlake knows"):
+        BrokerConfig({"log.cleaner.threadz": "2"})
+    config = BrokerConfig({"num.partitions": "2", "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN"})
+    assert config.get("num.partitions") == 2
+
+
 def test_config_refusals(admin, kp_admin):
     create(admin, NewTopic("strict", 1, 1))["strict"].result(TIMEOUT)
     cases = [

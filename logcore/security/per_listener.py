@@ -5,22 +5,12 @@ as in Kafka."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from ..protocol.errors import InvalidConfig
 from . import jaas, tls
 from .listeners import Listener
 from .sasl import MECHANISMS, SCRAM_HASHES, Plain, SaslSession, Scram
-
-_LISTENER_KEY = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(?:(plain|scram-sha-256|scram-sha-512)\.)?"
-                           r"(ssl\.[a-z.]+|sasl\.[a-z.]+)$")
-
-
-def is_listener_setting(key: str) -> bool:
-    """A `listener.name.<name>.…` key binlake reads (the unknown-key warning leaves these alone)."""
-    return _LISTENER_KEY.match(key) is not None
-
 
 def setting(config, listener: Listener, key: str, mechanism: str | None = None):
     """The listener's own value of `key` (`listener.name.<l>[.<mechanism>].<key>`), else the broker's."""

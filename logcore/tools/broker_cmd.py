@@ -9,9 +9,8 @@ import signal
 import click
 
 from ..broker import Broker
-from ..config import BROKER_CONFIGS, BrokerConfig
+from ..config import BrokerConfig, is_broker_setting, read_properties
 from ..protocol.errors import InvalidConfig
-from ..security.per_listener import is_listener_setting
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +37,23 @@ def broker_command(data_dir: str, listen: str, broker_id: int | None, zookeeper:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host, port = parse_listen(listen)
     try:
-        config = BrokerConfig.from_file(config_file) if config_file else BrokerConfig()
+        values = read_properties(config_file) if config_file else {}
         for item in override:
             key, sep, value = item.partition("=")
             if not sep:
                 raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--override")
-            config.set(key.strip(), value.strip())
+            values[key.strip()] = value.strip()
         if broker_id is not None:
-            config.set("broker.id", str(broker_id))
+            values["broker.id"] = str(broker_id)
         if zookeeper is not None:
-            config.set("zookeeper.connect", zookeeper)
+            values["zookeeper.connect"] = zookeeper
+        for key in sorted(k for k in values if not is_broker_setting(k)):  # (as Kafka: a warning, not a refusal)
+            log.warning("broker setting %r is not one binlake knows: it has no effect (a typo, or a Kafka setting "
+                        "binlake does not have)", key)
+            del values[key]
+        config = BrokerConfig(values)
     except InvalidConfig as exc:
         raise click.ClickException(str(exc)) from None
-    for key in sorted(k for k in set(config.raw) - set(BROKER_CONFIGS) if not is_listener_setting(k)):
-        log.warning("broker setting %r is not one binlake knows: it has no effect (a typo, or a Kafka setting "
-                    "binlake does not have)", key)
     try:
         broker = Broker(data_dir, host, port, config)
     except InvalidConfig as exc:  # (listeners, TLS files, SASL users: checked as the broker is built)
