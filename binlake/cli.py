@@ -30,9 +30,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "acls": ("logcore.tools.acls_cmd:acls_command", "Add, remove or list ACLs, as kafka-acls does."),
     "delete-records": ("logcore.tools.delete_records_cmd:delete_records_command",
                        "Delete the records before an offset in each listed partition (move its log start offset)."),
-    "producer-perf-test": ("logcore.tools.perf_test:producer_perf_test_command",
+    "producer-perf-test": ("logcore.tools.perf_cmd:producer_perf_test_command",
                            "Measure produce throughput and latency (kafka-producer-perf-test)."),
-    "consumer-perf-test": ("logcore.tools.perf_test:consumer_perf_test_command",
+    "consumer-perf-test": ("logcore.tools.perf_cmd:consumer_perf_test_command",
                            "Measure consume throughput (kafka-consumer-perf-test), from the start of the topic."),
     "verifiable-producer": ("logcore.tools.verifiable:verifiable_producer_command",
                             "Produce numbered messages and report each acknowledgement as a JSON line "
