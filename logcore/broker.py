@@ -77,7 +77,7 @@ class Broker:
         self.zookeeper = ZooKeeperCluster(connect, self.broker_id, self.config) if connect else None
         if self.zookeeper is None:
             self.metadata = LocalMetadataStore(self.data_dir, self.broker_id)
-            self.cluster = SingleBrokerView(self)
+            self.cluster = SingleBrokerView(self.broker_id, self.replicas, lambda: self.node)
             id_blocks = FileBlocks(self.data_dir, self.broker_id)
         else:
             self.metadata = ZooKeeperMetadataStore(self.zookeeper, self.data_dir, self.broker_id)

@@ -44,23 +44,19 @@ async def describe_cluster(ctx, request) -> dict:
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 5)
 async def describe_log_dirs(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
-    broker = ctx.broker
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+    described = ctx.broker.replicas.describe_log_dir(wanted)
     topics: dict[str, list[dict]] = {}
-    for (name, index), partition in sorted(broker.replicas.partitions.items()):
-        if wanted is None or (name, index) in wanted:
-            topics.setdefault(name, []).append({
-                "partition_index": index, "partition_size": partition.log.size_bytes(),
-                # (Kafka's: how far the log end is below the high watermark; 0 for a current log)
-                "offset_lag": max(partition.high_watermark - partition.log.log_end_offset, 0),
-                "is_future_key": False})
-    disk = os.statvfs(broker.data_dir)
+    for replica in described.replicas:
+        topics.setdefault(replica.topic, []).append({
+            "partition_index": replica.index, "partition_size": replica.size_bytes,
+            "offset_lag": replica.offset_lag, "is_future_key": False})
     return {"error_code": ErrorCode.none, "results": [{
         "error_code": ErrorCode.none,
-        "log_dir": broker.data_dir,
+        "log_dir": described.path,
         "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
-        "total_bytes": disk.f_blocks * disk.f_frsize,
-        "usable_bytes": disk.f_bavail * disk.f_frsize,
+        "total_bytes": described.total_bytes,
+        "usable_bytes": described.usable_bytes,
     }]}
 
 
@@ -69,19 +65,18 @@ async def alter_replica_log_dirs(ctx, request) -> dict:
     """A broker has one log directory, its data dir: a replica asked to live there already does (or
     will, when created: Kafka answers NONE for a replica it does not host yet). Any other path is
     LOG_DIR_NOT_FOUND; an offline replica, KAFKA_STORAGE_ERROR."""
-    broker = ctx.broker
-    here = os.path.realpath(broker.data_dir)
+    replicas = ctx.broker.replicas
+    here = os.path.realpath(replicas.data_dir)
     allowed = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER)
     results: dict[str, list[dict]] = {}
     for log_dir in request.dirs:
         for topic in log_dir.topics:
             for index in topic.partitions:
-                partition = broker.replicas.partitions.get((topic.name, index))
                 if not allowed:
                     error = ErrorCode.cluster_authorization_failed
                 elif os.path.realpath(log_dir.path) != here:
                     error = ErrorCode.log_dir_not_found
-                elif partition is not None and partition.offline_reason:
+                elif replicas.is_offline(topic.name, index):
                     error = ErrorCode.kafka_storage_error
                 else:
                     error = ErrorCode.none

@@ -218,7 +218,7 @@ async def describe_groups(ctx, request) -> dict:
                               "protocol_type": "", "protocol_data": "", "members": [],
                               "authorized_operations": NO_OPERATIONS})
             continue
-        group = ctx.broker.groups.groups.get(group_id)
+        group = ctx.broker.groups.group(group_id)
         if group is None or group.is_(GroupState.DEAD):
             missing = ctx.api_version >= 6
             described.append({"group_id": group_id, "group_state": GroupState.DEAD.value,

@@ -24,7 +24,7 @@ def topic_metadata(broker, name: str) -> dict:
         error = ErrorCode.none
         if view is None or view.leader < 0:
             error = ErrorCode.leader_not_available
-        elif view.leader == broker.broker_id and _offline(broker, name, index):
+        elif view.leader == broker.broker_id and broker.replicas.is_offline(name, index):
             error = ErrorCode.kafka_storage_error
         partitions.append({
             "error_code": error,
@@ -37,11 +37,6 @@ def topic_metadata(broker, name: str) -> dict:
         })
     return {"error_code": ErrorCode.none, "name": name, "topic_id": info.topic_id, "is_internal": info.internal,
             "partitions": partitions, "topic_authorized_operations": NOT_REQUESTED}
-
-
-def _offline(broker, name: str, index: int) -> bool:
-    partition = broker.replicas.partitions.get((name, index))
-    return partition is not None and bool(partition.offline_reason)
 
 
 def _auto_create(broker, name: str) -> None:

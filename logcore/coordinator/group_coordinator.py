@@ -633,6 +633,10 @@ class GroupCoordinator:
 
     # -- describing ----------------------------------------------------------------------------
 
+    def group(self, group_id: str) -> Group | None:
+        """The group, if this broker has it (in any state)."""
+        return self.groups.get(group_id)
+
     def listed(self) -> list[Group]:
         return [g for g in self.groups.values() if not g.is_(S.DEAD)]
 
