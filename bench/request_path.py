@@ -109,7 +109,7 @@ async def run(args) -> list[str]:
     lines = []
     try:
         await broker.start()
-        broker.create_topic(TOPIC, 1)
+        broker.topic_admin.create(TOPIC, 1)
         conn = ServerConnection(broker.server.supported, 1 << 30)
         value = os.urandom(args.size)
         batch = encode_batch([(None, value)] * args.records, int(time.time() * 1000))

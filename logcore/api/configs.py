@@ -48,7 +48,7 @@ async def describe_configs(ctx, request) -> dict:
 def _describe(broker, resource_type: int, name: str, keys) -> list[ConfigEntry]:
     if resource_type == TOPIC:
         validate_topic_name(name)
-        describe, known = broker.topic_config(broker.metadata.get(name)).describe, TOPIC_CONFIGS
+        describe, known = broker.topic_admin.topic_config(broker.metadata.get(name)).describe, TOPIC_CONFIGS
     elif resource_type == BROKER:
         if not _is_this_broker(broker, name):
             return []  # the cluster-wide dynamic defaults: there are none
@@ -133,8 +133,8 @@ def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str,
             if resource.resource_type != TOPIC:
                 raise InvalidRequest(f"resource type {resource.resource_type} is not supported; use topic (2)")
             validate_topic_name(resource.resource_name)
-            config = broker.topic_config(broker.metadata.get(resource.resource_name))
-            broker.set_topic_configs(resource.resource_name, new_overrides(config, resource.configs),
+            config = broker.topic_admin.topic_config(broker.metadata.get(resource.resource_name))
+            broker.topic_admin.set_configs(resource.resource_name, new_overrides(config, resource.configs),
                                      validate_only=request.validate_only)
         except BrokerError as exc:
             result.update(error_fields(exc))

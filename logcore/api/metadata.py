@@ -46,7 +46,7 @@ def _auto_create(broker, name: str) -> None:
     if name in coordinators:
         coordinators[name].ensure_topic()
     else:
-        broker.create_topic(name)
+        broker.topic_admin.create(name)
 
 
 @handles(ApiKey.METADATA, 0, 13)

@@ -38,7 +38,7 @@ def error_fields(exc: BrokerError) -> dict:
 
 def created_topic(broker, info, validate_only: bool) -> dict:
     """The v5+ description of a (would-be) created topic: counts, id and every config."""
-    topic_config = broker.topic_config(info)
+    topic_config = broker.topic_admin.topic_config(info)
     configs = []
     for key in sorted(TOPIC_CONFIGS):
         entry = topic_config.describe(key)
@@ -62,7 +62,7 @@ async def create_topics(ctx, request) -> dict:
         try:
             if not anywhere:
                 ctx.require(Operation.CREATE, ResourceType.TOPIC, topic.name)
-            info = broker.create_topic(
+            info = broker.topic_admin.create(
                 topic.name, topic.num_partitions, topic.replication_factor,
                 assignments=_assignments(topic.assignments),
                 configs=_configs(topic.configs), validate_only=request.validate_only)
@@ -138,7 +138,7 @@ async def delete_topics(ctx, request) -> dict:
                     raise UnknownTopicId(f"no topic has id {topic_id}")
                 name = result["name"] = info.name
             ctx.require(Operation.DELETE, ResourceType.TOPIC, name)
-            result["topic_id"] = broker.delete_topic(name).topic_id
+            result["topic_id"] = broker.topic_admin.delete(name).topic_id
         except BrokerError as exc:
             result.update(error_fields(exc))
             if exc.code == ErrorCode.topic_deletion_disabled and ctx.api_version < 3:
@@ -158,7 +158,7 @@ async def create_partitions(ctx, request) -> dict:
         try:
             ctx.require(Operation.ALTER, ResourceType.TOPIC, topic.name)
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-            broker.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
+            broker.topic_admin.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
             results.append({"name": topic.name, "error_code": ErrorCode.none, "error_message": None})
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})

@@ -78,7 +78,7 @@ class OffsetCommit:
 
 
 class GroupCoordinator:
-    def __init__(self, replicas, metadata, config, create_topic) -> None:
+    def __init__(self, replicas, metadata, config, create_topic, alone: bool = True) -> None:
         self.config = config
         self.metadata = metadata
         self.topic = StateTopic(OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"),
@@ -87,7 +87,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         # The partitions of __consumer_offsets whose groups this broker coordinates: in a cluster,
         # those it leads, once loaded; None for a broker alone, which coordinates every group.
-        self.led: set[int] | None = None
+        self.led: set[int] | None = None if alone else set()
         # Told (partition, True) when this broker loaded a partition's groups, (partition, False) when it dropped them.
         self.partition_listeners: list[Callable[[int, bool], None]] = []
         # Told which topics' offsets went (`gone(topic)`): transactional commits still pending for them go too.
