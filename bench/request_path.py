@@ -89,7 +89,7 @@ async def roundtrip(broker: Broker, conn: ServerConnection, frame: bytes, phases
     conn.receive_data(frame)
     request = conn.next_event()
     t1 = clock()
-    ctx = RequestContext(broker, request.api_version, request.client_id, "127.0.0.1")
+    ctx = RequestContext(broker.services, request.api_version, request.client_id, "127.0.0.1")
     data = await HANDLERS[request.api_key](ctx, request.body)
     t2 = clock()
     if failed(data):

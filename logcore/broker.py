@@ -8,7 +8,7 @@ import os
 import resource
 import time
 
-from .api import load_handlers
+from .api import Services, load_handlers
 from .cluster.view import Node
 from .config import BrokerConfig
 from .coordinator.group_coordinator import GroupCoordinator
@@ -69,13 +69,16 @@ class Broker:
         self.credentials = self.mode.credentials
         self.authorizer = Authorizer.from_config(  # None: no authorizer.class.name, every request is allowed
             self.config, self.mode.acl_store)
+        self.metrics = BrokerMetrics(self.replicas, self.groups, self.transactions)
+        self.services = Services(self.broker_id, self.config, self.replicas, self.metadata, self.cluster,
+                                 self.topic_admin, self.groups, self.transactions, self.txn_markers,
+                                 self.fetch_sessions, self.authorizer, self.credentials, self.metrics)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
-        self.servers = {listener.name: KafkaServer(self, listener.host, listener.port, handlers, limits, listener.name,
+        self.servers = {listener.name: KafkaServer(self.services, listener.host, listener.port, handlers, limits, listener.name,
                                                    tls_context(self.config, listener),
                                                    sasl_sessions(self.config, listener, self.credentials))
                         for listener in self.listeners}
         self.server = self.servers[inter_broker.name]  # the one brokers replicate over, registered as host:port
-        self.metrics = BrokerMetrics(self)
         self.metrics_endpoint = None  # an aiohttp runner, when prometheus.listener is set
         self._tasks: list[asyncio.Task] = []
         self.started_ms = 0

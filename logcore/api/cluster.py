@@ -23,7 +23,6 @@ CLUSTER_OPERATIONS = (Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Ope
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 async def describe_cluster(ctx, request) -> dict:
-    broker = ctx.broker
     endpoint_type = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
     if endpoint_type != BROKERS_ENDPOINT:
         return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
@@ -31,10 +30,10 @@ async def describe_cluster(ctx, request) -> dict:
     return {
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,
-        "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.cluster.controller_id,
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.cluster.controller_id,
         "brokers": [{"broker_id": node.node_id, "host": address[0], "port": address[1], "rack": node.rack,
-                     "is_fenced": False} for node in broker.cluster.live_nodes()
+                     "is_fenced": False} for node in ctx.cluster.live_nodes()
                     if (address := node.address(ctx.listener)) is not None],
         "cluster_authorized_operations": NOT_REQUESTED if not request.include_cluster_authorized_operations
         else ctx.authorized_operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER),
@@ -45,7 +44,7 @@ async def describe_cluster(ctx, request) -> dict:
 async def describe_log_dirs(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
-    described = ctx.broker.replicas.describe_log_dir(wanted)
+    described = ctx.replicas.describe_log_dir(wanted)
     topics: dict[str, list[dict]] = {}
     for replica in described.replicas:
         topics.setdefault(replica.topic, []).append({
@@ -65,7 +64,7 @@ async def alter_replica_log_dirs(ctx, request) -> dict:
     """A broker has one log directory, its data dir: a replica asked to live there already does (or
     will, when created: Kafka answers NONE for a replica it does not host yet). Any other path is
     LOG_DIR_NOT_FOUND; an offline replica, KAFKA_STORAGE_ERROR."""
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     here = os.path.realpath(replicas.data_dir)
     allowed = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER)
     results: dict[str, list[dict]] = {}
@@ -94,7 +93,7 @@ async def elect_leaders(ctx, request) -> dict:
     wanted = None if request.topic_partitions is None else [
         (t.topic, p) for t in request.topic_partitions for p in t.partitions]
     try:
-        results = await ctx.broker.cluster.elect_leaders(wanted, election == UNCLEAN)
+        results = await ctx.cluster.elect_leaders(wanted, election == UNCLEAN)
     except BrokerError as exc:  # (NOT_CONTROLLER: the client asks the controller)
         return {"error_code": exc.code, "replica_election_results": []}
     by_topic: dict[str, list[dict]] = {}
@@ -112,7 +111,7 @@ async def alter_partition_reassignments(ctx, request) -> dict:
     changes = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
                for t in request.topics for p in t.partitions}
     try:
-        results = await ctx.broker.cluster.reassign(changes)
+        results = await ctx.cluster.reassign(changes)
     except BrokerError as exc:  # (NOT_CONTROLLER: the client asks the controller)
         return {"error_code": exc.code, "error_message": exc.message, "responses": []}
     by_topic: dict[str, list[dict]] = {}
@@ -129,7 +128,7 @@ async def list_partition_reassignments(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
     by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (replicas, adding, removing) in (await ctx.broker.cluster.reassignments()).items():
+    for (topic, partition), (replicas, adding, removing) in (await ctx.cluster.reassignments()).items():
         if wanted is None or (topic, partition) in wanted:
             by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas,
                                                    "adding_replicas": adding, "removing_replicas": removing})

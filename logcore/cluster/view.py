@@ -6,7 +6,7 @@ of one; a ZooKeeper cluster (zk_cluster.py) gives the same answers from ZooKeepe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 from ..protocol.errors import (BrokerError, ElectionNotNeeded, InvalidReplicaAssignment, NoReassignmentInProgress,
                                UnknownTopicOrPartition)
@@ -35,6 +35,27 @@ class PartitionView:
     replicas: list[int]
     isr: list[int]
     offline_replicas: list[int]
+
+
+class ClusterView(Protocol):
+    """What the APIs ask of the cluster; `SingleBrokerView` and `ZooKeeperCluster` answer it."""
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def live_nodes(self) -> list[Node]: ...
+
+    def coordinator(self, topic: str, partition: int) -> Node | None: ...
+
+    def partition(self, topic: str, index: int) -> PartitionView | None: ...
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None,
+                            unclean: bool) -> dict[tuple[str, int], BrokerError | None]: ...
+
+    async def reassign(self, changes: dict[tuple[str, int], list[int] | None]
+                       ) -> dict[tuple[str, int], BrokerError | None]: ...
+
+    async def reassignments(self) -> dict: ...
 
 
 class SingleBrokerView:
