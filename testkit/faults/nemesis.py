@@ -145,7 +145,8 @@ def liveness(cycle: Cycle, ack_times: list[float]) -> None:
 
 def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2, txn_partitions: int = 2,
         rate: float = 50.0, min_isr: int = 2, fault_s: float = 8.0, recover_s: float = 6.0,
-        kinds: tuple[str, ...] = FAULTS, transactions: bool = True, log=print) -> Report:
+        kinds: tuple[str, ...] = FAULTS, transactions: bool = True, in_order: bool = False, log=print) -> Report:
+    """`in_order`: cycle i inflicts kinds[i % len(kinds)] (else a seeded choice each cycle)."""
     topics = {"queue": queue_partitions, **({"txn": txn_partitions} if transactions else {})}
     create_topics(cluster, topics, min_isr)
     wait_whole(cluster, topics)
@@ -159,7 +160,7 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
     report = Report(seed)
     time.sleep(2)
     for i in range(cycles):
-        report.cycles.append(nemesis.cycle())
+        report.cycles.append(nemesis.cycle(kinds[i % len(kinds)] if in_order else None))
         log(f"cycle {i + 1}/{cycles}: {report.cycles[-1].kind} on broker {report.cycles[-1].target}")
     wait_whole(cluster, topics)
     time.sleep(2)
