@@ -57,7 +57,8 @@ def check_queue(sends: list[Send], polls: list[Poll], final: Final) -> dict[str,
         places = where.get(send.value, [])
         if not places:
             found["lost"].append(f"{send.value!r} acknowledged at {send.partition}/{send.offset}, not in the log")
-        elif (send.partition, send.offset) not in places:
+        elif send.offset is not None and (send.partition, send.offset) not in places:
+            # (librdkafka acknowledges some retried batches with no offset: nothing to compare then)
             found["inconsistent-offsets"].append(f"{send.value!r} acknowledged at {send.partition}/{send.offset}, "
                                                  f"in the log at {places}")
         if send.value not in polled:
