@@ -7,7 +7,7 @@ import click
 
 from ..protocol.client import newest_known_version
 from ..protocol.codec import ApiKey
-from .wire_admin import WireAdmin, bootstrap_option, command_config_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 API_VERSIONS_VERSION = 3
 

@@ -8,7 +8,7 @@ import re
 import click
 
 from ..protocol.codec import ApiKey
-from .wire_admin import WireAdmin, bootstrap_option, command_config_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 LIST_OFFSETS_VERSION = 9  # max timestamp (-3), earliest local (-4), latest tiered (-5)
 TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4, "latest-tiered": -5}

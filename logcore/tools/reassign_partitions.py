@@ -21,7 +21,7 @@ from ..cluster.assignment import assign_replicas
 from ..cluster.view import Node
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
-from .wire_admin import WireAdmin, bootstrap_option, command_config_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 TopicPartition = tuple[str, int]
 

@@ -19,7 +19,7 @@ import click
 
 from ..protocol.codec import ApiKey
 from .groups_cmd import _echo_table as echo_table
-from .wire_admin import WireAdmin, bootstrap_option, command_config_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 TRANSACTION = 1  # FindCoordinator key type
 
