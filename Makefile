@@ -1,7 +1,7 @@
 # Everything a fresh Debian machine needs, installed by the targets themselves (run as root).
 VENV        := .venv
 PYTHON      ?= python3
-APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven chromium chromium-driver debootstrap
+APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven chromium chromium-driver debootstrap iproute2 nftables
 SPARK_JARS  := .cache/spark-jars
 REFERENCE_JARS := .cache/reference-jars
 MYSQL_ROOT  := .cache/mysql-root

@@ -36,6 +36,7 @@ from aiokafka import TopicPartition as TP
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from request_path import PRODUCE_VERSION, produce_frame  # bench/ is on sys.path when run as a script
 
+from logcore.protocol.client import ClientConnection
 from logcore.protocol.codec import ApiKey, decode_response
 from logcore.storage.records import encode_batch
 
@@ -302,7 +303,8 @@ def client_ceiling(count: int, value: bytes) -> list[Result]:
 def wire_produce(address: str, topic: str, count: int, value: bytes, per_batch: int, broker) -> Result:
     """Pre-encoded produce requests (acks=1) written as fast as the broker takes them: the client costs
     almost nothing, so msgs/s here is what the broker can ingest."""
-    frame = produce_frame(encode_batch([(None, value)] * per_batch, int(time.time() * 1000)), 1, topic)
+    frame = produce_frame(ClientConnection("rdkafka"), encode_batch([(None, value)] * per_batch,
+                                                                    int(time.time() * 1000)), topic)  # sent `requests` times
     requests = max(1, count // per_batch)
     Producer({"bootstrap.servers": address}).list_topics(topic, timeout=10)  # auto-create
     host, _, port = address.rpartition(":")

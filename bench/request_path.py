@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from logcore.api import HANDLERS, RequestContext
 from logcore.broker import Broker
-from logcore.protocol.codec import ApiKey, FileRegion, encode_request, request_class
+from logcore.protocol.client import ClientConnection
+from logcore.protocol.codec import ApiKey, FileRegion, request_class
 from logcore.protocol.connection import ServerConnection
 from logcore.storage.records import encode_batch
 
@@ -40,24 +41,22 @@ def nested(cls: type, name: str) -> type:
 PRODUCE_VERSION = 9  # what librdkafka 2.x sends
 
 
-def produce_frame(batch: bytes, correlation_id: int, topic: str = TOPIC) -> bytes:
+def produce_frame(client: ClientConnection, batch: bytes, topic: str = TOPIC) -> bytes:
     cls = request_class(ApiKey.PRODUCE, PRODUCE_VERSION)
     partition = nested(cls, "PartitionProduceData")(index=0, records=batch)
     data = nested(cls, "TopicProduceData")(name=topic, partition_data=(partition,))
-    request = cls(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30), topic_data=(data,))
-    return encode_request(request, correlation_id, client_id="rdkafka")
+    return client.send(cls(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30), topic_data=(data,)))
 
 
-def fetch_frame(offset: int, max_bytes: int, correlation_id: int, version: int = 12) -> bytes:
+def fetch_frame(client: ClientConnection, offset: int, max_bytes: int, version: int = 12) -> bytes:
     cls = request_class(ApiKey.FETCH, version)
     partition = nested(cls, "FetchPartition")(partition=0, current_leader_epoch=-1, fetch_offset=offset,
                                               last_fetched_epoch=-1, log_start_offset=-1,
                                               partition_max_bytes=max_bytes)
     topic = nested(cls, "FetchTopic")(topic=TOPIC, partitions=(partition,))
-    request = cls(cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=0), min_bytes=1,
-                  max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1, topics=(topic,),
-                  forgotten_topics_data=(), rack_id="")
-    return encode_request(request, correlation_id, client_id="rdkafka")
+    return client.send(cls(cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=0), min_bytes=1,
+                           max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1, topics=(topic,),
+                           forgotten_topics_data=(), rack_id=""))
 
 
 def failed(data) -> bool:
@@ -89,7 +88,7 @@ async def roundtrip(broker: Broker, conn: ServerConnection, frame: bytes, phases
     conn.receive_data(frame)
     request = conn.next_event()
     t1 = clock()
-    ctx = RequestContext(broker, request.api_version, request.client_id, "127.0.0.1")
+    ctx = RequestContext(broker.services, request.api_version, request.client_id, "127.0.0.1")
     data = await HANDLERS[request.api_key](ctx, request.body)
     t2 = clock()
     if failed(data):
@@ -109,11 +108,12 @@ async def run(args) -> list[str]:
     lines = []
     try:
         await broker.start()
-        broker.create_topic(TOPIC, 1)
+        broker.topic_admin.create(TOPIC, 1)
         conn = ServerConnection(broker.server.supported, 1 << 30)
         value = os.urandom(args.size)
         batch = encode_batch([(None, value)] * args.records, int(time.time() * 1000))
-        frames = [produce_frame(batch, i) for i in range(args.requests + 1)]
+        client = ClientConnection("rdkafka")  # (the responses are not read back: the frames only)
+        frames = [produce_frame(client, batch) for _ in range(args.requests + 1)]
         await roundtrip(broker, conn, frames.pop(), Phases())  # warm-up: caches, first segment writes
         produce = Phases()
         for frame in frames:
@@ -124,7 +124,7 @@ async def run(args) -> list[str]:
         fetch = Phases()
         offset, end = args.records, args.records * (args.requests + 1)
         while offset < end:
-            chunks = await roundtrip(broker, conn, fetch_frame(offset, args.fetch_bytes, fetch.count), fetch)
+            chunks = await roundtrip(broker, conn, fetch_frame(client, offset, args.fetch_bytes), fetch)
             got = args.records * max(1, sum(c.length for c in chunks if isinstance(c, FileRegion)) // len(batch))
             fetch.records += got
             offset += got
@@ -132,8 +132,8 @@ async def run(args) -> list[str]:
 
         metadata_cls = request_class(ApiKey.METADATA, 12)
         topic = nested(metadata_cls, "MetadataRequestTopic")(topic_id=uuid.UUID(int=0), name=TOPIC)
-        metadata_frame = encode_request(metadata_cls(topics=(topic,), allow_auto_topic_creation=False,
-                                                     include_topic_authorized_operations=False), 1)
+        metadata_frame = client.send(metadata_cls(topics=(topic,), allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False))
         await roundtrip(broker, conn, metadata_frame, Phases())
         metadata = Phases()
         for _ in range(args.requests):

@@ -22,7 +22,9 @@ from .protocol.codec import ApiKey
 from .storage.log_cleaner import cleanable
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .coordinator.group_coordinator import GroupCoordinator
+    from .coordinator.transaction_coordinator import TransactionCoordinator
+    from .replication.manager import ReplicaManager
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -30,7 +32,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 class BrokerMetrics:
     """The broker's registry and the counters its request path updates."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, replicas: ReplicaManager, groups: GroupCoordinator, transactions: TransactionCoordinator) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.request_seconds = Histogram("binlake_broker_request_seconds",
@@ -50,7 +52,7 @@ class BrokerMetrics:
                                    registry=r)
         self.isr_expands = Counter("binlake_broker_isr_expands", "Followers added back to an ISR this broker leads",
                                    registry=r)
-        r.register(BrokerState(broker))
+        r.register(BrokerState(replicas, groups, transactions))
         ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, open fds, ...
         # Label children looked up once (a deleted topic's stay: its counts are history, as Kafka's meters)
         self._latency: dict[int, object] = {}
@@ -92,12 +94,13 @@ class BrokerMetrics:
 class BrokerState(Collector):
     """Gauges read from the broker at scrape time (on the event loop, as the broker's own state is)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, replicas: ReplicaManager, groups: GroupCoordinator, transactions: TransactionCoordinator) -> None:
+        self.replicas = replicas
+        self.groups = groups
+        self.transactions = transactions
 
     def collect(self):
-        broker = self.broker
-        partitions = list(broker.replicas.partitions.values())
+        partitions = self.replicas.hosted()
         now_ms = int(time.time() * 1000)
 
         role = GaugeMetricFamily("binlake_broker_partitions", "Partitions hosted, by role", labels=["role"])
@@ -139,7 +142,7 @@ class BrokerState(Collector):
         groups = GaugeMetricFamily("binlake_broker_groups", "Groups this broker coordinates, by state",
                                    labels=["state"])
         by_state: dict[str, int] = {}
-        for group in broker.groups.groups.values():
+        for group in self.groups.groups.values():
             by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
         for state, count in sorted(by_state.items()):
             groups.add_metric([state], count)
@@ -149,7 +152,7 @@ class BrokerState(Collector):
         txns = GaugeMetricFamily("binlake_broker_transactions",
                                  "Transactional ids this broker coordinates, by state", labels=["state"])
         by_txn_state: dict[str, int] = {}
-        for txn in broker.transactions.txns.values():
+        for txn in self.transactions.txns.values():
             name = "".join(word.capitalize() for word in txn.state.name.split("_"))  # Kafka's: Ongoing, PrepareCommit
             by_txn_state[name] = by_txn_state.get(name, 0) + 1
         for state, count in sorted(by_txn_state.items()):
@@ -162,10 +165,9 @@ class BrokerState(Collector):
         lag = GaugeMetricFamily("binlake_broker_consumer_lag",
                                 "Records between a group's committed offset and the partition's high watermark",
                                 labels=["group", "topic", "partition"])
-        replicas = self.broker.replicas.partitions
-        for group in self.broker.groups.groups.values():
+        for group in self.groups.groups.values():
             for (topic, index), committed in group.offsets.items():
-                partition = replicas.get((topic, index))
+                partition = self.replicas.find(topic, index)
                 if partition is None or not partition.is_leader or partition.offline_reason is not None:
                     continue
                 lag.add_metric([group.group_id, topic, str(index)],

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .allocator import keep_freed_memory
-from .api import HANDLERS, RequestContext
+from .api import HANDLERS, RequestContext, Services
 from .bad_input import BadInputLog
 from .protocol.codec import ApiKey, ErrorCode, FileRegion
 from .protocol.connection import NEED_DATA, RemoteProtocolError, Request, ServerConnection
@@ -66,11 +66,11 @@ class ServerLimits:
 class KafkaServer:
     """One listener: its address, its TLS context (SSL, SASL_SSL) and its SASL sessions (SASL_*)."""
 
-    def __init__(self, broker, host: str, port: int, supported: dict[int, tuple[int, int]],
+    def __init__(self, services: Services, host: str, port: int, supported: dict[int, tuple[int, int]],
                  limits: ServerLimits = ServerLimits(), listener: str = "PLAINTEXT",
                  ssl_context: ssl.SSLContext | None = None,
                  sasl_session: Callable[[], SaslSession] | None = None) -> None:
-        self.broker = broker
+        self.services = services  # what its requests' handlers get (`RequestContext`)
         self.host, self.port = host, port
         self.supported = supported
         self.limits = limits
@@ -151,7 +151,7 @@ class KafkaServer:
             self.bad_input.report(host, request.error_kind, "answering %s to %s: %s",
                                   request.error.name, host, request.error_message)
             return request.error
-        ctx = RequestContext(self.broker, request.api_version, request.client_id, host, self.listener, principal)
+        ctx = RequestContext(self.services, request.api_version, request.client_id, host, self.listener, principal)
         started = time.perf_counter()
         try:
             return await HANDLERS[request.api_key](ctx, request.body)
@@ -163,7 +163,7 @@ class KafkaServer:
                                   host, level=logging.ERROR, exc_info=True)
             return ErrorCode.unknown_server_error
         finally:
-            self.broker.metrics.observe_request(request.api_key, time.perf_counter() - started)
+            self.services.metrics.observe_request(request.api_key, time.perf_counter() - started)
 
     # -- connection accounting -------------------------------------------------------------------
 

@@ -275,3 +275,36 @@ def test_librdkafka_re_authenticates_and_keeps_producing(secure_broker, certs):
     assert producer.flush(30) == 0
     assert delivered and all(delivered) and not errors, errors
     assert "expired" not in broker.process.log()  # it re-authenticated every time, never cut off
+
+
+def test_the_wire_admin_commands_reach_sasl_and_tls_listeners_with_a_command_config(secure_broker, certs, tmp_path):
+    """`binlake broker-api-versions`, `get-offsets` and `transactions` speak the protocol with binlake's
+    own client (tools/wire_admin.py): it starts TLS and authenticates as `--command-config` says."""
+    broker = secure_broker()
+    Producer({"bootstrap.servers": broker.address("PLAINTEXT")}).list_topics("w", timeout=30)  # (auto-created)
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="{}";'
+    configs = {"SSL": f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={certs / 'ca.pem'}\n",
+               "SASL_PLAINTEXT": f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                                 f"sasl.jaas.config={jaas.format('alice-secret')}\n"}
+    configs["SASL_SSL"] = configs["SSL"].replace("=SSL", "=SASL_SSL") + configs["SASL_PLAINTEXT"].split("\n", 1)[1]
+
+    def binlake(protocol: str, *args: str, config: str | None = None) -> subprocess.CompletedProcess:
+        path = tmp_path / f"{protocol}.properties"
+        path.write_text(config or configs[protocol])
+        return subprocess.run([sys.executable, "-m", "binlake.cli", *args, "--bootstrap-server", broker.address(protocol),
+                               "--command-config", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    for protocol in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        done = binlake(protocol, "broker-api-versions")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"{broker.address(protocol)} (id: 0 rack: null") and "\tProduce(0): " in done.stdout
+        done = binlake(protocol, "get-offsets", "--topic", "w")
+        assert (done.returncode, done.stdout) == (0, "w:0:0\n"), done.stderr
+        done = binlake(protocol, "transactions", "list")
+        assert done.returncode == 0 and "TransactionalId" in done.stdout, done.stderr
+    wrong = binlake("SASL_PLAINTEXT", "get-offsets", config=configs["SASL_PLAINTEXT"].replace("alice-secret", "nope"))
+    assert wrong.returncode == 1 and "cannot authenticate to" in wrong.stderr and "Invalid username or password" in wrong.stderr
+    untrusted = binlake("SSL", "get-offsets", config="security.protocol=SSL\n")  # (the system's CAs: not the test CA)
+    assert untrusted.returncode == 1 and "cannot connect to" in untrusted.stderr and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+    plain = binlake("SASL_PLAINTEXT", "get-offsets", config="security.protocol=SSL\nsasl.mechanism=PLAIN\n")
+    assert plain.returncode == 2 and "--command-config" in plain.stderr

@@ -18,7 +18,18 @@ from ..protocol.codec import ApiKey
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..cluster.topics import TopicDirectory
+    from ..cluster.view import ClusterView
+    from ..config import BrokerConfig
+    from ..coordinator.group_coordinator import GroupCoordinator
+    from ..coordinator.transaction_coordinator import TransactionCoordinator
+    from ..coordinator.transaction_markers import MarkerWriter
+    from ..metrics import BrokerMetrics
+    from ..protocol.fetch_session import FetchSessionCache
+    from ..replication.manager import ReplicaManager
+    from ..security.authorizer import Authorizer
+    from ..security.credentials import FileCredentials, ZooKeeperCredentials
+    from ..topic_admin import TopicAdmin
 
 Handler = Callable[["RequestContext", Any], Awaitable[dict | None]]
 HANDLERS: dict[int, Handler] = {}
@@ -26,23 +37,101 @@ SUPPORTED: dict[int, tuple[int, int]] = {}
 
 
 @dataclass(frozen=True, slots=True)
+class Services:
+    """What request handlers may use, and all they may use: built once by the broker, shared by
+    every request. Handlers reach them through `RequestContext` (`ctx.replicas`, `ctx.groups`, ...)."""
+
+    broker_id: int
+    config: BrokerConfig
+    replicas: ReplicaManager               # hosted partitions: produce, fetch, offsets, log dirs
+    metadata: TopicDirectory               # topics by name and id, the cluster id
+    cluster: ClusterView                   # live brokers, controller, partition leaders, coordinators
+    topic_admin: TopicAdmin                # create / delete topics, add partitions, topic configs
+    groups: GroupCoordinator
+    transactions: TransactionCoordinator
+    txn_markers: MarkerWriter
+    fetch_sessions: FetchSessionCache
+    authorizer: Authorizer | None          # None: every request is allowed
+    credentials: FileCredentials | ZooKeeperCredentials  # SCRAM users
+    metrics: BrokerMetrics
+
+
+@dataclass(frozen=True, slots=True)
 class RequestContext:
-    broker: "Broker"
+    """One request's sender and the services its handler may use."""
+
+    services: Services
     api_version: int
     client_id: str | None
     client_host: str
     listener: str = "PLAINTEXT"        # the listener the request came in on: Metadata answers with its addresses
     principal: str = "User:ANONYMOUS"  # who sent it: the SASL user, else Kafka's anonymous principal
 
+    # -- the services, read-only ---------------------------------------------------------------
+
+    @property
+    def broker_id(self) -> int:
+        return self.services.broker_id
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.services.config
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self.services.replicas
+
+    @property
+    def metadata(self) -> TopicDirectory:
+        return self.services.metadata
+
+    @property
+    def cluster(self) -> ClusterView:
+        return self.services.cluster
+
+    @property
+    def topic_admin(self) -> TopicAdmin:
+        return self.services.topic_admin
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.services.groups
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        return self.services.transactions
+
+    @property
+    def txn_markers(self) -> MarkerWriter:
+        return self.services.txn_markers
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        return self.services.fetch_sessions
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self.services.authorizer
+
+    @property
+    def credentials(self) -> FileCredentials | ZooKeeperCredentials:
+        return self.services.credentials
+
+    @property
+    def metrics(self) -> BrokerMetrics:
+        return self.services.metrics
+
+    # -- authorization -------------------------------------------------------------------------
+
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
         """May the sender do `operation` on the resource (the cluster when no name is given)?"""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         return authorizer is None or authorizer.authorize(self.principal, self.client_host, operation,
                                                           resource_type, name)
 
     def allowed_on_some(self, operation: Operation, resource_type: ResourceType) -> bool:
         """May the sender do `operation` on at least one resource of the type?"""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         return authorizer is None or authorizer.authorize_some(self.principal, self.client_host, operation,
                                                                resource_type)
 

@@ -14,10 +14,10 @@ from . import handles
 
 
 def _store(ctx, operation: Operation):
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         raise SecurityDisabled("no authorizer is configured on the broker (set authorizer.class.name)")
     ctx.require(operation, ResourceType.CLUSTER)
-    return ctx.broker.authorizer.store
+    return ctx.authorizer.store
 
 
 def _enum(enum_type, value: int):

@@ -23,7 +23,6 @@ CLUSTER_OPERATIONS = (Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Ope
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 async def describe_cluster(ctx, request) -> dict:
-    broker = ctx.broker
     endpoint_type = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
     if endpoint_type != BROKERS_ENDPOINT:
         return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
@@ -31,10 +30,10 @@ async def describe_cluster(ctx, request) -> dict:
     return {
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,
-        "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.cluster.controller_id,
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.cluster.controller_id,
         "brokers": [{"broker_id": node.node_id, "host": address[0], "port": address[1], "rack": node.rack,
-                     "is_fenced": False} for node in broker.cluster.live_nodes()
+                     "is_fenced": False} for node in ctx.cluster.live_nodes()
                     if (address := node.address(ctx.listener)) is not None],
         "cluster_authorized_operations": NOT_REQUESTED if not request.include_cluster_authorized_operations
         else ctx.authorized_operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER),
@@ -44,23 +43,19 @@ async def describe_cluster(ctx, request) -> dict:
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 5)
 async def describe_log_dirs(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
-    broker = ctx.broker
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+    described = ctx.replicas.describe_log_dir(wanted)
     topics: dict[str, list[dict]] = {}
-    for (name, index), partition in sorted(broker.replicas.partitions.items()):
-        if wanted is None or (name, index) in wanted:
-            topics.setdefault(name, []).append({
-                "partition_index": index, "partition_size": partition.log.size_bytes(),
-                # (Kafka's: how far the log end is below the high watermark; 0 for a current log)
-                "offset_lag": max(partition.high_watermark - partition.log.log_end_offset, 0),
-                "is_future_key": False})
-    disk = os.statvfs(broker.data_dir)
+    for replica in described.replicas:
+        topics.setdefault(replica.topic, []).append({
+            "partition_index": replica.index, "partition_size": replica.size_bytes,
+            "offset_lag": replica.offset_lag, "is_future_key": False})
     return {"error_code": ErrorCode.none, "results": [{
         "error_code": ErrorCode.none,
-        "log_dir": broker.data_dir,
+        "log_dir": described.path,
         "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
-        "total_bytes": disk.f_blocks * disk.f_frsize,
-        "usable_bytes": disk.f_bavail * disk.f_frsize,
+        "total_bytes": described.total_bytes,
+        "usable_bytes": described.usable_bytes,
     }]}
 
 
@@ -69,19 +64,18 @@ async def alter_replica_log_dirs(ctx, request) -> dict:
     """A broker has one log directory, its data dir: a replica asked to live there already does (or
     will, when created: Kafka answers NONE for a replica it does not host yet). Any other path is
     LOG_DIR_NOT_FOUND; an offline replica, KAFKA_STORAGE_ERROR."""
-    broker = ctx.broker
-    here = os.path.realpath(broker.data_dir)
+    replicas = ctx.replicas
+    here = os.path.realpath(replicas.data_dir)
     allowed = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER)
     results: dict[str, list[dict]] = {}
     for log_dir in request.dirs:
         for topic in log_dir.topics:
             for index in topic.partitions:
-                partition = broker.replicas.partitions.get((topic.name, index))
                 if not allowed:
                     error = ErrorCode.cluster_authorization_failed
                 elif os.path.realpath(log_dir.path) != here:
                     error = ErrorCode.log_dir_not_found
-                elif partition is not None and partition.offline_reason:
+                elif replicas.is_offline(topic.name, index):
                     error = ErrorCode.kafka_storage_error
                 else:
                     error = ErrorCode.none
@@ -99,7 +93,7 @@ async def elect_leaders(ctx, request) -> dict:
     wanted = None if request.topic_partitions is None else [
         (t.topic, p) for t in request.topic_partitions for p in t.partitions]
     try:
-        results = await ctx.broker.cluster.elect_leaders(wanted, election == UNCLEAN)
+        results = await ctx.cluster.elect_leaders(wanted, election == UNCLEAN)
     except BrokerError as exc:  # (NOT_CONTROLLER: the client asks the controller)
         return {"error_code": exc.code, "replica_election_results": []}
     by_topic: dict[str, list[dict]] = {}
@@ -117,7 +111,7 @@ async def alter_partition_reassignments(ctx, request) -> dict:
     changes = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
                for t in request.topics for p in t.partitions}
     try:
-        results = await ctx.broker.cluster.reassign(changes)
+        results = await ctx.cluster.reassign(changes)
     except BrokerError as exc:  # (NOT_CONTROLLER: the client asks the controller)
         return {"error_code": exc.code, "error_message": exc.message, "responses": []}
     by_topic: dict[str, list[dict]] = {}
@@ -134,7 +128,7 @@ async def list_partition_reassignments(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
     by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (replicas, adding, removing) in (await ctx.broker.cluster.reassignments()).items():
+    for (topic, partition), (replicas, adding, removing) in (await ctx.cluster.reassignments()).items():
         if wanted is None or (topic, partition) in wanted:
             by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": replicas,
                                                    "adding_replicas": adding, "removing_replicas": removing})

@@ -36,7 +36,7 @@ async def describe_configs(ctx, request) -> dict:
                   "error_code": ErrorCode.none, "error_message": None, "configs": []}
         try:
             _require(ctx, Operation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
-            entries = _describe(ctx.broker, resource.resource_type, resource.resource_name,
+            entries = _describe(ctx, resource.resource_type, resource.resource_name,
                                 resource.configuration_keys)
             result["configs"] = [_entry(e, synonyms, documentation) for e in entries]
         except BrokerError as exc:
@@ -45,28 +45,28 @@ async def describe_configs(ctx, request) -> dict:
     return {"results": results}
 
 
-def _describe(broker, resource_type: int, name: str, keys) -> list[ConfigEntry]:
+def _describe(ctx, resource_type: int, name: str, keys) -> list[ConfigEntry]:
     if resource_type == TOPIC:
         validate_topic_name(name)
-        describe, known = broker.topic_config(broker.metadata.get(name)).describe, TOPIC_CONFIGS
+        describe, known = ctx.topic_admin.topic_config(ctx.metadata.get(name)).describe, TOPIC_CONFIGS
     elif resource_type == BROKER:
-        if not _is_this_broker(broker, name):
+        if not _is_this_broker(ctx, name):
             return []  # the cluster-wide dynamic defaults: there are none
-        describe, known = broker.config.describe, BROKER_CONFIGS
+        describe, known = ctx.config.describe, BROKER_CONFIGS
     else:
         raise InvalidRequest(f"resource type {resource_type} is not supported; use topic (2) or broker (4)")
     wanted = sorted(known) if keys is None else dict.fromkeys(keys)
     return [describe(key) for key in wanted if key in known]
 
 
-def _is_this_broker(broker, name: str) -> bool:
+def _is_this_broker(ctx, name: str) -> bool:
     """True for this broker's id, False for "" (the cluster-wide default); any other name is wrong."""
     if name == "":
         return False
     if not name.isdigit():
         raise InvalidRequest(f"a broker resource is named by a broker id, got {name!r}")
-    if int(name) != broker.broker_id:
-        raise InvalidRequest(f"this is broker {broker.broker_id}; send the request for broker {name} to that broker")
+    if int(name) != ctx.broker_id:
+        raise InvalidRequest(f"this is broker {ctx.broker_id}; send the request for broker {name} to that broker")
     return True
 
 
@@ -113,7 +113,6 @@ def _require(ctx, operation: Operation, resource_type: int, name: str) -> None:
 
 
 def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str, str]]) -> list[dict]:
-    broker = ctx.broker
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results = []
     for resource in request.resources:
@@ -127,15 +126,15 @@ def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str,
                 raise InvalidRequest(f"config(s) {', '.join(repeated)} appear more than once for one resource")
             _require(ctx, Operation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             if resource.resource_type == BROKER:
-                _is_this_broker(broker, resource.resource_name)
+                _is_this_broker(ctx, resource.resource_name)
                 raise InvalidRequest("broker configs cannot be changed at runtime (no dynamic broker configs): "
                                      "set them in the broker's --config file or --override and restart it")
             if resource.resource_type != TOPIC:
                 raise InvalidRequest(f"resource type {resource.resource_type} is not supported; use topic (2)")
             validate_topic_name(resource.resource_name)
-            config = broker.topic_config(broker.metadata.get(resource.resource_name))
-            broker.set_topic_configs(resource.resource_name, new_overrides(config, resource.configs),
-                                     validate_only=request.validate_only)
+            config = ctx.topic_admin.topic_config(ctx.metadata.get(resource.resource_name))
+            ctx.topic_admin.set_configs(resource.resource_name, new_overrides(config, resource.configs),
+                                        validate_only=request.validate_only)
         except BrokerError as exc:
             result.update(error_fields(exc))
         results.append(result)
@@ -147,7 +146,6 @@ async def list_config_resources(ctx, request) -> dict:
     """KIP-1142 (v1; v0 was ListClientMetricsResources): the resources of the asked types (all when
     none are asked) that configs can be described for. binlake has topic and broker configs; it has
     no group configs, client metrics subscriptions or broker loggers, so those types list nothing."""
-    broker = ctx.broker
     ctx.require(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
     wanted = set(getattr(request, "resource_types", ()) or KNOWN_RESOURCE_TYPES) if ctx.api_version else {CLIENT_METRICS}
     unknown = wanted - set(KNOWN_RESOURCE_TYPES)
@@ -156,8 +154,8 @@ async def list_config_resources(ctx, request) -> dict:
                              f"{sorted(KNOWN_RESOURCE_TYPES)}")
     resources = []
     if TOPIC in wanted:
-        resources += [{"resource_name": name, "resource_type": TOPIC} for name in sorted(broker.metadata.topics)]
+        resources += [{"resource_name": name, "resource_type": TOPIC} for name in sorted(ctx.metadata.topics)]
     if BROKER in wanted:
         resources += [{"resource_name": str(node.node_id), "resource_type": BROKER}
-                      for node in broker.cluster.live_nodes()]
+                      for node in ctx.cluster.live_nodes()]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": resources}

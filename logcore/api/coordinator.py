@@ -25,14 +25,14 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     if not ctx.allowed(Operation.DESCRIBE, resource_type, key):
         return {**missing, "error_code": ErrorCode.group_authorization_failed if key_type == GROUP
                 else ErrorCode.transactional_id_authorization_failed, "error_message": None}
-    coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
+    coordinator = ctx.groups if key_type == GROUP else ctx.transactions
     topic, partition = coordinator.topic.name, partition_for(key, coordinator.topic.partitions)
     try:
         coordinator.ensure_topic()
     except BrokerError as exc:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"no coordinator for {key!r}: {exc.message}"}
-    node = ctx.broker.cluster.coordinator(topic, partition)
+    node = ctx.cluster.coordinator(topic, partition)
     if node is None:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"{topic}-{partition}, which holds {key!r}, has no leader yet; retry"}

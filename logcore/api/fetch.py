@@ -25,11 +25,10 @@ READ_COMMITTED = 1  # isolation_level: stop at the last stable offset, list abor
 
 @handles(ApiKey.FETCH, 4, 17)
 async def fetch(ctx, request) -> dict:
-    broker = ctx.broker
-    context = broker.fetch_sessions.context(getattr(request, "session_id", 0),
-                                            getattr(request, "session_epoch", FINAL_EPOCH),
-                                            _requested(request), _forgotten(request))
-    names = {key: _topic_name(broker, key) for key in {p.topic for p in context.partitions}}
+    context = ctx.fetch_sessions.context(getattr(request, "session_id", 0),
+                                         getattr(request, "session_epoch", FINAL_EPOCH),
+                                         _requested(request), _forgotten(request))
+    names = {key: _topic_name(ctx, key) for key in {p.topic for p in context.partitions}}
     replica_id = getattr(request, "replica_id", CONSUMER)  # a follower's fetch (v15+ moved it: not sent there)
     if replica_id >= 0:
         ctx.require(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
@@ -38,22 +37,22 @@ async def fetch(ctx, request) -> dict:
               if names[p.topic] and names[p.topic] not in denied]
     deadline = time.monotonic() + request.max_wait.total_seconds()
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))  # KIP-541
+    max_bytes = min(request.max_bytes, ctx.config.get("fetch.max.bytes"))  # KIP-541
     while True:
-        results, total, failed = _read_all(broker.replicas, context.partitions, names, denied, max_bytes,
+        results, total, failed = _read_all(ctx.replicas, context.partitions, names, denied, max_bytes,
                                            read_committed, replica_id)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or failed or remaining <= 0 or not wanted:
             break
-        await broker.replicas.wait_for_data(wanted, remaining)
-    metrics = broker.metrics
+        await ctx.replicas.wait_for_data(wanted, remaining)
+    metrics = ctx.metrics
     for (key, _), result in results.items():
         if result["records"]:
             metrics.sent(names[key], len(result["records"]), to_follower=replica_id >= 0)
     chosen = context.respond(results)
     responses = []
     for key, group in itertools.groupby(chosen, key=lambda item: item[0].topic):
-        responses.append({"topic": names[key] or "", "topic_id": _topic_id(broker, key),
+        responses.append({"topic": names[key] or "", "topic_id": _topic_id(ctx, key),
                           "partitions": [result for _, result in group]})
     return {"error_code": ErrorCode.none, "session_id": context.session_id, "responses": responses}
 
@@ -73,17 +72,17 @@ def _topic_key(topic):
     return topic.topic_id if hasattr(topic, "topic_id") else topic.topic
 
 
-def _topic_name(broker, key) -> str | None:
+def _topic_name(ctx, key) -> str | None:
     if isinstance(key, uuid.UUID):
-        info = broker.metadata.by_id(key)
+        info = ctx.metadata.by_id(key)
         return info.name if info else None
     return key
 
 
-def _topic_id(broker, key) -> uuid.UUID:
+def _topic_id(ctx, key) -> uuid.UUID:
     if isinstance(key, uuid.UUID):
         return key
-    info = broker.metadata.topics.get(key)
+    info = ctx.metadata.topics.get(key)
     return info.topic_id if info else NO_TOPIC_ID
 
 

@@ -28,13 +28,13 @@ def _topic_name(ctx, topic) -> str | None:
     """A request topic's name; v10-style requests name topics by id instead."""
     name = getattr(topic, "name", None)
     if name is None and getattr(topic, "topic_id", None) is not None:
-        info = ctx.broker.metadata.by_id(topic.topic_id)
+        info = ctx.metadata.by_id(topic.topic_id)
         name = info.name if info else None
     return name
 
 
 def _topic_ids(ctx, name: str) -> dict:
-    info = ctx.broker.metadata.topics.get(name)
+    info = ctx.metadata.topics.get(name)
     return {"name": name, "topic_id": info.topic_id if info else None}
 
 
@@ -42,7 +42,7 @@ def _topic_ids(ctx, name: str) -> dict:
 async def join_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)  # (membership, commits: READ on the group, as in Kafka)
     session_ms = _ms(request.session_timeout)
-    result = await ctx.broker.groups.join(JoinRequest(
+    result = await ctx.groups.join(JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -68,13 +68,13 @@ async def join_group(ctx, request) -> dict:
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
-    result = await ctx.broker.groups.sync(
+    result = await ctx.groups.sync(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments})
     error = result.error
     if error is ErrorCode.none:  # (the generation's assignment is in the ISR before anyone acts on it)
-        error = await ctx.broker.groups.replicated(request.group_id)
+        error = await ctx.groups.replicated(request.group_id)
     return {"error_code": error, "protocol_type": result.protocol_type, "protocol_name": result.protocol,
             "assignment": result.assignment if error is ErrorCode.none else b""}
 
@@ -82,8 +82,8 @@ async def sync_group(ctx, request) -> dict:
 @handles(ApiKey.HEARTBEAT, 0, 4)
 async def heartbeat(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
-    error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
-                                        getattr(request, "group_instance_id", None))
+    error = ctx.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                 getattr(request, "group_instance_id", None))
     return {"error_code": error}
 
 
@@ -94,7 +94,7 @@ async def leave_group(ctx, request) -> dict:
         identities = [(request.member_id, None)]
     else:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, errors = ctx.broker.groups.leave(request.group_id, identities)
+    error, errors = ctx.groups.leave(request.group_id, identities)
     if ctx.api_version < 3 and error is ErrorCode.none:
         error = errors[0]
     return {"error_code": error,
@@ -120,10 +120,10 @@ async def offset_commit(ctx, request) -> dict:
             slots.append((len(topics) - 1, p.partition_index, len(commits)))
             commits.append(OffsetCommit(name, p.partition_index, p.committed_offset,
                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
-    errors = ctx.broker.groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
-                                              request.member_id, getattr(request, "group_instance_id", None),
-                                              commits) if group_allowed else []
-    if ErrorCode.none in errors and (unreplicated := await ctx.broker.groups.replicated(request.group_id)):
+    errors = ctx.groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
+                                       request.member_id, getattr(request, "group_instance_id", None),
+                                       commits) if group_allowed else []
+    if ErrorCode.none in errors and (unreplicated := await ctx.groups.replicated(request.group_id)):
         errors = [unreplicated if error is ErrorCode.none else error for error in errors]
     for topic_index, partition, slot in slots:
         error = slot if isinstance(slot, ErrorCode) else errors[slot]
@@ -134,7 +134,7 @@ async def offset_commit(ctx, request) -> dict:
 def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> dict:
     if not ctx.allowed(DESCRIBE, GROUP, group_id):
         return {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
-    if not ctx.broker.groups.owns(group_id):
+    if not ctx.groups.owns(group_id):
         return {"group_id": group_id, "error_code": ErrorCode.not_coordinator, "topics": []}
     wanted = None
     if topics is not None:
@@ -142,12 +142,12 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> di
         for topic in topics:
             name = _topic_name(ctx, topic)
             wanted += [(name, p) for p in topic.partition_indexes]
-    hidden = {name for name in ctx.broker.metadata.topics if not ctx.allowed(DESCRIBE, TOPIC, name)} \
-        if ctx.broker.authorizer is not None else set()
-    found = ctx.broker.groups.fetch_offsets(group_id, [tp for tp in wanted if tp[0] is not None and tp[0] not in hidden]
-                                            if wanted is not None else None)
+    hidden = {name for name in ctx.metadata.topics if not ctx.allowed(DESCRIBE, TOPIC, name)} \
+        if ctx.authorizer is not None else set()
+    found = ctx.groups.fetch_offsets(group_id, [tp for tp in wanted if tp[0] is not None and tp[0] not in hidden]
+                                     if wanted is not None else None)
     found = {tp: value for tp, value in found.items() if tp[0] not in hidden}  # (all asked for: the visible ones)
-    unstable = ctx.broker.transactions.offsets.unstable(group_id) if require_stable else set()
+    unstable = ctx.transactions.offsets.unstable(group_id) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), value in found.items():
         by_topic.setdefault(topic, []).append({
@@ -179,7 +179,7 @@ async def offset_delete(ctx, request) -> dict:
     ctx.require(DELETE, GROUP, request.group_id)
     asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     wanted = [(topic, partition) for topic, partition in asked if ctx.allowed(READ, TOPIC, topic)]
-    error, errors = ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    error, errors = ctx.groups.delete_offsets(request.group_id, wanted)
     if error is not ErrorCode.none:
         return {"error_code": error, "topics": []}
     deleted = dict(zip(wanted, errors))
@@ -198,7 +198,7 @@ async def list_groups(ctx, request) -> dict:
     every = ctx.allowed(DESCRIBE, CLUSTER)  # (else the groups it may describe, as Kafka lists them)
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                "group_type": "classic"}
-              for g in ctx.broker.groups.listed()
+              for g in ctx.groups.listed()
               if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
               and (every or ctx.allowed(DESCRIBE, GROUP, g.group_id))]
     return {"error_code": ErrorCode.none, "groups": groups}
@@ -213,12 +213,12 @@ async def describe_groups(ctx, request) -> dict:
                               "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                               "authorized_operations": NO_OPERATIONS})
             continue
-        if not ctx.broker.groups.owns(group_id):
+        if not ctx.groups.owns(group_id):
             described.append({"group_id": group_id, "error_code": ErrorCode.not_coordinator, "group_state": "",
                               "protocol_type": "", "protocol_data": "", "members": [],
                               "authorized_operations": NO_OPERATIONS})
             continue
-        group = ctx.broker.groups.groups.get(group_id)
+        group = ctx.groups.group(group_id)
         if group is None or group.is_(GroupState.DEAD):
             missing = ctx.api_version >= 6
             described.append({"group_id": group_id, "group_state": GroupState.DEAD.value,
@@ -243,6 +243,6 @@ async def describe_groups(ctx, request) -> dict:
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx, request) -> dict:
-    return {"results": [{"group_id": g, "error_code": ctx.broker.groups.delete_group(g)
+    return {"results": [{"group_id": g, "error_code": ctx.groups.delete_group(g)
                          if ctx.allowed(DELETE, GROUP, g) else ErrorCode.group_authorization_failed}
                         for g in request.groups_names]}

@@ -16,15 +16,15 @@ TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation
                     Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
 
 
-def topic_metadata(broker, name: str) -> dict:
-    info = broker.metadata.get(name)
+def topic_metadata(ctx, name: str) -> dict:
+    info = ctx.metadata.get(name)
     partitions = []
     for index in range(info.partitions):
-        view = broker.cluster.partition(name, index)
+        view = ctx.cluster.partition(name, index)
         error = ErrorCode.none
         if view is None or view.leader < 0:
             error = ErrorCode.leader_not_available
-        elif view.leader == broker.broker_id and _offline(broker, name, index):
+        elif view.leader == ctx.broker_id and ctx.replicas.is_offline(name, index):
             error = ErrorCode.kafka_storage_error
         partitions.append({
             "error_code": error,
@@ -39,34 +39,28 @@ def topic_metadata(broker, name: str) -> dict:
             "partitions": partitions, "topic_authorized_operations": NOT_REQUESTED}
 
 
-def _offline(broker, name: str, index: int) -> bool:
-    partition = broker.replicas.partitions.get((name, index))
-    return partition is not None and bool(partition.offline_reason)
-
-
-def _auto_create(broker, name: str) -> None:
+def _auto_create(ctx, name: str) -> None:
     """Internal topics take their coordinator's settings (compacted, its partition count), never the
     defaults a client's topic gets."""
-    coordinators = {OFFSETS_TOPIC: broker.groups, TRANSACTION_TOPIC: broker.transactions}
+    coordinators = {OFFSETS_TOPIC: ctx.groups, TRANSACTION_TOPIC: ctx.transactions}
     if name in coordinators:
         coordinators[name].ensure_topic()
     else:
-        broker.create_topic(name)
+        ctx.topic_admin.create(name)
 
 
 @handles(ApiKey.METADATA, 0, 13)
 async def metadata(ctx, request) -> dict:
-    broker = ctx.broker
-    auto_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.get("auto.create.topics.enable")
+    auto_create = getattr(request, "allow_auto_topic_creation", True) and ctx.config.get("auto.create.topics.enable")
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        names = [name for name in sorted(broker.metadata.topics) if ctx.allowed(Operation.DESCRIBE, TOPIC, name)]
+        names = [name for name in sorted(ctx.metadata.topics) if ctx.allowed(Operation.DESCRIBE, TOPIC, name)]
     else:
         names = []
         for wanted in request.topics:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is not None:
-                info = broker.metadata.by_id(topic_id)
+                info = ctx.metadata.by_id(topic_id)
                 name = info.name if info else None
             names.append(name if name is not None else topic_id)
     topics = []
@@ -77,12 +71,12 @@ async def metadata(ctx, request) -> dict:
         try:
             if not ctx.allowed(Operation.DESCRIBE, TOPIC, name):
                 raise TopicAuthorizationFailed()
-            if name not in broker.metadata.topics and auto_create:
+            if name not in ctx.metadata.topics and auto_create:
                 if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER)
                         or ctx.allowed(Operation.CREATE, TOPIC, name)):
                     raise TopicAuthorizationFailed()
-                _auto_create(broker, name)
-            described = topic_metadata(broker, name)
+                _auto_create(ctx, name)
+            described = topic_metadata(ctx, name)
             if getattr(request, "include_topic_authorized_operations", False):
                 described["topic_authorized_operations"] = ctx.authorized_operations(TOPIC_OPERATIONS, TOPIC, name)
             topics.append(described)
@@ -96,9 +90,9 @@ async def metadata(ctx, request) -> dict:
     return {
         "error_code": ErrorCode.none,
         "brokers": [{"node_id": node.node_id, "host": address[0], "port": address[1], "rack": node.rack}
-                    for node in broker.cluster.live_nodes() if (address := node.address(ctx.listener)) is not None],
-        "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.cluster.controller_id,
+                    for node in ctx.cluster.live_nodes() if (address := node.address(ctx.listener)) is not None],
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.cluster.controller_id,
         "topics": topics,
         "cluster_authorized_operations": ctx.authorized_operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER)
         if getattr(request, "include_cluster_authorized_operations", False) else NOT_REQUESTED,
@@ -110,10 +104,9 @@ async def describe_topic_partitions(ctx, request) -> dict:
     """KIP-966: topics (all when none are named) in name order, from `cursor` on, at most
     `response_partition_limit` partitions (and max.request.partition.size.limit) per response; the
     next cursor says where the following request starts. Never creates a topic."""
-    broker = ctx.broker
-    limit = min(request.response_partition_limit, broker.config.get("max.request.partition.size.limit"))
+    limit = min(request.response_partition_limit, ctx.config.get("max.request.partition.size.limit"))
     names = sorted({t.name for t in request.topics}) if request.topics else [
-        name for name in sorted(broker.metadata.topics) if ctx.allowed(Operation.DESCRIBE, TOPIC, name)]
+        name for name in sorted(ctx.metadata.topics) if ctx.allowed(Operation.DESCRIBE, TOPIC, name)]
     cursor = request.cursor
     if cursor is not None:
         if request.topics and cursor.topic_name not in names:
@@ -125,11 +118,11 @@ async def describe_topic_partitions(ctx, request) -> dict:
             topics.append({"error_code": TopicAuthorizationFailed.code, "name": name, "topic_id": None,
                            "partitions": []})
             continue
-        if name not in broker.metadata.topics:
+        if name not in ctx.metadata.topics:
             topics.append({"error_code": UnknownTopicOrPartition.code, "name": name, "topic_id": None,
                            "partitions": []})
             continue
-        described = topic_metadata(broker, name)
+        described = topic_metadata(ctx, name)
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         # Kafka's brokers send empty ELR lists, never null, and its Java admin client depends on that.
         partitions = [{**p, "eligible_leader_replicas": [], "last_known_elr": []} for p in described["partitions"][first:]]

@@ -55,7 +55,7 @@ async def list_offsets(ctx, request) -> dict:
                 if ctx.api_version < _SINCE_VERSION.get(p.timestamp, 0):
                     raise UnsupportedVersion(f"timestamp {p.timestamp} needs ListOffsets "
                                              f"v{_SINCE_VERSION[p.timestamp]} or later")
-                result.update(_list_offset(ctx.broker.replicas, topic.name, p.partition_index, p.timestamp,
+                result.update(_list_offset(ctx.replicas, topic.name, p.partition_index, p.timestamp,
                                            getattr(p, "current_leader_epoch", -1),
                                            getattr(request, "isolation_level", 0) == 1))
                 result["error_code"] = ErrorCode.none
@@ -77,7 +77,7 @@ async def offset_for_leader_epoch(ctx, request) -> dict:
             result = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             try:
                 ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic)
-                partition = ctx.broker.replicas.leader(topic.topic, p.partition)
+                partition = ctx.replicas.leader(topic.topic, p.partition)
                 check_leader_epoch(partition, p.current_leader_epoch)
                 epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
                 result.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)

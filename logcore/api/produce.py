@@ -13,7 +13,7 @@ from . import handles
 
 @handles(ApiKey.PRODUCE, 3, 11)
 async def produce(ctx, request) -> dict | None:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     responses = []
     waits = []  # acks=all: (result, partition, end offset) to wait for the ISR on
     txn_allowed = request.transactional_id is None or ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
@@ -32,10 +32,10 @@ async def produce(ctx, request) -> dict | None:
                     raise InvalidTopic(f"cannot append to internal topic {topic.name}: only its coordinator writes "
                                        f"it (commit offsets with OffsetCommit or TxnOffsetCommit)")
                 if request.transactional_id is not None:  # KIP-890: only into an open transaction
-                    ctx.broker.transactions.check_produce(request.transactional_id, (topic.name, data.index),
-                                                          data.records or b"")
+                    ctx.transactions.check_produce(request.transactional_id, (topic.name, data.index),
+                                                   data.records or b"")
                 appended = replicas.append(topic.name, data.index, data.records or b"", required_acks=request.acks)
-                ctx.broker.metrics.appended(topic.name, appended.records, len(data.records))
+                ctx.metrics.appended(topic.name, appended.records, len(data.records))
                 result.update(error_code=ErrorCode.none, base_offset=appended.base_offset,
                               log_append_time=appended.log_append_time_ms,
                               log_start_offset=appended.log_start_offset)

@@ -22,7 +22,7 @@ def _delete_before(partition, offset: int) -> int:
 
 @handles(ApiKey.DELETE_RECORDS, 0, 2)
 async def delete_records(ctx, request) -> dict:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     moved = False
     topics = []
     for topic in request.topics:

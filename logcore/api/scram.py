@@ -21,7 +21,7 @@ MAX_ITERATIONS = 16384  # Kafka's ceiling
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 async def describe_user_scram_credentials(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
-    stored = await asyncio.to_thread(ctx.broker.credentials.all)  # (ZooKeeper reads block)
+    stored = await asyncio.to_thread(ctx.credentials.all)  # (ZooKeeper reads block)
     names = sorted(stored) if request.users is None else [u.name for u in request.users]
     repeated = {name for name, count in Counter(names).items() if count > 1}
     results = []
@@ -53,11 +53,11 @@ async def alter_user_scram_credentials(ctx, request) -> dict:
             mechanism = MECHANISM_CODES[code]
             credential = None if upsertion is None else ScramCredential.from_salted_password(
                 mechanism, bytes(upsertion.salt), bytes(upsertion.salted_password), upsertion.iterations)
-            if credential is None and ctx.broker.credentials.get(name, mechanism) is None:
+            if credential is None and ctx.credentials.get(name, mechanism) is None:
                 error = (ErrorCode.resource_not_found, f"attempt to delete a user credential that does not exist: "
                                                        f"{name} {mechanism}")
             else:
-                await asyncio.to_thread(ctx.broker.credentials.put, name, mechanism, credential)
+                await asyncio.to_thread(ctx.credentials.put, name, mechanism, credential)
         if name not in results or error is not None:
             code_, message = error or (ErrorCode.none, None)
             results[name] = {"user": name, "error_code": code_, "error_message": message}

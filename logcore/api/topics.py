@@ -36,9 +36,9 @@ def error_fields(exc: BrokerError) -> dict:
     return {"error_code": exc.code, "error_message": exc.message}
 
 
-def created_topic(broker, info, validate_only: bool) -> dict:
+def created_topic(ctx, info, validate_only: bool) -> dict:
     """The v5+ description of a (would-be) created topic: counts, id and every config."""
-    topic_config = broker.topic_config(info)
+    topic_config = ctx.topic_admin.topic_config(info)
     configs = []
     for key in sorted(TOPIC_CONFIGS):
         entry = topic_config.describe(key)
@@ -51,7 +51,6 @@ def created_topic(broker, info, validate_only: bool) -> dict:
 
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
 async def create_topics(ctx, request) -> dict:
-    broker = ctx.broker
     topics, results = split_repeated(request.topics, lambda t: t.name)
     asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in topics)
     if asked > MAX_NEW_PARTITIONS:
@@ -62,17 +61,17 @@ async def create_topics(ctx, request) -> dict:
         try:
             if not anywhere:
                 ctx.require(Operation.CREATE, ResourceType.TOPIC, topic.name)
-            info = broker.create_topic(
+            info = ctx.topic_admin.create(
                 topic.name, topic.num_partitions, topic.replication_factor,
                 assignments=_assignments(topic.assignments),
                 configs=_configs(topic.configs), validate_only=request.validate_only)
-            results.append(created_topic(broker, info, request.validate_only))
+            results.append(created_topic(ctx, info, request.validate_only))
             created.append(info)
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})
     if created and not request.validate_only:
         timeout_s = request.timeout.total_seconds()
-        leaderless = await _without_leaders(broker, created, timeout_s)
+        leaderless = await _without_leaders(ctx, created, timeout_s)
         for result in results:
             if result["name"] in leaderless:
                 result.update(error_fields(RequestTimedOut(
@@ -81,7 +80,7 @@ async def create_topics(ctx, request) -> dict:
     return {"topics": results}
 
 
-async def _without_leaders(broker, infos, timeout_s: float) -> set[str]:
+async def _without_leaders(ctx, infos, timeout_s: float) -> set[str]:
     """As Kafka, a created topic is answered once its partitions have leaders in this broker's view of
     the cluster (at most the request's timeout): a client's next Metadata request then finds it whole
     (aiokafka, for one, drops a topic without leaders from its metadata until its next refresh, minutes
@@ -91,7 +90,7 @@ async def _without_leaders(broker, infos, timeout_s: float) -> set[str]:
 
     def leaderless() -> set[str]:
         return {info.name for info in infos for index in range(info.partitions)
-                if (view := broker.cluster.partition(info.name, index)) is None or view.leader < 0}
+                if (view := ctx.cluster.partition(info.name, index)) is None or view.leader < 0}
     while (waiting := leaderless()) and time.monotonic() < deadline:
         await asyncio.sleep(LEADERS_POLL_S)
     return waiting
@@ -122,7 +121,6 @@ def _configs(entries) -> dict[str, str | None]:
 
 @handles(ApiKey.DELETE_TOPICS, 1, 6)
 async def delete_topics(ctx, request) -> dict:
-    broker = ctx.broker
     # v1-5 name topics in `topic_names`; v6 in `topics`, each by name or by id.
     wanted = ([(name, None) for name in request.topic_names] if hasattr(request, "topic_names")
               else [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in request.topics])
@@ -133,12 +131,12 @@ async def delete_topics(ctx, request) -> dict:
             if name is not None and topic_id is not None:
                 raise InvalidRequest("name a topic by name or by id, not both")
             if topic_id is not None:
-                info = broker.metadata.by_id(topic_id)
+                info = ctx.metadata.by_id(topic_id)
                 if info is None:
                     raise UnknownTopicId(f"no topic has id {topic_id}")
                 name = result["name"] = info.name
             ctx.require(Operation.DELETE, ResourceType.TOPIC, name)
-            result["topic_id"] = broker.delete_topic(name).topic_id
+            result["topic_id"] = ctx.topic_admin.delete(name).topic_id
         except BrokerError as exc:
             result.update(error_fields(exc))
             if exc.code == ErrorCode.topic_deletion_disabled and ctx.api_version < 3:
@@ -149,16 +147,15 @@ async def delete_topics(ctx, request) -> dict:
 
 @handles(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def create_partitions(ctx, request) -> dict:
-    broker = ctx.broker
     topics, results = split_repeated(request.topics, lambda t: t.name)
-    asked = sum(max(t.count - info.partitions, 0) for t in topics if (info := broker.metadata.topics.get(t.name)))
+    asked = sum(max(t.count - info.partitions, 0) for t in topics if (info := ctx.metadata.topics.get(t.name)))
     if asked > MAX_NEW_PARTITIONS:
         return {"results": results + [{"name": t.name, **error_fields(_too_many(asked))} for t in topics]}
     for topic in topics:
         try:
             ctx.require(Operation.ALTER, ResourceType.TOPIC, topic.name)
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-            broker.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
+            ctx.topic_admin.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
             results.append({"name": topic.name, "error_code": ErrorCode.none, "error_message": None})
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})

@@ -45,7 +45,7 @@ async def init_producer_id(ctx, request) -> dict:
         if getattr(request, "enable2_pc", False) or getattr(request, "keep_prepared_txn", False):
             raise InvalidRequest("two-phase commit with an external coordinator (KIP-939) is not supported; "
                                  "leave transaction.two.phase.commit.enable unset in the producer")
-        pid, epoch = await ctx.broker.transactions.init_producer_id(
+        pid, epoch = await ctx.transactions.init_producer_id(
             request.transactional_id, _ms(request.transaction_timeout),
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
     except BrokerError as exc:
@@ -60,7 +60,7 @@ async def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: i
     errors: dict[tuple[str, int], ErrorCode] = {}
     txn_allowed = ctx.allowed(Operation.WRITE, TXN_ID, transactional_id)
     for topic, partition in wanted:
-        info = ctx.broker.metadata.topics.get(topic)
+        info = ctx.metadata.topics.get(topic)
         if not txn_allowed:
             errors[(topic, partition)] = ErrorCode.transactional_id_authorization_failed
         elif not ctx.allowed(Operation.WRITE, TOPIC, topic):
@@ -71,13 +71,13 @@ async def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: i
         for tp in wanted:
             errors.setdefault(tp, ErrorCode.operation_not_attempted)
     elif verify_only:
-        coordinator = ctx.broker.transactions
+        coordinator = ctx.transactions
         for tp in wanted:
             errors[tp] = (ErrorCode.not_coordinator if not coordinator.owns(transactional_id) else ErrorCode.none
                           if coordinator.verify(producer_id, epoch, tp) else ErrorCode.invalid_txn_state)
     else:
         try:
-            await ctx.broker.transactions.add_partitions(transactional_id, producer_id, epoch, wanted)
+            await ctx.transactions.add_partitions(transactional_id, producer_id, epoch, wanted)
             code = ErrorCode.none
         except BrokerError as exc:
             code = _code(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, exc)
@@ -104,14 +104,13 @@ async def add_partitions_to_txn(ctx, request) -> dict:
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def add_offsets_to_txn(ctx, request) -> dict:
-    broker = ctx.broker
     try:
         ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
         ctx.require(Operation.READ, GROUP, request.group_id)
-        broker.groups.ensure_topic()
-        partition = partition_for(request.group_id, broker.groups.topic.partitions)
-        await broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
-                                           [(OFFSETS_TOPIC, partition)])
+        ctx.groups.ensure_topic()
+        partition = partition_for(request.group_id, ctx.groups.topic.partitions)
+        await ctx.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                              [(OFFSETS_TOPIC, partition)])
     except BrokerError as exc:
         return {"error_code": _code(ctx, ApiKey.ADD_OFFSETS_TO_TXN, exc)}
     return {"error_code": ErrorCode.none}
@@ -127,7 +126,7 @@ async def txn_offset_commit(ctx, request) -> dict:
                else None)
     denied = {c.topic for c in asked if refused is None and not ctx.allowed(Operation.READ, TOPIC, c.topic)}
     commits = [c for c in asked if refused is None and c.topic not in denied]
-    errors = await ctx.broker.transactions.offsets.commit(
+    errors = await ctx.transactions.offsets.commit(
         request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
         getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
         getattr(request, "group_instance_id", None), commits) if commits else []
@@ -144,8 +143,8 @@ async def txn_offset_commit(ctx, request) -> dict:
 async def end_txn(ctx, request) -> dict:
     try:
         ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
-        meta = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id,
-                                               request.producer_epoch, request.committed)
+        meta = await ctx.transactions.end_txn(request.transactional_id, request.producer_id,
+                                              request.producer_epoch, request.committed)
     except BrokerError as exc:
         return {"error_code": _code(ctx, ApiKey.END_TXN, exc)}
     return {"error_code": ErrorCode.none, "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch}
@@ -155,7 +154,7 @@ async def end_txn(ctx, request) -> dict:
 async def write_txn_markers(ctx, request) -> dict:
     """Markers from a coordinator, or from `binlake transactions abort` for a hanging transaction;
     each answered once its partition's ISR has it."""
-    markers = ctx.broker.txn_markers
+    markers = ctx.txn_markers
     allowed = ctx.allowed(Operation.CLUSTER_ACTION, CLUSTER)
     results = []
     for m in request.markers:
@@ -193,7 +192,7 @@ async def describe_transactions(ctx, request) -> dict:
     for txn_id in request.transactional_ids:
         try:
             ctx.require(Operation.DESCRIBE, TXN_ID, txn_id)
-            meta = ctx.broker.transactions.describe(txn_id)
+            meta = ctx.transactions.describe(txn_id)
         except BrokerError as exc:
             states.append({"error_code": exc.code, "transactional_id": txn_id, "transaction_state": "",
                            "transaction_timeout": 0, "transaction_start_time": 0, "producer_id": 0,
@@ -211,7 +210,7 @@ async def describe_transactions(ctx, request) -> dict:
 async def list_transactions(ctx, request) -> dict:
     known = {s.kafka_name: s for s in TxnState}
     unknown = [name for name in request.state_filters if name not in known]
-    listed = ctx.broker.transactions.listed(
+    listed = ctx.transactions.listed(
         states={known[n] for n in request.state_filters if n in known} or None,
         producer_ids=set(request.producer_id_filters) or None,
         min_duration_ms=getattr(request, "duration_filter", -1),
@@ -233,7 +232,7 @@ async def describe_producers(ctx, request) -> dict:
             result = {"partition_index": index, "error_code": ErrorCode.none, "active_producers": []}
             try:
                 ctx.require(Operation.READ, TOPIC, topic.name)
-                partition = ctx.broker.replicas.leader(topic.name, index)
+                partition = ctx.replicas.leader(topic.name, index)
                 result["active_producers"] = [
                     {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
                      "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,

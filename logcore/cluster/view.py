@@ -6,6 +6,7 @@ of one; a ZooKeeper cluster (zk_cluster.py) gives the same answers from ZooKeepe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 from ..protocol.errors import (BrokerError, ElectionNotNeeded, InvalidReplicaAssignment, NoReassignmentInProgress,
                                UnknownTopicOrPartition)
@@ -36,19 +37,42 @@ class PartitionView:
     offline_replicas: list[int]
 
 
+class ClusterView(Protocol):
+    """What the APIs ask of the cluster; `SingleBrokerView` and `ZooKeeperCluster` answer it."""
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def live_nodes(self) -> list[Node]: ...
+
+    def coordinator(self, topic: str, partition: int) -> Node | None: ...
+
+    def partition(self, topic: str, index: int) -> PartitionView | None: ...
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None,
+                            unclean: bool) -> dict[tuple[str, int], BrokerError | None]: ...
+
+    async def reassign(self, changes: dict[tuple[str, int], list[int] | None]
+                       ) -> dict[tuple[str, int], BrokerError | None]: ...
+
+    async def reassignments(self) -> dict: ...
+
+
 class SingleBrokerView:
     """The cluster of one broker: it is every live broker, the controller and every coordinator."""
 
-    def __init__(self, broker) -> None:
-        self._broker = broker
+    def __init__(self, broker_id: int, replicas, this_node: Callable[[], Node]) -> None:
+        self.broker_id = broker_id
+        self._replicas = replicas  # (the replica manager's queries: find, hosts, hosted_partitions)
+        self._this_node = this_node  # (its addresses are known once its listeners are bound)
 
     @property
     def this_node(self) -> Node:
-        return self._broker.node
+        return self._this_node()
 
     @property
     def controller_id(self) -> int:
-        return self._broker.broker_id
+        return self.broker_id
 
     def live_nodes(self) -> list[Node]:
         return [self.this_node]
@@ -58,26 +82,26 @@ class SingleBrokerView:
         return self.this_node
 
     def partition(self, topic: str, index: int) -> PartitionView | None:
-        partition = self._broker.replicas.partitions.get((topic, index))
+        partition = self._replicas.find(topic, index)
         if partition is None:
             return None
         # (the broker leads every partition it hosts, one whose log is offline included)
-        return PartitionView(self._broker.broker_id, partition.leader_epoch, partition.replicas, partition.isr, [])
+        return PartitionView(self.broker_id, partition.leader_epoch, partition.replicas, partition.isr, [])
 
     async def elect_leaders(self, partitions: list[tuple[str, int]] | None,
                             unclean: bool) -> dict[tuple[str, int], BrokerError | None]:
         """ElectLeaders: a broker alone already leads every partition."""
-        hosted = self._broker.replicas.partitions
-        return {tp: ElectionNotNeeded("a broker alone leads every partition") if tp in hosted
+        hosts = self._replicas.hosts
+        return {tp: ElectionNotNeeded("a broker alone leads every partition") if hosts(*tp)
                 else UnknownTopicOrPartition(f"no partition {tp[0]}-{tp[1]}")
-                for tp in (sorted(hosted) if partitions is None else partitions)}
+                for tp in (self._replicas.hosted_partitions() if partitions is None else partitions)}
 
     async def reassign(self, changes: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], BrokerError | None]:
         """AlterPartitionReassignments: a broker alone holds every replica, and can move none."""
-        me = self._broker.broker_id
+        me = self.broker_id
 
         def refusal(tp: tuple[str, int], target: list[int] | None) -> BrokerError | None:
-            if tp not in self._broker.replicas.partitions:
+            if not self._replicas.hosts(*tp):
                 return UnknownTopicOrPartition(f"no partition {tp[0]}-{tp[1]}")
             if target is None:
                 return NoReassignmentInProgress(f"{tp[0]}-{tp[1]} is not being reassigned")

@@ -109,7 +109,7 @@ class _Pending:
 
 class TransactionCoordinator:
     def __init__(self, replicas, metadata, config, create_topic, producer_ids: ProducerIdManager,
-                 markers: MarkerWriter, groups) -> None:
+                 markers: MarkerWriter, groups, alone: bool = True) -> None:
         self.config = config
         self.metadata = metadata
         self.replicas = replicas
@@ -121,7 +121,7 @@ class TransactionCoordinator:
                                 config.get("transaction.state.log.min.isr"))
         # The partitions of __transaction_state whose ids this broker coordinates: in a cluster,
         # those it leads, once loaded; None for a broker alone, which coordinates every id.
-        self.led: set[int] | None = None
+        self.led: set[int] | None = None if alone else set()
         self.txns: dict[str, TxnMetadata] = {}
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
         self._pending: dict[str, _Pending] = {}

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 
 from ..protocol.errors import BrokerError, CoordinatorNotAvailable, ErrorCode, InvalidProducerEpoch, ProducerFenced
+from .committed_offsets import OffsetCommit
 from .group import GroupState
-from .group_coordinator import OffsetCommit
 from .offsets_codec import OFFSETS_TOPIC, OffsetKey, OffsetValue, decode, encode_key, encode_value, partition_for
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,7 @@
-"""The one module that talks to kio: request decoding, response building and encoding.
+"""The kio wrapper: request decoding, response building and encoding, and the client side's request
+encoding and response decoding. Only logcore/protocol/ imports kio: this module for its classes,
+readers and writers (and `ErrorCode`, which everyone takes from here), schema.py for its field
+introspection; the rest of logcore reaches kio through them.
 
 Handlers never see a version-specific response class. They return neutral data (dicts, lists,
 plain ints/strings, ErrorCode, FileRegion for record bytes) and `encode_response` writes the
@@ -365,7 +368,7 @@ def encode_error_frame(correlation_id: int, code: ErrorCode) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# The client side, for tools and tests that speak the raw protocol
+# The client side (client.py's ClientConnection; tests that write raw frames)
 
 
 def encode_request(entity: Any, correlation_id: int, client_id: str | None = "binlake") -> bytes:

@@ -1,6 +1,6 @@
 """Sans-IO server side of one Kafka connection: bytes in, request events out, response bytes out.
 
-Owns framing (4-byte big-endian size, `max_frame_size`), header parsing and the choice of header
+Owns framing (framing.py: 4-byte big-endian size, `max_frame_size`), header parsing and the choice of header
 versions. It never touches a socket; `logcore.server` shrinks to read → feed → dispatch → write.
 Errors say whose fault they are: `RemoteProtocolError` means the peer broke the framing and the
 connection must close; a request that frames fine but cannot be parsed becomes a `Request` with
@@ -13,24 +13,12 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from . import codec
 from .bounds import MalformedRequest
+from .codec import ErrorCode
+from .framing import DEFAULT_MAX_FRAME, NEED_DATA, Frames, RemoteProtocolError, _NeedData
 
-DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
-
-
-class _NeedData:
-    def __repr__(self) -> str:
-        return "NEED_DATA"
-
-
-NEED_DATA = _NeedData()
-
-
-class RemoteProtocolError(Exception):
-    """The peer sent bytes that cannot be framed; close the connection."""
+__all__ = ["DEFAULT_MAX_FRAME", "NEED_DATA", "RemoteProtocolError", "Request", "ServerConnection"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,42 +38,17 @@ class ServerConnection:
 
     def __init__(self, supported: dict[int, tuple[int, int]], max_frame_size: int = DEFAULT_MAX_FRAME) -> None:
         self._supported = supported
-        self._max_frame = max_frame_size
-        self._buffer = bytearray()
-        self._start = 0  # where the next frame begins: handed-out frames are dropped once per read
-        self._closed = False
+        self._frames = Frames(max_frame_size, 8, "socket.request.max.bytes")  # 8: api key, version, correlation id
 
     def receive_data(self, data: bytes) -> None:
-        if not data:
-            self._closed = True
-        if self._start:
-            del self._buffer[: self._start]
-            self._start = 0
-        self._buffer += data
+        """Bytes as they arrive; b"" once the peer closed."""
+        self._frames.receive_data(data)
 
     def next_event(self) -> Request | _NeedData | None:
         """The next whole request, NEED_DATA, or None once the peer closed and nothing is left."""
-        start, buffered = self._start, len(self._buffer)
-        if buffered - start < 4:
-            return None if self._closed else NEED_DATA
-        (size,) = struct.unpack_from(">i", self._buffer, start)
-        if size < 8 or size > self._max_frame:
-            raise RemoteProtocolError(
-                f"frame size {size} outside 8..{self._max_frame} bytes (socket.request.max.bytes)"
-            )
-        end = start + 4 + size
-        if buffered < end:
-            if self._closed:
-                raise RemoteProtocolError(f"connection closed inside a {size}-byte frame")
-            return NEED_DATA
-        if start == 0 and end == buffered:  # the buffer holds just this frame (the usual case): no copy
-            frame = memoryview(self._buffer)[4:].toreadonly()
-        else:
-            frame = bytes(memoryview(self._buffer)[start + 4 : end])
-        if end == buffered:
-            self._buffer, self._start = bytearray(), 0
-        else:
-            self._start = end
+        frame = self._frames.next_frame()
+        if frame is NEED_DATA or frame is None:
+            return frame
         return self._parse(frame)
 
     def _parse(self, frame: bytes | memoryview) -> Request:

@@ -3,7 +3,7 @@ the dispatcher, for whole-request failures) turns them into that partition's / r
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from .codec import ErrorCode
 
 
 class BrokerError(Exception):

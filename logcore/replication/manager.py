@@ -47,6 +47,22 @@ class FetchSlice:
         return self.records.length if self.records else 0
 
 
+@dataclass(frozen=True)
+class ReplicaSize:
+    topic: str
+    index: int
+    size_bytes: int
+    offset_lag: int
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    path: str
+    replicas: list[ReplicaSize]
+    total_bytes: int
+    usable_bytes: int
+
+
 class ReplicaManager:
     def __init__(self, data_dir: str, broker_id: int, config: BrokerConfig) -> None:
         self.data_dir = data_dir
@@ -132,6 +148,38 @@ class ReplicaManager:
     def _online_logs(self):
         """(topic-partition, log, last stable offset) of each partition the cleaner may work on."""
         return [(tp, p.log, p.last_stable_offset) for tp, p in self.partitions.items() if not p.offline_reason]
+
+    # -- queries (what request handlers and the cluster view ask; they never see `partitions`) ------
+
+    def find(self, topic: str, index: int) -> Partition | None:
+        """The hosted partition, or None."""
+        return self.partitions.get((topic, index))
+
+    def hosts(self, topic: str, index: int) -> bool:
+        return (topic, index) in self.partitions
+
+    def is_offline(self, topic: str, index: int) -> bool:
+        """Is the partition hosted here with a log that cannot be read or written?"""
+        partition = self.partitions.get((topic, index))
+        return partition is not None and bool(partition.offline_reason)
+
+    def hosted(self) -> list[Partition]:
+        """Every hosted partition, in the order they were hosted."""
+        return list(self.partitions.values())
+
+    def hosted_partitions(self) -> list[TopicPartition]:
+        """(topic, index) of every hosted partition, sorted."""
+        return sorted(self.partitions)
+
+    def describe_log_dir(self, wanted: set[TopicPartition] | None = None) -> LogDirDescription:
+        """DescribeLogDirs: the one log directory (the data dir), its disk, and its replicas' sizes."""
+        replicas = [ReplicaSize(p.topic, p.index, p.log.size_bytes(),
+                                # (Kafka's: how far the log end is below the high watermark; 0 for a current log)
+                                max(p.high_watermark - p.log.log_end_offset, 0))
+                    for tp in self.hosted_partitions() if wanted is None or tp in wanted
+                    for p in [self.partitions[tp]]]
+        disk = os.statvfs(self.data_dir)
+        return LogDirDescription(self.data_dir, replicas, disk.f_blocks * disk.f_frsize, disk.f_bavail * disk.f_frsize)
 
     def get(self, topic: str, index: int) -> Partition:
         try:

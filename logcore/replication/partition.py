@@ -8,6 +8,16 @@ own log end). Who leads, at which epoch and with which ISR is decided elsewhere 
 leads everything; in a cluster the controller decides, docs/cluster.md), and told to the partition.
 Waiters are told when the high watermark, the ISR or the role changes: long-poll fetches and
 acks=all produces wait on them.
+
+An ISR change is proposed before it is persisted (`propose_isr`) and applied once it is
+(`set_isr`). Until then the high watermark counts the *maximal* ISR, the committed ISR and the
+proposed one together (Kafka's `maximalIsr`): a follower being added counts from the moment the
+store may name it in sync (it could be elected from then on, so nothing may be acknowledged that it
+lacks), and one being removed counts until its removal is persisted. An acks=all write is
+acknowledged only if, when the high watermark passes it, this broker still leads in the epoch it
+was written in and the maximal ISR has at least `min.insync.replicas` members (Kafka's
+`checkEnoughReplicasReachOffset`): an ISR shrunk to the leader alone moves the high watermark to
+the log end, and a write held by that leader alone is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ class Partition:
         self.leader_epoch = -1
         self.replicas = [broker_id]
         self.isr = [broker_id]
+        self.proposed_isr: list[int] | None = None  # an ISR change being persisted (leader only)
         self.followers: dict[int, FollowerProgress] = {}  # while leading
         self.high_watermark = 0  # set by the replica manager once the log is open
         self.offline_reason: str | None = None
@@ -73,6 +84,7 @@ class Partition:
         now_ms = _now_ms()
         if not self.is_leader or epoch != self.leader_epoch:
             self.followers = {b: FollowerProgress(caught_up_ms=now_ms) for b in replicas if b != self.broker_id}
+            self.proposed_isr = None  # (a change proposed in an earlier epoch cannot be persisted now)
         self.log.assign_leader_epoch(epoch)
         self.leader_id, self.leader_epoch = self.broker_id, epoch
         self.replicas, self.isr = list(replicas), list(isr)
@@ -82,7 +94,7 @@ class Partition:
     def become_follower(self, leader: int, epoch: int, replicas: list[int], isr: list[int]) -> None:
         self.leader_id, self.leader_epoch = leader, epoch
         self.replicas, self.isr = list(replicas), list(isr)
-        self.followers = {}
+        self.followers, self.proposed_isr = {}, None
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.wake_waiters()
 
@@ -115,16 +127,21 @@ class Partition:
         return result
 
     async def wait_until_replicated(self, end_offset: int, timeout_s: float) -> None:
-        """acks=all: return once the high watermark reaches `end_offset`."""
+        """acks=all, called right after the append (no await in between): return once the high
+        watermark reaches `end_offset` with at least min.insync.replicas in the maximal ISR, this
+        broker leading all along in the epoch of the append."""
+        epoch = self.leader_epoch
         deadline = time.monotonic() + timeout_s
-        while self.high_watermark < end_offset:
-            if not self.is_leader:
-                raise NotLeaderOrFollower(f"this broker stopped leading {self.topic}-{self.index} before the "
-                                          f"write was replicated; it may or may not be kept: retry")
-            if len(self.isr) < (needed := self.log.config["min.insync.replicas"]):
+        while True:
+            if not self.is_leader or self.leader_epoch != epoch:
+                raise NotLeaderOrFollower(f"this broker stopped leading {self.topic}-{self.index} (epoch {epoch}) "
+                                          f"before the write was replicated; it may or may not be kept: retry")
+            if len(isr := self.maximal_isr) < (needed := self.log.config["min.insync.replicas"]):
                 raise NotEnoughReplicasAfterAppend(
-                    f"{self.topic}-{self.index}: the ISR shrank to {len(self.isr)} below min.insync.replicas="
-                    f"{needed} after the write; it is in the leader's log but not acknowledged by enough replicas")
+                    f"{self.topic}-{self.index}: the ISR shrank to {isr} (min.insync.replicas={needed}) after the "
+                    f"write; it is in the leader's log but not acknowledged by enough replicas: retry")
+            if self.high_watermark >= end_offset:
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RequestTimedOut(f"{self.topic}-{self.index}: the ISR did not replicate the write within "
@@ -140,7 +157,7 @@ class Partition:
                                       f"(its replicas: {self.replicas})")
         progress.fetched(fetch_offset, self.log.log_end_offset, _now_ms())
         self._advance_high_watermark()
-        if replica not in self.isr and fetch_offset >= self.high_watermark:
+        if replica not in self.maximal_isr and fetch_offset >= self.high_watermark:
             return replica
         return None
 
@@ -149,16 +166,36 @@ class Partition:
         now_ms = _now_ms()
         return [b for b in self.isr if b in self.followers and now_ms - self.followers[b].caught_up_ms > max_lag_ms]
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR and any change in flight together: what the high watermark and acks=all count."""
+        if self.proposed_isr is None:
+            return self.isr
+        return [b for b in self.replicas if b in self.isr or b in self.proposed_isr] + \
+            [b for b in self.isr if b not in self.replicas]
+
+    def propose_isr(self, isr: list[int]) -> None:
+        """An ISR change about to be persisted: a follower being added counts for the high watermark
+        from now on (it cannot move the high watermark back: it reached it to be proposed)."""
+        self.proposed_isr = list(isr)
+
+    def abandon_isr(self, isr: list[int]) -> None:
+        """The proposed change `isr` was not persisted."""
+        if self.proposed_isr == isr:
+            self.proposed_isr = None
+            self._advance_high_watermark()
+            self.wake_waiters()
+
     def set_isr(self, isr: list[int]) -> None:
         """An ISR change, once it is persisted."""
-        self.isr = list(isr)
+        self.isr, self.proposed_isr = list(isr), None
         self._advance_high_watermark()
         self.wake_waiters()
 
     def _advance_high_watermark(self) -> bool:
-        """High watermark = the smallest log end offset in the ISR; True if it moved."""
+        """High watermark = the smallest log end offset in the maximal ISR; True if it moved."""
         offset = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
                 progress = self.followers.get(replica)
                 offset = min(offset, progress.log_end_offset if progress else UNKNOWN_OFFSET)

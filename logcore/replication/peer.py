@@ -1,24 +1,22 @@
 """A connection from this broker to another, for a follower's requests to its leader (Fetch,
 OffsetForLeaderEpoch) and a transaction coordinator's markers (WriteTxnMarkers): kio request
-entities out, kio response entities back, one at a time (concurrent callers take turns).
+entities out, kio response entities back, one at a time (concurrent callers take turns), through
+the sans-IO `ClientConnection` (protocol/client.py); this file only moves its bytes.
 It connects on first use and again after any failure, which it raises as PeerUnavailable; over a
 TLS or SASL inter-broker listener it starts TLS and authenticates first (logcore.security.inter_broker)."""
 
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import Any
 
-from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-
-from ..protocol.codec import decode_response, encode_request
+from ..protocol.client import NEED_DATA, ClientConnection, RemoteProtocolError
 from ..security.inter_broker import PeerSecurity
 from ..security.sasl import AuthenticationFailed
-from ..security.sasl_client import client_for
+from ..security.sasl_client import SaslLogin
 
 CONNECT_TIMEOUT_S = 5.0
+READ_SIZE = 1 << 20  # bytes asked of the socket at a time: a fetch response arrives in few reads
 
 
 class PeerUnavailable(Exception):
@@ -32,7 +30,7 @@ class PeerConnection:
         self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._correlation_id = 0
+        self._conn: ClientConnection | None = None
         self._turn = asyncio.Lock()
 
     async def call(self, request: Any, timeout_s: float) -> Any:
@@ -46,7 +44,7 @@ class PeerConnection:
                 async with asyncio.timeout(CONNECT_TIMEOUT_S):
                     await self._connect()
             return await self._exchange(request, timeout_s)
-        except (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError, AuthenticationFailed) as exc:
+        except (OSError, EOFError, TimeoutError, AuthenticationFailed, RemoteProtocolError) as exc:
             self.close()
             raise PeerUnavailable(f"broker at {self.host}:{self.port}: {exc or type(exc).__name__}") from exc
 
@@ -55,38 +53,26 @@ class PeerConnection:
         context = security.ssl_context if security else None
         self._reader, self._writer = await asyncio.open_connection(
             self.host, self.port, ssl=context, server_hostname=self.host if context else None)
+        self._conn = ClientConnection(self.client_id)
         if security is None or security.mechanism is None:
             return
-        handshake = await self._exchange(SaslHandshakeRequest(mechanism=security.mechanism), CONNECT_TIMEOUT_S)
-        if handshake.error_code != 0:
-            raise AuthenticationFailed(f"SaslHandshake for {security.mechanism} refused: {handshake.error_code.name}")
-        client = client_for(security.mechanism, security.username, security.password)
-        token: bytes | None = client.first()
-        while token is not None:
-            answer = await self._exchange(SaslAuthenticateRequest(auth_bytes=token), CONNECT_TIMEOUT_S)
-            if answer.error_code != 0:
-                raise AuthenticationFailed(f"authenticating as {security.username}: {answer.error_message}")
-            token = client.step(answer.auth_bytes)
+        login = SaslLogin(security.mechanism, security.username, security.password)
+        request = login.first()
+        while request is not None:
+            request = login.answer(await self._exchange(request, CONNECT_TIMEOUT_S))
 
     async def _exchange(self, request: Any, timeout_s: float) -> Any:
-        self._correlation_id += 1
-        self._writer.write(encode_request(request, self._correlation_id, self.client_id))
+        assert self._reader is not None and self._writer is not None and self._conn is not None
+        self._writer.write(self._conn.send(request))
         async with asyncio.timeout(timeout_s):
-            frame = await self._read_frame()
-        correlation_id, response = decode_response(frame, request.__api_key__, request.__version__)
-        if correlation_id != self._correlation_id:
-            self.close()
-            raise PeerUnavailable(f"broker at {self.host}:{self.port} answered request {correlation_id} "
-                                  f"instead of {self._correlation_id}")
-        return response
-
-    async def _read_frame(self) -> bytes:
-        assert self._reader is not None and self._writer is not None
-        await self._writer.drain()
-        (size,) = struct.unpack(">i", await self._reader.readexactly(4))
-        return await self._reader.readexactly(size)
+            await self._writer.drain()
+            while (event := self._conn.next_event()) is NEED_DATA:
+                self._conn.receive_data(await self._reader.read(READ_SIZE))
+        if event is None:
+            raise EOFError("the broker closed the connection")
+        return event.body
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-        self._reader = self._writer = None
+        self._reader = self._writer = self._conn = None

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kio.schema.errors import ErrorCode
+from ..protocol.codec import ErrorCode
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISMS = ("PLAIN", *SCRAM_HASHES)

@@ -2,7 +2,9 @@
 `first()` is the first token; `step(token)` answers each token from the server and returns None once
 the server's last one is verified. PLAIN sends its one token; SCRAM (RFC 5802) proves the password
 without sending it and checks the server's signature, so a broker never talks to a server that does
-not hold the user's credential."""
+not hold the user's credential. `SaslLogin` wraps them in the requests that carry them
+(SaslHandshake, then SaslAuthenticate), for any connection driver: a broker's peer connections and
+the admin tools alike."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import hashlib
 import hmac
 import secrets
 
+from ..protocol.codec import ApiKey, ErrorCode, build, request_class
 from .sasl import SCRAM_HASHES, AuthenticationFailed, scram_fields
 
 
@@ -62,3 +65,35 @@ class ScramClient:
 
 def client_for(mechanism: str, username: str, password: str) -> PlainClient | ScramClient:
     return PlainClient(username, password) if mechanism == "PLAIN" else ScramClient(mechanism, username, password)
+
+
+HANDSHAKE_VERSION = 1  # (v1: the tokens travel in SaslAuthenticate requests, KIP-152)
+AUTHENTICATE_VERSION = 2
+
+
+class SaslLogin:
+    """Sans-IO: the requests that authenticate one new connection, in turn. `first()` is the
+    handshake; `answer(response)` checks each response and returns the next request, or None once
+    authenticated; AuthenticationFailed when the broker refuses."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism, self.username = mechanism, username
+        self._client = client_for(mechanism, username, password)
+        self._handshaken = False
+
+    def first(self):
+        return build(request_class(ApiKey.SASL_HANDSHAKE, HANDSHAKE_VERSION), {"mechanism": self.mechanism})
+
+    def answer(self, response):
+        if not self._handshaken:
+            if response.error_code != ErrorCode.none:
+                raise AuthenticationFailed(f"SaslHandshake for {self.mechanism} refused: {response.error_code.name}")
+            self._handshaken = True
+            token: bytes | None = self._client.first()
+        else:
+            if response.error_code != ErrorCode.none:
+                raise AuthenticationFailed(f"authenticating as {self.username}: {response.error_message}")
+            token = self._client.step(response.auth_bytes)
+        if token is None:
+            return None
+        return build(request_class(ApiKey.SASL_AUTHENTICATE, AUTHENTICATE_VERSION), {"auth_bytes": token})

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import click
 
+from common.kafka_security import KafkaSecurity
+
 from ..protocol.errors import InvalidConfig
 from ..security import jaas
 
@@ -70,3 +72,23 @@ def librdkafka_settings(path: str | None) -> dict[str, str]:
     if properties.get("ssl.endpoint.identification.algorithm") == "":
         settings["ssl.endpoint.identification.algorithm"] = "none"
     return {**settings, **{key: value for key, value in optional.items() if value}}
+
+
+def kafka_security(path: str | None) -> KafkaSecurity | None:
+    """The same properties as the clients' security settings, for binlake's own wire connections
+    (tools/wire_admin.py); None without a file."""
+    if path is None:
+        return None
+    settings = librdkafka_settings(path)
+    unsupported = sorted({"ssl.key.password", "ssl.endpoint.identification.algorithm"} & set(settings))
+    if unsupported:
+        raise click.BadParameter(f"{path}: this command connects with binlake's own client, which takes no "
+                                 f"{' or '.join(unsupported)} (an unencrypted key; host names checked)",
+                                 param_hint="--command-config")
+    try:
+        return KafkaSecurity(protocol=settings["security.protocol"], sasl_mechanism=settings.get("sasl.mechanism"),
+                             username=settings.get("sasl.username"), password=settings.get("sasl.password"),
+                             ca_file=settings.get("ssl.ca.location"), cert_file=settings.get("ssl.certificate.location"),
+                             key_file=settings.get("ssl.key.location"))
+    except ValueError as exc:  # (pydantic's ValidationError)
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--command-config") from None

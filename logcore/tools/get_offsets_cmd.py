@@ -8,7 +8,7 @@ import re
 import click
 
 from ..protocol.codec import ApiKey
-from .wire_admin import WireAdmin, bootstrap_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 LIST_OFFSETS_VERSION = 9  # max timestamp (-3), earliest local (-4), latest tiered (-5)
 TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local": -4, "latest-tiered": -5}
@@ -33,16 +33,17 @@ def _partitions(_ctx, _param, value: str | None) -> set[int] | None:
 
 @click.command("get-offsets")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", help="a regular expression for the topics (default: all)")
 @click.option("--partitions", callback=_partitions, metavar="P,P", help="only these partitions")
 @click.option("--time", "timestamp", default="latest", callback=_time, show_default=True,
               help="a timestamp in ms, or -1 latest, -2 earliest, -3 max-timestamp, -4 earliest-local, -5 latest-tiered")
 @click.option("--exclude-internal-topics", is_flag=True, help="leave out __consumer_offsets and __transaction_state")
-def get_offsets_command(bootstrap_server: str, topic: str | None, partitions: set[int] | None, timestamp: int,
+def get_offsets_command(bootstrap_server: str, security, topic: str | None, partitions: set[int] | None, timestamp: int,
                         exclude_internal_topics: bool) -> None:
     """Print topic:partition:offset for the offset at a time (latest by default)."""
     pattern = re.compile(topic) if topic else None
-    admin = WireAdmin(bootstrap_server, client_id="binlake-get-offsets")
+    admin = WireAdmin(bootstrap_server, client_id="binlake-get-offsets", security=security)
     try:
         meta = admin.metadata(None)
         brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}

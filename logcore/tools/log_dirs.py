@@ -16,7 +16,7 @@ import click
 from ..protocol.codec import ApiKey, ErrorCode
 from ..storage.checkpoint import read_checkpoint
 from ..storage.log_cleaner import CHECKPOINT as CLEANER_CHECKPOINT
-from .wire_admin import WireAdmin
+from .wire_admin import WireAdmin, command_config_option
 
 DESCRIBE_LOG_DIRS_VERSION = 1
 
@@ -33,12 +33,13 @@ def _ids(_ctx, _param, value: str | None) -> list[int] | None:
 @click.command("log-dirs")
 @click.option("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
               help="brokers to connect to (the first that answers); or give --data-dir")
+@command_config_option
 @click.option("--describe", is_flag=True, required=True, help="describe the log directories (the only action)")
 @click.option("--broker-list", callback=_ids, metavar="ID,ID", help="the brokers to ask (default: every live one)")
 @click.option("--topic-list", metavar="TOPIC,TOPIC", help="only these topics (default: all)")
 @click.option("--data-dir", type=click.Path(exists=True, file_okay=False),
               help="read this broker data directory instead of asking brokers; adds the log cleaner's state")
-def log_dirs_command(bootstrap_server: str | None, describe: bool, broker_list: list[int] | None,
+def log_dirs_command(bootstrap_server: str | None, security, describe: bool, broker_list: list[int] | None,
                      topic_list: str | None, data_dir: str | None) -> None:
     """Describe the log directories of brokers: each partition's size and lag."""
     topics = None if topic_list is None else {t.strip() for t in topic_list.split(",") if t.strip()}
@@ -47,7 +48,7 @@ def log_dirs_command(bootstrap_server: str | None, describe: bool, broker_list: 
         return
     if bootstrap_server is None:
         raise click.UsageError("give --bootstrap-server (ask the brokers) or --data-dir (read one broker's directory)")
-    admin = WireAdmin(bootstrap_server, client_id="binlake-log-dirs")
+    admin = WireAdmin(bootstrap_server, client_id="binlake-log-dirs", security=security)
     try:
         addresses = {b.node_id: (b.host, b.port) for b in admin.metadata([]).brokers}
         missing = sorted(set(broker_list or []) - set(addresses))

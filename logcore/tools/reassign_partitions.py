@@ -21,13 +21,14 @@ from ..cluster.assignment import assign_replicas
 from ..cluster.view import Node
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
-from .wire_admin import WireAdmin, bootstrap_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 TopicPartition = tuple[str, int]
 
 
 @click.command("reassign-partitions")
 @bootstrap_option
+@command_config_option
 @click.option("--generate", "action", flag_value="generate", help="propose an assignment over --broker-list")
 @click.option("--execute", "action", flag_value="execute", help="start the reassignment in the file")
 @click.option("--verify", "action", flag_value="verify", help="say whether the reassignment in the file is done")
@@ -36,7 +37,7 @@ TopicPartition = tuple[str, int]
               help='{"version": 1, "partitions": [{"topic": T, "partition": P, "replicas": [ids]}]}')
 @click.option("--topics-to-move-json-file", type=click.File(), help='{"version": 1, "topics": [{"topic": T}]}')
 @click.option("--broker-list", help="broker ids to spread the topics over (with --generate), e.g. 0,1,2")
-def reassign_partitions_command(bootstrap_server: str, action: str | None, reassignment_json_file,
+def reassign_partitions_command(bootstrap_server: str, security, action: str | None, reassignment_json_file,
                                 topics_to_move_json_file, broker_list: str | None) -> None:
     """Move partition replicas between brokers (generate, execute, verify or cancel a plan)."""
     if action is None:
@@ -45,7 +46,7 @@ def reassign_partitions_command(bootstrap_server: str, action: str | None, reass
         raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
     if action != "generate" and reassignment_json_file is None:
         raise click.UsageError(f"--{action} needs --reassignment-json-file")
-    admin = WireAdmin(bootstrap_server, client_id="binlake-reassign-partitions")
+    admin = WireAdmin(bootstrap_server, client_id="binlake-reassign-partitions", security=security)
     try:
         if action == "generate":
             _generate(admin, _topics_to_move(topics_to_move_json_file), _broker_ids(broker_list))

@@ -18,7 +18,7 @@ import click
 from ..protocol.codec import ApiKey, ErrorCode
 from ..replication.manager import DEBUGGING_CONSUMER
 from ..storage.batch import HEADER_SIZE, read_header
-from .wire_admin import WireAdmin, bootstrap_option
+from .wire_admin import WireAdmin, bootstrap_option, command_config_option
 
 FETCH_VERSION = 11  # (the last version with replica_id as a plain field)
 
@@ -33,13 +33,14 @@ class ReplicaLog:
 
 @click.command("replica-verification")
 @bootstrap_option
+@command_config_option
 @click.option("--topics-include", default=".*", show_default=True, metavar="REGEX",
               help="check the topics whose whole name matches")
 @click.option("--fetch-size", default=1 << 20, show_default=True, help="bytes asked for per fetch")
-def replica_verification_command(bootstrap_server: str, topics_include: str, fetch_size: int) -> None:
+def replica_verification_command(bootstrap_server: str, security, topics_include: str, fetch_size: int) -> None:
     """Check that the replicas of each partition are identical up to the high watermark."""
     pattern = re.compile(topics_include)
-    admin = WireAdmin(bootstrap_server, client_id="binlake-replica-verification")
+    admin = WireAdmin(bootstrap_server, client_id="binlake-replica-verification", security=security)
     try:
         meta = admin.metadata()
         addresses = {b.node_id: (b.host, b.port) for b in meta.brokers}

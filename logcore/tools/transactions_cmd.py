@@ -13,29 +13,22 @@ it. It writes an abort marker to that one partition.
 from __future__ import annotations
 
 import datetime
-import struct
 import time
 
 import click
 
 from ..protocol.codec import ApiKey
 from .groups_cmd import _echo_table as echo_table
-from .wire_admin import WireAdmin, bootstrap_option, check
+from .wire_admin import WireAdmin, bootstrap_option, check, command_config_option
 
 TRANSACTION = 1  # FindCoordinator key type
 
 
 class _Cluster(WireAdmin):
-    """The admin connection, with the transaction coordinator's lookup and kio's limit on
-    DescribeTransactions worked around."""
+    """The admin connection, with the transaction coordinator's lookup."""
 
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(bootstrap, client_id="binlake-transactions")
-
-    def decode(self, api_key: ApiKey, version: int, frame: bytes):
-        if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
-            frame = _unset_start_time_as_zero(frame)
-        return super().decode(api_key, version, frame)
+    def __init__(self, bootstrap: str, security) -> None:
+        super().__init__(bootstrap, client_id="binlake-transactions", security=security)
 
     def coordinator_of(self, transactional_id: str) -> tuple[str, int]:
         found = self.call(ApiKey.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": TRANSACTION})
@@ -43,34 +36,8 @@ class _Cluster(WireAdmin):
         return found.host, found.port
 
 
-def _unset_start_time_as_zero(frame: bytes) -> bytes:
-    """Kafka answers DescribeTransactions with start time -1 until a transaction starts; kio
-    refuses negative timestamps, so the first state's -1 is read as 0 (shown as "-"). The
-    response is flexible: compact strings and arrays carry their length + 1 as an unsigned varint."""
-    def uvarint(pos: int) -> tuple[int, int]:
-        shift = value = 0
-        while True:
-            b = frame[pos]
-            value, pos, shift = value | (b & 0x7F) << shift, pos + 1, shift + 7
-            if not b & 0x80:
-                return value, pos
-
-    pos = 4 + 1 + 4  # correlation id, header tagged fields, throttle time
-    count, pos = uvarint(pos)
-    if count < 2:
-        return frame
-    pos += 2  # error code
-    for _ in range(2):  # transactional id, state
-        length, pos = uvarint(pos)
-        pos += max(length - 1, 0)
-    pos += 4  # transaction timeout
-    if struct.unpack_from(">q", frame, pos)[0] < 0:
-        frame = frame[:pos] + bytes(8) + frame[pos + 8:]
-    return frame
-
-
-def _run(bootstrap_server: str, job):
-    cluster = _Cluster(bootstrap_server)
+def _run(bootstrap_server: str, security, job):
+    cluster = _Cluster(bootstrap_server, security)
     try:
         return job(cluster)
     finally:
@@ -94,10 +61,11 @@ def transactions_command() -> None:
 
 @transactions_command.command("list")
 @bootstrap_option
+@command_config_option
 @click.option("--state", "states", multiple=True, help="only these states, e.g. Ongoing (repeatable)")
 @click.option("--producer-id", "producer_ids", multiple=True, type=int, help="only these producer ids")
 @click.option("--duration-ms", type=int, default=-1, help="only transactions open at least this long")
-def list_transactions(bootstrap_server: str, states, producer_ids, duration_ms: int) -> None:
+def list_transactions(bootstrap_server: str, security, states, producer_ids, duration_ms: int) -> None:
     """Every transactional id the cluster's coordinators know."""
     def job(cluster: _Cluster):
         rows = []
@@ -112,13 +80,14 @@ def list_transactions(bootstrap_server: str, states, producer_ids, duration_ms: 
             rows += [[t.transactional_id, broker_id, t.producer_id, t.transaction_state]
                      for t in listed.transaction_states]
         echo_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], sorted(rows))
-    _run(bootstrap_server, job)
+    _run(bootstrap_server, security, job)
 
 
 @transactions_command.command("describe")
 @bootstrap_option
+@command_config_option
 @click.option("--transactional-id", required=True)
-def describe_transaction(bootstrap_server: str, transactional_id: str) -> None:
+def describe_transaction(bootstrap_server: str, security, transactional_id: str) -> None:
     """State, producer, timeout and partitions of one transactional id."""
     def job(cluster: _Cluster):
         address = cluster.coordinator_of(transactional_id)
@@ -134,7 +103,7 @@ def describe_transaction(bootstrap_server: str, transactional_id: str) -> None:
                    [[f"{address[0]}:{address[1]}", transactional_id, state.producer_id, state.producer_epoch,
                      state.transaction_state, _ms(state.transaction_timeout), start if start > 0 else None,
                      duration, partitions or None]])
-    _run(bootstrap_server, job)
+    _run(bootstrap_server, security, job)
 
 
 def _producers(cluster: _Cluster, topic: str, partition: int) -> list:
@@ -147,9 +116,10 @@ def _producers(cluster: _Cluster, topic: str, partition: int) -> list:
 
 @transactions_command.command("describe-producers")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--partition", required=True, type=int)
-def describe_producers(bootstrap_server: str, topic: str, partition: int) -> None:
+def describe_producers(bootstrap_server: str, security, topic: str, partition: int) -> None:
     """The producers a partition remembers, with the start offset of each one's open transaction."""
     def job(cluster: _Cluster):
         rows = [[p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp, p.coordinator_epoch,
@@ -157,18 +127,19 @@ def describe_producers(bootstrap_server: str, topic: str, partition: int) -> Non
                 for p in _producers(cluster, topic, partition)]
         echo_table(["ProducerId", "ProducerEpoch", "LastSequence", "LastTimestamp", "LatestCoordinatorEpoch",
                     "CurrentTransactionStartOffset"], rows)
-    _run(bootstrap_server, job)
+    _run(bootstrap_server, security, job)
 
 
 @transactions_command.command("abort")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--partition", required=True, type=int)
 @click.option("--start-offset", type=int, help="the first offset of the hanging transaction (see describe-producers)")
 @click.option("--producer-id", type=int, help="instead of --start-offset: the producer, with its epoch")
 @click.option("--producer-epoch", type=int)
 @click.option("--coordinator-epoch", type=int, default=0, show_default=True)
-def abort_transaction(bootstrap_server: str, topic: str, partition: int, start_offset: int | None,
+def abort_transaction(bootstrap_server: str, security, topic: str, partition: int, start_offset: int | None,
                       producer_id: int | None, producer_epoch: int | None, coordinator_epoch: int) -> None:
     """Write an abort marker for a hanging transaction on one partition."""
     if (start_offset is None) == (producer_id is None) or (producer_id is not None and producer_epoch is None):
@@ -190,4 +161,4 @@ def abort_transaction(bootstrap_server: str, topic: str, partition: int, start_o
         result = written.markers[0].topics[0].partitions[0]
         check(result.error_code, f"aborting producer {producer_id}'s transaction on {topic}-{partition}")
         click.echo(f"aborted the transaction of producer {producer_id} (epoch {producer_epoch}) on {topic}-{partition}")
-    _run(bootstrap_server, job)
+    _run(bootstrap_server, security, job)

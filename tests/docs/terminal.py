@@ -23,7 +23,14 @@ from pathlib import Path
 
 from testkit.brokerproc import ROOT
 
-SETUP = "ip link set lo up && mount -t tmpfs doctest /tmp && mkdir /tmp/.doctest && exec bash --norc --noprofile"
+# A checkout under /tmp (a CI clone may live there) is bound back into the private /tmp: its venv and
+# its docs' relative paths stay where the commands expect them. (fd 3 holds the directory across the mount;
+# mount must not resolve /proc/self/fd/3 to its path, which by then names the new, empty directory.)
+SETUP = ("ip link set lo up && exec 3<. && mount -t tmpfs doctest /tmp && mkdir -p \"$DOCTEST_CHECKOUT\" && "
+         "{ [ -e \"$DOCTEST_CHECKOUT/.git\" ] "
+         "|| mount --no-canonicalize --bind /proc/self/fd/3 \"$DOCTEST_CHECKOUT\"; } "
+         "&& exec 3<&- && cd \"$DOCTEST_CHECKOUT\" && unset DOCTEST_CHECKOUT && mkdir /tmp/.doctest "
+         "&& exec bash --norc --noprofile")
 LOGS = "/tmp/.doctest"  # (inside the namespace) where background jobs write their output
 STOP_WAIT_S = 30
 
@@ -55,6 +62,7 @@ class Terminal:
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                # the venv's commands first, as `make setup` and the docs' `export PATH=...` leave them
                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+        env["DOCTEST_CHECKOUT"] = str(ROOT)
         env.pop("SPARK_LOCAL_IP", None)  # (what the sink's driver binds is the sink's to choose)
         self.proc = subprocess.Popen(["unshare", "--net", "--mount", "--propagation", "private", "--fork",
                                       "bash", "-c", SETUP], cwd=ROOT, env=env, stdin=subprocess.PIPE,

@@ -119,11 +119,12 @@ async def run_failover_test(server, broker, tmp_path, *, kills: int, zombies: in
         # Changes made during the snapshot land in it as reads; the checks count streamed transactions.
         await wait_until(lambda: snapshot_done(broker.address, name), 60, "the end of the snapshot")
 
-        stop = threading.Event()
+        stop, sampled = threading.Event(), threading.Event()
         writer = threading.Thread(target=workload.run, args=(stop, 1000), daemon=True)
         writer.start()
         topics = [f"{name}.{db}.{t}" for t in workload.tables]
-        sampler = asyncio.create_task(sample_stable_offsets(broker.address, topics, stop))
+        # Sampled until the connector caught up: on a loaded machine it is down for much of the workload.
+        sampler = asyncio.create_task(sample_stable_offsets(broker.address, topics, sampled))
         takeovers = []
         try:
             async with aiohttp.ClientSession() as http:
@@ -150,14 +151,17 @@ async def run_failover_test(server, broker, tmp_path, *, kills: int, zombies: in
         finally:
             stop.set()
             await asyncio.to_thread(writer.join)
-            samples = await sampler
 
         end = server.binlog_end()
 
         async def caught_up():
             offset = await committed_offset(broker.address, name)
             return offset is not None and (offset["file"], offset["pos"]) >= tuple(end)
-        await wait_until(caught_up, 90, f"the committed offset to reach {end}")
+        try:
+            await wait_until(caught_up, 90, f"the committed offset to reach {end}")
+        finally:
+            sampled.set()
+            samples = await sampler
     finally:
         workers.kill_all()
 
