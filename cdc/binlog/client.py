@@ -36,7 +36,7 @@ from cdc.binlog.gtid_event import tagged_gtid
 from cdc.errors import DecodeError
 from cdc.gtid import MySqlGtidSet
 from cdc.offsets import BinlogPosition
-from cdc.schema.charsets import charset_of_collation_id
+from cdc.charsets import charset_of_collation_id
 
 # What reaches us; the library constructs (parses) only these classes. It drops, unparsed, the other
 # classes it maps: FORMAT_DESCRIPTION, PREVIOUS_GTIDS (the stream's offsets carry their own GTID set),

@@ -19,7 +19,7 @@ from pymysqlreplication.constants import FIELD_TYPE as T
 from cdc.binlog.events import BinlogColumn, TableMap
 from cdc.binlog.vector_tablemap import VECTOR
 from cdc.errors import DecodeError
-from cdc.schema.charsets import codec
+from cdc.charsets import codec
 from cdc.schema.model import BINARY_TYPES, CHARACTER_TYPES, GEOMETRY_TYPES, ColumnDef, TableDef
 
 _BLOB = {T.BLOB}

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 
 from cdc.errors import UnsupportedDdlError
-from cdc.schema.charsets import charset_of_collation
+from cdc.charsets import charset_of_collation
 from cdc.schema.model import CHARACTER_TYPES, KNOWN_TYPES, ColumnDef, Schema, TableDef
 
 _TOKEN = re.compile(r"""
