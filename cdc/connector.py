@@ -55,6 +55,14 @@ class TablesConfig(ConnectorConfig):
         return check_regexes(patterns)
 
 
+class SignalsConfig(ConnectorConfig):
+    table: str | None = Field(None, pattern=r"^[^.`]+\.[^.`]+$")
+    """`db.table` of the signal table `(id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT)`: signals are rows
+    inserted into it, read from the binlog; incremental snapshots write their watermarks to it."""
+    topic: str | None = None
+    """A topic whose records are signals (the value: {"id", "type", "data"})."""
+
+
 class MySqlConfig(ConnectorConfig):
     database: DatabaseConfig
     tables: TablesConfig = TablesConfig()
@@ -72,6 +80,7 @@ class MySqlConfig(ConnectorConfig):
     max_batch_records: int = Field(10_000, ge=1)
     ddl_skip_unparseable: bool = False
     schema_history_topic: str | None = None
+    signals: SignalsConfig = SignalsConfig()
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
 
     def source_config(self, connector: str) -> SourceConfig:
@@ -83,7 +92,8 @@ class MySqlConfig(ConnectorConfig):
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
-            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable)
+            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable,
+            signal_table=self.signals.table, signal_topic=self.signals.topic)
 
 
 class _Handoff:
