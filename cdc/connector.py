@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Literal
@@ -26,6 +27,7 @@ from typing import Literal
 import pymysql
 from pydantic import Field, SecretStr, field_validator
 
+from cdc import signals
 from cdc.config import SourceConfig, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
@@ -206,6 +208,18 @@ class MySqlTask(SourceTask):
     def metrics(self) -> dict[str, float]:
         source = getattr(self, "_source", None)
         return {} if source is None else source.metrics
+
+    def details(self) -> dict:
+        source = getattr(self, "_source", None)
+        return {} if source is None else {k: v for k, v in source.details.items() if v is not None}
+
+    def signal(self, signal: dict) -> None:
+        """From the REST API: checked here (raises SignalRefused, a ValueError), acted on by the source."""
+        parsed = signals.from_json(signal, default_id=f"rest-{uuid.uuid4().hex[:12]}")
+        source = getattr(self, "_source", None)
+        if source is None:
+            raise ValueError("the task is not running; signal it once it runs")
+        source.signal(parsed)
 
     async def stop(self) -> None:
         if getattr(self, "_source", None) is None:

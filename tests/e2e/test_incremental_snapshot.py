@@ -17,11 +17,15 @@ import asyncio
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
+from sandbox.process import free_port
 from e2e_harness import mysql_config, mysql_rows, read_committed, wait_for_log, wait_until, write_config
 from mysql_workload import committed_offset
 
@@ -192,3 +196,77 @@ async def test_incremental_snapshot_under_a_workload_with_two_kills(server, brok
 @pytest.mark.slow  # the issue's size: 100,000 rows
 async def test_incremental_snapshot_of_100k_rows_with_two_kills(server, broker, connector, tmp_path):
     await run_incremental(server, broker, connector, tmp_path, rows=100_000, chunk=2_000, kills=2)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "binlake.cli", "connect", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+async def test_signals_from_the_command_line_refusals_and_an_added_table(mariadb, broker, connector, tmp_path):
+    """`binlake connect signal NAME execute-snapshot --tables db.t --where SQL` through the REST API: only the
+    rows the condition selects are read, progress shows in the REST status; an unknown signal type is
+    refused by the REST API, a table that is not captured in the log, and the connector goes on. Then a
+    table added to tables.include (a restart with the new config) is snapshotted incrementally, and the
+    first one is not read again."""
+    server = mariadb
+    db = prepare(server, 3_000)
+    server.sql("CREATE TABLE u (a INT, b VARCHAR(8), n INT, PRIMARY KEY (a, b))",
+               "INSERT INTO u VALUES " + ", ".join(f"({i // 3}, 'k{i % 3}', {i})" for i in range(900)),
+               "CREATE TABLE nokey (n INT)", db=db)
+    name, rest = "sig", f"127.0.0.1:{free_port()}"
+    keys = dict(snapshot="no_data", snapshot_chunk_rows=250, signals={"table": f"{db}.{SIGNAL_TABLE}"})
+    config = write_config(tmp_path / "sig.yaml", **mysql_config(name, broker, server, [rf"{db}\.(t|nokey)"], **keys))
+    process = connector(config, args=("--rest", rest))
+    await wait_for_log(process, f"{name}-0 started", timeout=60)
+    url = f"http://{rest}"
+
+    async def accepted(*args: str) -> subprocess.CompletedProcess:
+        while True:     # (until the source process runs)
+            done = await asyncio.to_thread(_cli, "signal", name, *args, "--url", url)
+            if done.returncode == 0 or "not running" not in done.stderr:
+                return done
+            await asyncio.sleep(0.2)
+
+    refused = await asyncio.to_thread(_cli, "signal", name, "execute-snapshot", "--url", url)
+    assert refused.returncode != 0 and "--tables" in refused.stderr
+    done = await accepted("execute-snapshot", "--tables", f"{db}.nokey")   # no primary key: refused in the log
+    assert done.returncode == 0, done.stderr
+    done = await accepted("execute-snapshot", "--tables", f"{db}.u")        # not captured: refused in the log
+    assert done.returncode == 0, done.stderr
+    done = await accepted("execute-snapshot", "--tables", f"{db}.t", "--where", "id > 1000")
+    assert done.returncode == 0, done.stderr
+    await wait_for_log(process, "has no primary key")
+    await wait_for_log(process, "not a captured table")
+
+    seen: list[dict] = []
+
+    async def finished() -> bool:
+        status = json.loads(urllib.request.urlopen(f"{url}/connectors/{name}/status", timeout=10).read())
+        source = status["tasks"][0].get("source", {})
+        if progress := source.get("incremental_snapshot"):
+            seen.append(progress)
+        offset = await committed_offset(broker.address, name)
+        return bool(seen) and offset is not None and "incremental" not in offset \
+            and source.get("incremental_snapshot_running") == 0
+    await wait_until(finished, 90, "the end of the snapshot of t")
+    assert seen[0]["table"] == f"{db}.t" and "eta_seconds" in seen[0], seen
+    events = await read_committed(broker.address, [f"{name}.{db}.t"])
+    read = sorted(json.loads(m.key)["id"] for m in events if m.value is not None and m.data["op"] == "r")
+    assert read == list(range(1001, 3001))
+    assert process.terminate() == 0
+
+    # u joins tables.include: read incrementally (its composite key in chunks), t not again
+    config = write_config(tmp_path / "sig.yaml", **mysql_config(name, broker, server, [rf"{db}\.(t|u|nokey)"], **keys))
+    process = connector(config)
+    await wait_for_log(process, f"now captures {db}.u", timeout=60)
+
+    async def u_read() -> bool:
+        offset = await committed_offset(broker.address, name)
+        return offset is not None and "incremental" not in offset and "u" in offset["tables"]["include"][0]
+    await wait_until(u_read, 90, "the snapshot of the added table")
+    events = await read_committed(broker.address, [f"{name}.{db}.t", f"{name}.{db}.u"])
+    reads = [m for m in events if m.value is not None and m.data["op"] == "r"]
+    assert sorted(m.data["after"]["n"] for m in reads if m.topic.endswith(".u")) == list(range(900))
+    assert len([m for m in reads if m.topic.endswith(".t")]) == 2000
+    assert process.terminate() == 0
