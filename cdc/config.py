@@ -51,9 +51,8 @@ class SourceConfig(BaseModel):
     ssl_cert: str | None = None    # client certificate and key (PEM), for users created REQUIRE X509
     ssl_key: str | None = None
     # Signals and incremental snapshots (docs/cdc.md): the signal table `db.table` (read from the binlog; the
-    # incremental snapshot's watermarks are written to it), the signal topic
+    # incremental snapshot's watermarks are written to it)
     signal_table: str | None = Field(default=None, pattern=r"^[^.`]+\.[^.`]+$")
-    signal_topic: str | None = None
 
     @model_validator(mode="after")
     def _tls_files_fit_the_mode(self) -> "SourceConfig":

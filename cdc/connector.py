@@ -61,8 +61,6 @@ class SignalsConfig(ConnectorConfig):
     table: str | None = Field(None, pattern=r"^[^.`]+\.[^.`]+$")
     """`db.table` of the signal table `(id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT)`: signals are rows
     inserted into it, read from the binlog; incremental snapshots write their watermarks to it."""
-    topic: str | None = None
-    """A topic whose records are signals (the value: {"id", "type", "data"})."""
 
 
 class MySqlConfig(ConnectorConfig):
@@ -95,7 +93,7 @@ class MySqlConfig(ConnectorConfig):
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
             max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable,
-            signal_table=self.signals.table, signal_topic=self.signals.topic)
+            signal_table=self.signals.table)
 
 
 class _Handoff:

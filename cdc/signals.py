@@ -5,8 +5,7 @@
               "additional-conditions": [{"data-collection": "shop.orders", "filter": "id > 100"}]}}
 
 Channels, one meaning: rows inserted into the signal table (`signals: {table: db.t}`, read from the
-binlog), records of the signal topic (`signals: {topic: NAME}`, the same JSON as the record value),
-and the REST API / `binlake connect signal`. `parse` turns any of them into a `Signal` or refuses it
+binlog), and the REST API / `binlake connect signal` (the same JSON as a row: `from_json`). `parse` turns any of them into a `Signal` or refuses it
 with the reason (`SignalRefused`); a refused signal is logged and dropped, never fatal.
 
 Rows of the signal table whose type is a watermark (`snapshot-window-open`, `snapshot-window-close`)
@@ -63,7 +62,7 @@ def parse(id_: str, type_: str, data: str | dict | None) -> Signal:
             data = json.loads(data) if data.strip() else {}
         except ValueError as exc:
             raise SignalRefused(f"{where}: data is not JSON: {exc}") from None
-    data = data or {}
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise SignalRefused(f"{where}: data must be a JSON object, not {type(data).__name__}")
     tables = data.get("data-collections") or ()
