@@ -83,8 +83,8 @@ async def reads(address: str, topic: str) -> tuple[int, float]:
         consumer.assign(partitions)
         end = await consumer.end_offsets(partitions)
         count, first, last = 0, float("inf"), 0.0
-        while any(await consumer.position(tp) < end[tp] for tp in partitions):
-            for messages in (await consumer.getmany(timeout_ms=500, max_records=10_000)).values():
+        while pending := [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
+            for messages in (await consumer.getmany(*pending, timeout_ms=500, max_records=10_000)).values():
                 for m in messages:
                     if m.value is not None and b'"op":"r"' in m.value:
                         count += 1
