@@ -50,6 +50,9 @@ class SourceConfig(BaseModel):
     ssl_ca: str | None = None      # CA file (PEM) for verify_ca / verify_identity
     ssl_cert: str | None = None    # client certificate and key (PEM), for users created REQUIRE X509
     ssl_key: str | None = None
+    # Signals and incremental snapshots (docs/cdc.md): the signal table `db.table` (read from the binlog; the
+    # incremental snapshot's watermarks are written to it)
+    signal_table: str | None = Field(default=None, pattern=r"^[^.`]+\.[^.`]+$")
 
     @model_validator(mode="after")
     def _tls_files_fit_the_mode(self) -> "SourceConfig":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Literal
@@ -26,6 +27,7 @@ from typing import Literal
 import pymysql
 from pydantic import Field, SecretStr, field_validator
 
+from cdc import signals
 from cdc.config import SourceConfig, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
@@ -55,6 +57,12 @@ class TablesConfig(ConnectorConfig):
         return check_regexes(patterns)
 
 
+class SignalsConfig(ConnectorConfig):
+    table: str | None = Field(None, pattern=r"^[^.`]+\.[^.`]+$")
+    """`db.table` of the signal table `(id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT)`: signals are rows
+    inserted into it, read from the binlog; incremental snapshots write their watermarks to it."""
+
+
 class MySqlConfig(ConnectorConfig):
     database: DatabaseConfig
     tables: TablesConfig = TablesConfig()
@@ -72,6 +80,7 @@ class MySqlConfig(ConnectorConfig):
     max_batch_records: int = Field(10_000, ge=1)
     ddl_skip_unparseable: bool = False
     schema_history_topic: str | None = None
+    signals: SignalsConfig = SignalsConfig()
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
 
     def source_config(self, connector: str) -> SourceConfig:
@@ -83,7 +92,8 @@ class MySqlConfig(ConnectorConfig):
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
-            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable)
+            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable,
+            signal_table=self.signals.table)
 
 
 class _Handoff:
@@ -196,6 +206,18 @@ class MySqlTask(SourceTask):
     def metrics(self) -> dict[str, float]:
         source = getattr(self, "_source", None)
         return {} if source is None else source.metrics
+
+    def details(self) -> dict:
+        source = getattr(self, "_source", None)
+        return {} if source is None else {k: v for k, v in source.details.items() if v is not None}
+
+    def signal(self, signal: dict) -> None:
+        """From the REST API: checked here (raises SignalRefused, a ValueError), acted on by the source."""
+        parsed = signals.from_json(signal, default_id=f"rest-{uuid.uuid4().hex[:12]}")
+        source = getattr(self, "_source", None)
+        if source is None:
+            raise ValueError("the task is not running; signal it once it runs")
+        source.signal(parsed)
 
     async def stop(self) -> None:
         if getattr(self, "_source", None) is None:

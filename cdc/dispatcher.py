@@ -60,6 +60,11 @@ class Dispatcher:
         self._counts: dict[str, int] = {}
         self._order = 0
         self._sliced = False
+        # Incremental snapshots (cdc/snapshot/incremental.py): their progress goes into every offset, and
+        # while a chunk's window is open (`hold`) batches do not end the Kafka transaction.
+        self.offset_extras: dict = {}
+        self.hold = False
+        self._held = False
 
     @property
     def full(self) -> bool:
@@ -109,7 +114,7 @@ class Dispatcher:
         if self._txid is not None and self._counts and self.config.transaction_metadata:
             self.emitter.transaction("END", self._txid, self._counts, self._records)
         self._txid = None
-        if self._records or self._sliced:   # a split transaction always ends with its commit offset
+        if self._records or self._sliced or self._held:   # a split transaction always ends with its commit offset
             self.flush(offset)
         else:
             self.heartbeat(offset)      # filtered-out traffic still moves the offset
@@ -130,6 +135,25 @@ class Dispatcher:
 
     def flush(self, offset: Offset) -> None:
         self._sliced = self._txid is not None      # inside a transaction: a slice of it
-        self.ready.append(Batch(self._records, offset.to_dict(), ends_transaction=not self._sliced))
+        self._held = self.hold
+        stored = offset.to_dict()
+        if self.offset_extras:
+            stored.update(self.offset_extras)
+        self.ready.append(Batch(self._records, stored, ends_transaction=not (self._sliced or self._held)))
         self._records = []
         self._last_flush = self.clock()
+
+    def reads(self, table: TableContext, images: list[dict], source: EventSource, offset: Offset) -> None:
+        """An incremental snapshot's chunk: `op: r` changes outside the numbering of the transaction they
+        go out with, in slices that do not end the Kafka transaction when the batch fills (`offset` is the
+        slices' restart position)."""
+        txid, self._txid = self._txid, None
+        hold, self.hold = self.hold, True
+        try:
+            index = 0
+            while index < len(images):
+                index = self.rows(table, "r", images, index, source)
+                if self.full and index < len(images):
+                    self.flush(offset)
+        finally:
+            self._txid, self.hold = txid, hold

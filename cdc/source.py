@@ -26,6 +26,7 @@ from cdc.offsets import Offset
 from cdc.records import Batch
 from cdc.schema.history import HistoryStore, SchemaHistory
 from cdc.snapshot import SnapshotSource, Snapshotter
+from cdc.snapshot.incremental import IncrementalSnapshot
 from cdc.streaming import StreamingSource
 
 ClientFactory = Callable[[Offset], BinlogClient]
@@ -41,11 +42,14 @@ class MySqlSource:
         self.history = SchemaHistory(history_store, self.config.ddl_skip_unparseable, self.dispatcher.captured)
         self.streaming = StreamingSource(self.config, self.dispatcher, self.history, self.partitions)
         self._stored = Offset.from_dict(offset) if offset else None
+        self._stored_tables = (offset or {}).get("tables")
         self._follow = follow
         self._client_factory = client_factory or self._binlog_client
         self.engine = make_engine(self.config)
         self.snapshot: SnapshotSource | None = None
         self._bytes_behind = BinlogBytesBehind(self.engine)
+        self.incremental = self.streaming.incremental = IncrementalSnapshot(
+            self.config, self.engine, self.history, self.dispatcher, self.partitions, (offset or {}).get("incremental"))
 
     def metrics(self, now: float) -> dict[str, float]:
         """Gauges for the connector's metrics endpoint; read from another thread (plain numbers only)."""
@@ -54,6 +58,7 @@ class MySqlSource:
         if progress is not None:
             found.update(snapshot_tables_total=progress.tables_total, snapshot_tables_done=progress.tables_done,
                          snapshot_rows_read=progress.rows_read, snapshot_rows_estimated=progress.rows_estimated)
+        found.update(self.incremental.metrics(now))
         lag = self.streaming.lag_seconds(now)
         if lag is not None:
             found["binlog_lag_seconds"] = lag
@@ -89,6 +94,7 @@ class MySqlSource:
         self.snapshot = snapshot = SnapshotSource(self.config, self.engine, self.history, self.dispatcher,
                                                   self.partitions)
         if decision.snapshot_data:
+            self.incremental.forget()       # (the snapshot reads every table)
             resume = offset if decision.resume else None
             if resume is not None:
                 self.history.recover(resume.position)
@@ -105,5 +111,6 @@ class MySqlSource:
                 raise CdcError(f"an offset is stored ({offset.position}) but the schema history is empty: "
                                "restore the history store, or delete the offset to take a new snapshot")
             self.history.recover(offset.position)
+            self.incremental.tables_added(self._stored_tables)
         if decision.stream:
             yield from self.streaming.run(self._client_factory(offset), offset)

@@ -19,10 +19,12 @@ then answers to the child's questions. Child → parent:
                                                 since the last batch first
     ("partitions", topic)                       how many partitions has `topic` (created if missing)?
                                                 The parent answers with the count.
-    ("metrics", gauges)                         the source's gauges, every METRICS_EVERY_S
+    ("metrics", gauges, details)                the source's gauges, every METRICS_EVERY_S, and its details
+                                                (the incremental snapshot's progress) for the REST status
     ("end",)                                    the source finished
     ("error", exception)                        the source failed (the child's traceback in its notes)
-Records travel as columns: pickling slotted dataclasses costs nine times as much.
+Signals (cdc.signals.Signal, from the REST API) go parent → child on a one-way pipe of their own, read by a
+thread of the child, since they come at any time. Records travel as columns: pickling slotted dataclasses costs nine times as much.
 
 A child dies with the fork server (PR_SET_PDEATHSIG), and so with the connect process, and is killed
 on stop: what it read but did not hand over is read again from the committed offset by the next attempt.
@@ -62,15 +64,19 @@ class SourceProcess:
 
     def __init__(self, name: str) -> None:
         self.metrics: dict[str, float] = {}
+        self.details: dict = {}
         self._partitions: Callable[[str], int] | None = None
         self._stopped = False
         root = logging.getLogger()
         log_format = root.handlers[0].formatter._fmt if root.handlers and root.handlers[0].formatter else None
         warm_up()
         self._conn, child = _CONTEXT.Pipe()
-        self._process = _CONTEXT.Process(target=_serve, name=name, daemon=True, args=(child, root.level, log_format))
+        signals_in, self._signals = _CONTEXT.Pipe(duplex=False)   # (signals: a pipe of their own, any time)
+        self._process = _CONTEXT.Process(target=_serve, name=name, daemon=True,
+                                         args=(child, root.level, log_format, signals_in))
         self._process.start()
         child.close()
+        signals_in.close()
 
     def begin(self, config: SourceConfig, history_topic: str, stored_history: list[bytes | None],
               offset: dict | None, partitions: Callable[[str], int]) -> None:
@@ -96,11 +102,15 @@ class SourceProcess:
             elif kind == "partitions":
                 conn.send(self._partitions(message[1]))
             elif kind == "metrics":
-                self.metrics = message[1]
+                self.metrics, self.details = message[1], message[2]
             elif kind == "end":
                 return
             else:
                 raise message[1]
+
+    def signal(self, signal) -> None:
+        """Hand a signal (cdc.signals.Signal) to the running source, from any thread."""
+        self._signals.send(signal)
 
     def stop(self) -> None:
         self._stopped = True
@@ -109,7 +119,8 @@ class SourceProcess:
         self._conn.close()
 
 
-def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_format: str | None) -> None:
+def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_format: str | None,
+           signals: multiprocessing.connection.Connection) -> None:
     """Child side: run the source and send what it yields."""
     die_with_parent(os.getppid())   # (the fork server, which exits with the connect process)
     logging.basicConfig(level=log_level, **({"format": log_format} if log_format else {}))
@@ -132,6 +143,7 @@ def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_form
     try:
         source = MySqlSource(config, history, offset, partitions=partitions)
         threading.Thread(target=_report_metrics, args=(source, send), name="source-metrics", daemon=True).start()
+        threading.Thread(target=_receive_signals, args=(source, signals), name="source-signals", daemon=True).start()
         with contextlib.closing(source.batches()) as batches:   # closed: a snapshot's connections too
             for batch in batches:
                 records = batch.records
@@ -145,11 +157,17 @@ def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_form
         send(("error", _portable(exc)))
 
 
+def _receive_signals(source, signals: multiprocessing.connection.Connection) -> None:
+    with contextlib.suppress(EOFError, OSError):
+        while True:
+            source.incremental.offer(signals.recv())
+
+
 def _report_metrics(source, send: Callable[[tuple], None]) -> None:
     while True:
         time.sleep(METRICS_EVERY_S)
         try:
-            send(("metrics", source.metrics(time.time())))
+            send(("metrics", source.metrics(time.time()), {"incremental_snapshot": source.incremental.status()}))
         except Exception:
             logging.getLogger(__name__).exception("reading the source's metrics failed")
 

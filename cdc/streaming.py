@@ -31,12 +31,13 @@ _STATEMENT_DML = re.compile(r"(?:\s|/\*.*?\*/)*(INSERT|UPDATE|DELETE|REPLACE)\b"
 
 
 class _MappedTable:
-    __slots__ = ("decode", "decode_partial", "context")
+    __slots__ = ("decode", "decode_partial", "context", "signal")
 
-    def __init__(self, decode, decode_partial, context: TableContext | None) -> None:
+    def __init__(self, decode, decode_partial, context: TableContext | None, signal: bool = False) -> None:
         self.decode = decode
         self.decode_partial = decode_partial    # for PARTIAL_UPDATE_ROWS events
         self.context = context
+        self.signal = signal                    # the signal table (incremental snapshots)
 
 
 class StreamingSource:
@@ -55,6 +56,8 @@ class StreamingSource:
             Rows: self._on_rows, TableMap: self._on_table_map, Commit: self._on_commit, Gtid: self._on_gtid,
             Begin: self._on_begin, Query: self._on_query, Rotate: self._on_rotate, Heartbeat: self._on_heartbeat}
         self._stopping = False
+        self.incremental = None                 # an IncrementalSnapshot, when signals are configured
+        self._signal_table = tuple(config.signal_table.split(".", 1)) if config.signal_table else None
         self._offset: Offset | None = None
         self.last_event_ts: int | None = None  # the server's timestamp (s) of the last transaction or DDL read
         self.caught_up = False
@@ -87,9 +90,12 @@ class StreamingSource:
         self._next_row = 0
         handlers = self._handlers
         ready = self.dispatcher.ready
+        incremental = self.incremental
         try:
             for event in client.events():
                 handlers[type(event)](event)
+                if incremental is not None and incremental.due():
+                    incremental.step()          # signals from other channels; the next chunk's window
                 while ready:
                     yield ready.popleft()
                 if self._stopping:
@@ -118,6 +124,10 @@ class StreamingSource:
         self._dml_txn = True
 
     def _on_table_map(self, event: TableMap) -> None:
+        if self._signal_table == (event.db, event.table) and self.incremental is not None:
+            columns, _ = describe_columns(event, self.history.schema.get(event.db, event.table))
+            self._tables[event.table_id] = _MappedTable(compile_rows_decoder(columns), None, None, signal=True)
+            return
         if not self.dispatcher.captured(event.db, event.table):
             self._tables[event.table_id] = _MappedTable(None, None, None)
             return
@@ -137,6 +147,9 @@ class StreamingSource:
             raise DecodeError(f"rows event at {event.file}:{event.start} for table id {event.table_id}, "
                               "which no table map described")
         if mapped.context is None:
+            if mapped.signal and event.kind == "c":
+                for row in mapped.decode(event.data, event.begin, event.stop):
+                    self.incremental.signal_row(row)
             return
         if not self._in_group:
             self._start_group(event, None)
@@ -145,6 +158,8 @@ class StreamingSource:
             rows = self._decode_partial(mapped, event)
         else:
             rows = mapped.decode(event.data, event.begin, event.stop)
+        if self.incremental is not None:
+            self.incremental.changed(mapped.context, rows)
         self.dispatcher.emitter.tick()
         source = self.source
         source.server_id, source.file, source.pos, source.gtid = event.server_id, event.file, event.start, self._txn_gtid
@@ -186,6 +201,8 @@ class StreamingSource:
 
     def _end_group(self, event: Event) -> None:
         self.last_event_ts, self.caught_up = event.ts, False
+        if self.incremental is not None:        # a chunk whose high watermark this group held goes out with it
+            self.incremental.at_commit(self._offset, event)
         self._offset = self._group_end_offset(event)
         self._in_group = self._dml_txn = False
         self._txn_gtid = None

@@ -143,6 +143,16 @@ class SourceTask(Task):
         reads only."""
         return {}
 
+    def details(self) -> Mapping[str, Json]:
+        """What the REST status shows of the source beside its gauges (e.g. an incremental snapshot's table
+        and ETA). Cheap reads only."""
+        return {}
+
+    def signal(self, signal: Mapping[str, Json]) -> None:
+        """A signal from the REST API ({"id", "type", "data"}, Debezium's shape). Raise ValueError, saying
+        why, for one the source refuses; sources without signals refuse them all."""
+        raise ValueError(f"{type(self).__name__} takes no signals")
+
     @abstractmethod
     def batches(self) -> AsyncGenerator[Batch, None]:
         """An async generator: yield batches forever, or return when the source is exhausted (the task

@@ -208,6 +208,48 @@ def submit_command(config_path: str, url: str) -> None:
         sys.exit(1)
 
 
+@connect_command.command("signal")
+@click.argument("name")
+@click.argument("kind", metavar="TYPE",
+                type=click.Choice(["execute-snapshot", "stop-snapshot", "pause-snapshot", "resume-snapshot"]))
+@click.option("--tables", "tables", multiple=True, metavar="DB.TABLE",
+              help="A table to snapshot (or stop snapshotting); repeat it, or separate names by commas.")
+@click.option("--where", "where", metavar="SQL", help="execute-snapshot: read only the rows where SQL holds.")
+@click.option("--id", "signal_id", help="The signal's id (default: a new one).")
+@click.option("--url", default="http://127.0.0.1:8083", show_default=True,
+              help="The REST API of the worker that runs the connector (`connect run --rest`).")
+def signal_command(name: str, kind: str, tables: tuple[str, ...], where: str | None, signal_id: str | None,
+                   url: str) -> None:
+    """Send a signal to connector NAME: incremental snapshots (execute-snapshot --tables db.t [--where SQL]),
+    stop-snapshot, pause-snapshot, resume-snapshot. The same as a row in the connector's signal table."""
+    names = [t.strip() for value in tables for t in value.split(",") if t.strip()]
+    if kind == "execute-snapshot" and not names:
+        raise click.UsageError("execute-snapshot needs --tables DB.TABLE")
+    if where is not None and len(names) != 1:
+        raise click.UsageError("--where applies to one table: give exactly one --tables")
+    data: dict = {"data-collections": names} if names else {}
+    if kind == "execute-snapshot":
+        data["type"] = "incremental"
+        if where is not None:
+            data["additional-conditions"] = [{"data-collection": names[0], "filter": where}]
+    body = {"type": kind, "data": data, **({"id": signal_id} if signal_id else {})}
+    request = urllib.request.Request(f"{url.rstrip('/')}/connectors/{urllib.parse.quote(name)}/signals",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60):
+            click.echo(f"{kind} sent to connector {name}")
+    except urllib.error.HTTPError as exc:
+        answer = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError):
+            answer = json.loads(answer)["message"]
+        click.echo(f"{url} refused the signal ({exc.code}): {answer}", err=True)
+        sys.exit(1)
+    except (urllib.error.URLError, OSError) as exc:
+        click.echo(f"cannot reach a worker at {url}: {getattr(exc, 'reason', exc)}", err=True)
+        sys.exit(1)
+
+
 @connect_command.command("validate")
 @click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate_command(configs: tuple[str, ...]) -> None:

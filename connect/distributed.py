@@ -442,6 +442,18 @@ class DistributedWorker:
         for key in [f"status-connector-{name}", *tasks]:
             await self.topics.write_status(key, None)
 
+    async def signal(self, name: str, signal: dict[str, Any]) -> None:
+        self._config_of(name)
+        runner = self.runners.get((name, 0))
+        if runner is None:
+            where = self.topics.state.task_status(name, 0) or {}
+            raise Conflict(f"task 0 of {name} does not run on this worker ({where.get('worker_id', 'unassigned')} "
+                           "runs it): send the signal there, or insert it into the signal table")
+        try:
+            runner.signal(signal)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
     async def pause(self, name: str) -> None:
         await self._target(name, "PAUSED")
 

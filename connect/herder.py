@@ -75,6 +75,9 @@ class Herder(Protocol):
 
     async def delete(self, name: str) -> None: ...
 
+    async def signal(self, name: str, signal: dict[str, Any]) -> None:
+        """Hand a signal ({"id", "type", "data"}) to the connector's running source; BadRequest if it refuses."""
+
     async def alter_offsets(self, name: str, offsets: list[dict[str, Any]] | None) -> None:
         """Write these offsets (KIP-875), or forget all of the connector's when None."""
 
@@ -156,6 +159,12 @@ class Standalone:
 
     async def stop(self, name: str) -> None:
         raise Unsupported(_FIXED)
+
+    async def signal(self, name: str, signal: dict[str, Any]) -> None:
+        try:
+            self.worker.signal(self._connector(name).spec.name, signal)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
 
     async def put(self, name: str, config: dict[str, Any], *, create_only: bool) -> bool:
         raise Unsupported(_FIXED)

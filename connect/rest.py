@@ -196,6 +196,13 @@ def make_app(herder: Herder) -> web.Application:
         await herder.stop(request.match_info["name"])
         return web.Response(status=204)
 
+    @routes.post("/connectors/{name}/signals")
+    async def signal(request):
+        """A signal for the connector's source (Debezium's shape: {"id"?, "type", "data"}); not a Kafka
+        Connect path. Answered where the source runs."""
+        await herder.signal(request.match_info["name"], await _json(request))
+        return web.Response(status=202)
+
     @routes.get("/connectors/{name}/offsets")
     async def get_offsets(request):
         """Committed offsets as stored in the log (read now, not a cached copy)."""

@@ -105,7 +105,15 @@ class TaskRunner:
                   "failures": self.failures, "batches": self.batches_written}
         if metrics := self.source_metrics():  # (binlake's, once the source reports: snapshot progress, binlog lag)
             status["source"] = dict(metrics)
+        if self._source_task is not None and (details := self._source_task.details()):
+            status.setdefault("source", {}).update(details)
         return status
+
+    def signal(self, signal: Mapping) -> None:
+        """Hand a signal to the running source; ValueError when it refuses it or none runs."""
+        if self._source_task is None:
+            raise ValueError(f"{self.label} is {self.state.value}, not running: it takes signals once it runs")
+        self._source_task.signal(signal)
 
     # -- supervision ----------------------------------------------------------------------------------
 
@@ -357,6 +365,10 @@ class Worker:
         connector.paused = False
         for runner in connector.runners:
             runner.resume()
+
+    def signal(self, name: str, signal: Mapping) -> None:
+        """A signal for the connector's source (its first task: a binlog source runs one)."""
+        self.connectors[name].runners[0].signal(signal)
 
     def restart(self, name: str, task_id: int | None = None) -> None:
         """Restart one task or all of a connector's; a task that had ended (FAILED, FINISHED) runs again."""

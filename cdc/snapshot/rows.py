@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import LargeBinary, and_, cast, column, literal_column, or_, select, table
+from sqlalchemy import LargeBinary, and_, cast, column, literal_column, or_, select, table, text
 from sqlalchemy.sql import ColumnElement, Select
 
 from cdc import values as V
@@ -44,11 +44,15 @@ def converter(col: ColumnDef) -> Callable:
     raise ValueError(f"no snapshot mapping for column {col.name} of type {col.type}")
 
 
-def chunk_query(definition: TableDef, after: tuple | None, limit: int | None) -> Select:
-    """Rows in primary-key order after the key `after` (keyset pagination)."""
+def chunk_query(definition: TableDef, after: tuple | None, limit: int | None, *, key: tuple[str, ...] | None = None,
+                where: str | None = None) -> Select:
+    """Rows in primary-key order (or `key`'s: an incremental snapshot's surrogate key) after the key `after`
+    (keyset pagination), and where the SQL condition `where` holds."""
     t = table(definition.name, *[column(c.name) for c in definition.columns], schema=definition.db)
     query = select(*(_selected(t.c[c.name], c) for c in definition.columns))
-    pk = [t.c[name] for name in _pk_names(definition)]
+    if where is not None:
+        query = query.where(text(f"({where})"))
+    pk = [t.c[name] for name in (key if key is not None else _pk_names(definition))]
     if pk:
         query = query.order_by(*pk)
         if after is not None:

@@ -131,6 +131,12 @@ function describeChange(c) {
 
 function snapshot(task) {
   const s = task.source || {};
+  const inc = s.incremental_snapshot;  // an incremental snapshot under way (issue 35)
+  if (inc) {
+    const eta = inc.eta_seconds === null ? "" : `, ETA ${num(Math.round(inc.eta_seconds))} s`;
+    return `incremental: ${esc(inc.table)} chunk ${num(inc.chunk)}, ${num(inc.rows)}/${num(inc.rows_estimated)} rows` +
+      `${eta}${inc.paused ? " (paused)" : ""}`;
+  }
   if (s.snapshot_tables_total === undefined) return "—";
   return `${num(s.snapshot_tables_done)}/${num(s.snapshot_tables_total)} tables, ${num(s.snapshot_rows_read)} rows`;
 }
