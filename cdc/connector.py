@@ -6,6 +6,10 @@
     database: {host: 127.0.0.1, port: 3306, user: cdc, password: "${MYSQL_PASSWORD}", server_id: 5401}
     tables: {include: ['shop\\..*'], exclude: []}
 
+With `database: {hosts: ['db1:3306', 'db2:3306'], ...}` (and `restart_by: gtid`) the source follows a
+primary failover: each attempt reads from the first server that answers and holds every GTID already
+published (cdc/failover.py).
+
 The source (binlog socket, SQLAlchemy: blocking, and most of the connector's CPU) runs in a child
 process (cdc/source_process.py); a thread receives its batches and hands them to the event loop
 through a small bounded queue (`_Handoff`): decoding goes on, on another core, while the runtime
@@ -24,9 +28,9 @@ from collections.abc import AsyncGenerator
 from typing import Literal
 
 import pymysql
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
-from cdc.config import SourceConfig, check_regexes
+from cdc.config import SourceConfig, check_address, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -42,6 +46,23 @@ class DatabaseConfig(ConnectorConfig):
     password: SecretStr = SecretStr("")
     server_id: int = Field(ge=1, lt=2**32)
     """Replica id the connector uses; unique among the server's replicas."""
+    hosts: list[str] = []
+    """Servers of one replication topology (`host:port`), instead of `host`: when the connection is lost the
+    source resumes on the first that answers and holds every published GTID (cdc/failover.py)."""
+    failover_catch_up_ms: int = Field(30_000, ge=0)
+    """How long a server that lacks published GTIDs (a replica still applying its relay log) is waited for."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _addresses(cls, hosts: list[str]) -> list[str]:
+        return [check_address(h) for h in hosts]
+
+    @model_validator(mode="after")
+    def _host_or_hosts(self) -> "DatabaseConfig":
+        if self.hosts and "host" in self.model_fields_set:
+            raise ValueError("give database.host or database.hosts, not both (hosts: ['a:3306', 'b:3306'] "
+                             "lists every server, the first one included)")
+        return self
 
 
 class TablesConfig(ConnectorConfig):
@@ -74,10 +95,19 @@ class MySqlConfig(ConnectorConfig):
     schema_history_topic: str | None = None
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
 
+    @model_validator(mode="after")
+    def _failover_by_gtid(self) -> "MySqlConfig":
+        if len(self.database.hosts) > 1 and self.restart_by != "gtid":
+            raise ValueError(f"database.hosts lists {len(self.database.hosts)} servers, so set restart_by: gtid: "
+                             "following a failover resumes by GTID set (another server's binlog files and positions "
+                             "are not this one's); MySQL needs gtid_mode=ON, MariaDB always has GTIDs")
+        return self
+
     def source_config(self, connector: str) -> SourceConfig:
         db = self.database
         return SourceConfig(
-            name=self.topic_prefix or connector, host=db.host, port=db.port, user=db.user,
+            name=self.topic_prefix or connector, host=db.host, port=db.port, hosts=tuple(db.hosts),
+            failover_catch_up_s=db.failover_catch_up_ms / 1000, user=db.user,
             password=db.password.get_secret_value(), server_id=db.server_id, format=self.format,
             snapshot=self.snapshot, restart_by=self.restart_by, snapshot_chunk_rows=self.snapshot_chunk_rows,
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
@@ -137,7 +167,8 @@ def _fatal(exc: BaseException, config: MySqlConfig) -> BaseException:
     error = getattr(exc, "orig", exc)           # SQLAlchemy wraps the driver's error
     if isinstance(error, pymysql.err.OperationalError) and error.args[0] == _ACCESS_DENIED:
         db = config.database
-        return FatalError(f"MySQL at {db.host}:{db.port} refused user {db.user!r}: {error.args[1]}; "
+        where = ", ".join(db.hosts) or f"{db.host}:{db.port}"
+        return FatalError(f"MySQL at {where} refused user {db.user!r}: {error.args[1]}; "
                           "check database.user and database.password")
     return exc
 

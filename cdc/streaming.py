@@ -184,6 +184,14 @@ class StreamingSource:
             self._gtids.add(self._txn_gtid)
         return Offset(BinlogPosition(event.file, event.end), str(self._gtids))
 
+    def _gtids_after_group(self) -> str:
+        """The executed set once the open group commits (schema history records carry it)."""
+        if not self._txn_gtid:
+            return str(self._gtids)
+        after = GtidSet(str(self._gtids))
+        after.add(self._txn_gtid)
+        return str(after)
+
     def _end_group(self, event: Event) -> None:
         self.last_event_ts, self.caught_up = event.ts, False
         self._offset = self._group_end_offset(event)
@@ -199,7 +207,7 @@ class StreamingSource:
                               "binlog_format=ROW for every session, then re-snapshot the tables it changed: "
                               f"{event.sql[:200]!r}")
         changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql,
-                                      event.server_charset)
+                                      event.server_charset, self._gtids_after_group())
         if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()
             src = self.source
