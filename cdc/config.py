@@ -63,6 +63,7 @@ class SourceConfig(BaseModel):
     transaction_metadata: bool = False
     heartbeat_interval_s: float = Field(default=10.0, ge=0)
     max_batch_records: int = Field(default=10_000, ge=1)
+    max_batch_bytes: int = Field(default=8 << 20, ge=1)   # keys + values of one batch (a slice of a transaction)
     ddl_skip_unparseable: bool = False
     # TLS to the server, Debezium's database.ssl.mode: disabled (caching_sha2_password then authenticates
     # with the server's RSA key) | preferred (TLS when the server offers it) | required (encrypted, the

@@ -91,6 +91,11 @@ class MySqlConfig(ConnectorConfig):
     transaction_metadata: bool = False
     heartbeat_interval_ms: int = Field(10_000, ge=0)
     max_batch_records: int = Field(10_000, ge=1)
+    max_batch_bytes: int = Field(8 << 20, ge=1)
+    """Keys and values of one batch: a larger MySQL transaction is written in slices of this size (one Kafka
+    transaction under exactly-once), so memory does not grow with a transaction's size or its rows' width."""
+    max_queue_bytes: int = Field(64 << 20, ge=1)
+    """Batches decoded ahead of the writer (Debezium's max.queue.size.in.bytes, on by default)."""
     ddl_skip_unparseable: bool = False
     schema_history_topic: str | None = None
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
@@ -113,32 +118,38 @@ class MySqlConfig(ConnectorConfig):
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
-            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable)
+            max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
+            ddl_skip_unparseable=self.ddl_skip_unparseable)
 
 
 class _Handoff:
-    """Batches from the source thread to the event loop: at most `max_records` records (or one batch,
-    however large) wait, so memory stays bounded while decoding runs ahead of writing."""
+    """Batches from the source thread to the event loop: at most `max_records` records and `max_bytes`
+    bytes of keys and values (or one batch, however large) wait, so memory stays bounded while decoding
+    runs ahead of writing."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, max_records: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_records: int, max_bytes: int) -> None:
         self._loop = loop
         self._max_records = max_records
+        self._max_bytes = max_bytes
         self._items: deque = deque()
         self._queued = 0
+        self._queued_bytes = 0
         self._room = threading.Condition()
         self._ready = asyncio.Event()
         self.closed = False
 
-    def put(self, item) -> bool:
-        """From the thread; False when the consumer went away."""
+    def put(self, item, nbytes: int = 0) -> bool:
+        """From the thread; `nbytes`: the batch's keys and values. False when the consumer went away."""
         size = len(item.records) if isinstance(item, Batch) else 0
         with self._room:
-            while self._items and self._queued + size > self._max_records and not self.closed:
+            while self._items and (self._queued + size > self._max_records or
+                                   self._queued_bytes + nbytes > self._max_bytes) and not self.closed:
                 self._room.wait()
             if self.closed:
                 return False
-            self._items.append(item)
+            self._items.append((item, nbytes))
             self._queued += size
+            self._queued_bytes += nbytes
         self._loop.call_soon_threadsafe(self._ready.set)
         return True
 
@@ -147,8 +158,9 @@ class _Handoff:
             self._ready.clear()
             with self._room:
                 if self._items:
-                    item = self._items.popleft()
+                    item, nbytes = self._items.popleft()
                     self._queued -= len(item.records) if isinstance(item, Batch) else 0
+                    self._queued_bytes -= nbytes
                     self._room.notify()
                     return item
             await self._ready.wait()
@@ -179,7 +191,7 @@ class MySqlTask(SourceTask):
     async def start(self) -> None:
         connector, log = self.context.connector, self.context.log
         self._loop = asyncio.get_running_loop()
-        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records)
+        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records, self.config.max_queue_bytes)
         self._partitions: dict[str, int] = {}
         self._thread: threading.Thread | None = None
         self._source = SourceProcess(f"binlake-source-{connector}")
@@ -205,7 +217,9 @@ class MySqlTask(SourceTask):
         handoff = self._handoff
         try:
             for batch in self._source.batches():
-                if not handoff.put(Batch(batch.records, self.source_partition, batch.offset, batch.ends_transaction)):
+                nbytes = sum([len(r.value or b"") + len(r.key or b"") for r in batch.records])
+                if not handoff.put(Batch(batch.records, self.source_partition, batch.offset, batch.ends_transaction),
+                                   nbytes):
                     return
             handoff.put(_STOP)
         except BaseException as exc:
