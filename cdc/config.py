@@ -62,6 +62,7 @@ class SourceConfig(BaseModel):
     tombstones_on_delete: bool = True
     transaction_metadata: bool = False
     heartbeat_interval_s: float = Field(default=10.0, ge=0)
+    heartbeat_query: str | None = None     # run on the source at each heartbeat while idle (cdc/heartbeat_query.py)
     max_batch_records: int = Field(default=10_000, ge=1)
     max_batch_bytes: int = Field(default=8 << 20, ge=1)   # keys + values of one batch (a slice of a transaction)
     ddl_skip_unparseable: bool = False

@@ -90,6 +90,9 @@ class MySqlConfig(ConnectorConfig):
     tombstones_on_delete: bool = True
     transaction_metadata: bool = False
     heartbeat_interval_ms: int = Field(10_000, ge=0)
+    heartbeat_query: str | None = None
+    """SQL run on the source at each heartbeat while the captured tables are idle, so the stored position
+    moves before the server purges its binlog (e.g. an upsert into a heartbeat table)."""
     max_batch_records: int = Field(10_000, ge=1)
     max_batch_bytes: int = Field(8 << 20, ge=1)
     """Keys and values of one batch: a larger MySQL transaction is written in slices of this size (one Kafka
@@ -118,6 +121,7 @@ class MySqlConfig(ConnectorConfig):
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
+            heartbeat_query=self.heartbeat_query,
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
             ddl_skip_unparseable=self.ddl_skip_unparseable)
 

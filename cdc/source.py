@@ -24,6 +24,7 @@ from cdc.dispatcher import Dispatcher
 from cdc.errors import CdcError
 from cdc.emitter import Emitter
 from cdc.failover import choose_server
+from cdc.heartbeat_query import HeartbeatQuery
 from cdc.offsets import Offset
 from cdc.records import Batch
 from cdc.schema.history import HistoryStore, SchemaHistory
@@ -122,4 +123,7 @@ class MySqlSource:
                                "restore the history store, or delete the offset to take a new snapshot")
             self.history.recover(offset.position, self._restart_gtids(offset))
         if decision.stream:
+            if self.config.heartbeat_query:
+                self.streaming.on_idle = HeartbeatQuery(self.engine, self.config.heartbeat_query,
+                                                        self.config.heartbeat_interval_s or 1.0)
             yield from self.streaming.run(self._client_factory(offset), offset)

@@ -58,6 +58,7 @@ class StreamingSource:
         self._offset: Offset | None = None
         self.last_event_ts: int | None = None  # the server's timestamp (s) of the last transaction or DDL read
         self.caught_up = False
+        self.on_idle: Callable[[], None] | None = None   # called at each binlog heartbeat (heartbeat_query)
 
     def stop(self) -> None:
         self._stopping = True
@@ -232,4 +233,6 @@ class StreamingSource:
         self.caught_up = not self._in_group  # the server has sent everything it has
         if not self._in_group:
             self.dispatcher.heartbeat(self._offset)
+            if self.on_idle is not None:
+                self.on_idle()
 
