@@ -18,6 +18,23 @@ def check_regexes(patterns):
     return patterns
 
 
+def split_address(address: str, default_port: int) -> tuple[str, int]:
+    """`host:port`, `host`, `[v6]:port` -> (host, port)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or "]" in port or (host.count(":") and not host.startswith("[")):
+        host, port = address, ""
+    host = host.strip("[]")
+    return host, int(port) if port else default_port
+
+
+def check_address(address: str) -> str:
+    host, colon, port = address.rpartition(":")
+    if not address.strip() or (colon and port.isdigit() and not 0 < int(port) < 65536) or (
+            colon and not port.isdigit() and "]" not in port and not host.count(":")):
+        raise ValueError(f"{address!r} is not a server address: write host:port (or host, for the default port)")
+    return address
+
+
 class SourceConfig(BaseModel):
     """Validated source settings; unknown keys are refused so typos surface at startup."""
 
@@ -26,6 +43,10 @@ class SourceConfig(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="logical server name, the topic prefix")
     host: str = "127.0.0.1"
     port: int = 3306
+    # Servers of one replication topology, tried in order when the connection is lost (cdc/failover.py);
+    # "host:port" or "host" (then `port`). Empty: `host` and `port` only.
+    hosts: tuple[str, ...] = ()
+    failover_catch_up_s: float = Field(default=30.0, ge=0)
     user: str
     password: str = ""
     server_id: int = Field(ge=1, lt=2**32, description="replica server id; unique among the server's replicas")
@@ -41,7 +62,9 @@ class SourceConfig(BaseModel):
     tombstones_on_delete: bool = True
     transaction_metadata: bool = False
     heartbeat_interval_s: float = Field(default=10.0, ge=0)
+    heartbeat_query: str | None = None     # run on the source at each heartbeat while idle (cdc/heartbeat_query.py)
     max_batch_records: int = Field(default=10_000, ge=1)
+    max_batch_bytes: int = Field(default=8 << 20, ge=1)   # keys + values of one batch (a slice of a transaction)
     ddl_skip_unparseable: bool = False
     # TLS to the server, Debezium's database.ssl.mode: disabled (caching_sha2_password then authenticates
     # with the server's RSA key) | preferred (TLS when the server offers it) | required (encrypted, the
@@ -64,6 +87,21 @@ class SourceConfig(BaseModel):
             raise ValueError(f"TLS files are set but ssl_mode is {self.ssl_mode}: set ssl_mode (required, verify_ca "
                              "or verify_identity) or remove them")
         return self
+
+    @model_validator(mode="after")
+    def _failover_follows_gtids(self) -> "SourceConfig":
+        if len(self.hosts) > 1 and self.restart_by != "gtid":
+            raise ValueError(f"{len(self.hosts)} hosts are given but restart_by is {self.restart_by}: another server "
+                             "of the topology has other binlog files and positions, so following a failover needs "
+                             "restart_by: gtid (GTIDs on: gtid_mode=ON on MySQL; MariaDB always has them)")
+        for address in self.hosts:
+            check_address(address)
+        return self
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """The servers to try, in order."""
+        return [split_address(a, self.port) for a in self.hosts] or [(self.host, self.port)]
 
     @field_validator("table_include", "table_exclude")
     @classmethod

@@ -6,6 +6,10 @@
     database: {host: 127.0.0.1, port: 3306, user: cdc, password: "${MYSQL_PASSWORD}", server_id: 5401}
     tables: {include: ['shop\\..*'], exclude: []}
 
+With `database: {hosts: ['db1:3306', 'db2:3306'], ...}` (and `restart_by: gtid`) the source follows a
+primary failover: each attempt reads from the first server that answers and holds every GTID already
+published (cdc/failover.py).
+
 The source (binlog socket, SQLAlchemy: blocking, and most of the connector's CPU) runs in a child
 process (cdc/source_process.py); a thread receives its batches and hands them to the event loop
 through a small bounded queue (`_Handoff`): decoding goes on, on another core, while the runtime
@@ -25,10 +29,10 @@ from collections.abc import AsyncGenerator
 from typing import Literal
 
 import pymysql
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
-from cdc.config import SourceConfig, check_regexes
+from cdc.config import SourceConfig, check_address, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -44,6 +48,23 @@ class DatabaseConfig(ConnectorConfig):
     password: SecretStr = SecretStr("")
     server_id: int = Field(ge=1, lt=2**32)
     """Replica id the connector uses; unique among the server's replicas."""
+    hosts: list[str] = []
+    """Servers of one replication topology (`host:port`), instead of `host`: when the connection is lost the
+    source resumes on the first that answers and holds every published GTID (cdc/failover.py)."""
+    failover_catch_up_ms: int = Field(30_000, ge=0)
+    """How long a server that lacks published GTIDs (a replica still applying its relay log) is waited for."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _addresses(cls, hosts: list[str]) -> list[str]:
+        return [check_address(h) for h in hosts]
+
+    @model_validator(mode="after")
+    def _host_or_hosts(self) -> "DatabaseConfig":
+        if self.hosts and "host" in self.model_fields_set:
+            raise ValueError("give database.host or database.hosts, not both (hosts: ['a:3306', 'b:3306'] "
+                             "lists every server, the first one included)")
+        return self
 
 
 class TablesConfig(ConnectorConfig):
@@ -77,48 +98,71 @@ class MySqlConfig(ConnectorConfig):
     tombstones_on_delete: bool = True
     transaction_metadata: bool = False
     heartbeat_interval_ms: int = Field(10_000, ge=0)
+    heartbeat_query: str | None = None
+    """SQL run on the source at each heartbeat while the captured tables are idle, so the stored position
+    moves before the server purges its binlog (e.g. an upsert into a heartbeat table)."""
     max_batch_records: int = Field(10_000, ge=1)
+    max_batch_bytes: int = Field(8 << 20, ge=1)
+    """Keys and values of one batch: a larger MySQL transaction is written in slices of this size (one Kafka
+    transaction under exactly-once), so memory does not grow with a transaction's size or its rows' width."""
+    max_queue_bytes: int = Field(64 << 20, ge=1)
+    """Batches decoded ahead of the writer (Debezium's max.queue.size.in.bytes, on by default)."""
     ddl_skip_unparseable: bool = False
     schema_history_topic: str | None = None
-    signals: SignalsConfig = SignalsConfig()
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
+    signals: SignalsConfig = SignalsConfig()
+
+    @model_validator(mode="after")
+    def _failover_by_gtid(self) -> "MySqlConfig":
+        if len(self.database.hosts) > 1 and self.restart_by != "gtid":
+            raise ValueError(f"database.hosts lists {len(self.database.hosts)} servers, so set restart_by: gtid: "
+                             "following a failover resumes by GTID set (another server's binlog files and positions "
+                             "are not this one's); MySQL needs gtid_mode=ON, MariaDB always has GTIDs")
+        return self
 
     def source_config(self, connector: str) -> SourceConfig:
         db = self.database
         return SourceConfig(
-            name=self.topic_prefix or connector, host=db.host, port=db.port, user=db.user,
+            name=self.topic_prefix or connector, host=db.host, port=db.port, hosts=tuple(db.hosts),
+            failover_catch_up_s=db.failover_catch_up_ms / 1000, user=db.user,
             password=db.password.get_secret_value(), server_id=db.server_id, format=self.format,
             snapshot=self.snapshot, restart_by=self.restart_by, snapshot_chunk_rows=self.snapshot_chunk_rows,
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
-            max_batch_records=self.max_batch_records, ddl_skip_unparseable=self.ddl_skip_unparseable,
-            signal_table=self.signals.table)
+            heartbeat_query=self.heartbeat_query,
+            max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
+            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table)
 
 
 class _Handoff:
-    """Batches from the source thread to the event loop: at most `max_records` records (or one batch,
-    however large) wait, so memory stays bounded while decoding runs ahead of writing."""
+    """Batches from the source thread to the event loop: at most `max_records` records and `max_bytes`
+    bytes of keys and values (or one batch, however large) wait, so memory stays bounded while decoding
+    runs ahead of writing."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, max_records: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_records: int, max_bytes: int) -> None:
         self._loop = loop
         self._max_records = max_records
+        self._max_bytes = max_bytes
         self._items: deque = deque()
         self._queued = 0
+        self._queued_bytes = 0
         self._room = threading.Condition()
         self._ready = asyncio.Event()
         self.closed = False
 
-    def put(self, item) -> bool:
-        """From the thread; False when the consumer went away."""
+    def put(self, item, nbytes: int = 0) -> bool:
+        """From the thread; `nbytes`: the batch's keys and values. False when the consumer went away."""
         size = len(item.records) if isinstance(item, Batch) else 0
         with self._room:
-            while self._items and self._queued + size > self._max_records and not self.closed:
+            while self._items and (self._queued + size > self._max_records or
+                                   self._queued_bytes + nbytes > self._max_bytes) and not self.closed:
                 self._room.wait()
             if self.closed:
                 return False
-            self._items.append(item)
+            self._items.append((item, nbytes))
             self._queued += size
+            self._queued_bytes += nbytes
         self._loop.call_soon_threadsafe(self._ready.set)
         return True
 
@@ -127,8 +171,9 @@ class _Handoff:
             self._ready.clear()
             with self._room:
                 if self._items:
-                    item = self._items.popleft()
+                    item, nbytes = self._items.popleft()
                     self._queued -= len(item.records) if isinstance(item, Batch) else 0
+                    self._queued_bytes -= nbytes
                     self._room.notify()
                     return item
             await self._ready.wait()
@@ -147,7 +192,8 @@ def _fatal(exc: BaseException, config: MySqlConfig) -> BaseException:
     error = getattr(exc, "orig", exc)           # SQLAlchemy wraps the driver's error
     if isinstance(error, pymysql.err.OperationalError) and error.args[0] == _ACCESS_DENIED:
         db = config.database
-        return FatalError(f"MySQL at {db.host}:{db.port} refused user {db.user!r}: {error.args[1]}; "
+        where = ", ".join(db.hosts) or f"{db.host}:{db.port}"
+        return FatalError(f"MySQL at {where} refused user {db.user!r}: {error.args[1]}; "
                           "check database.user and database.password")
     return exc
 
@@ -158,7 +204,7 @@ class MySqlTask(SourceTask):
     async def start(self) -> None:
         connector, log = self.context.connector, self.context.log
         self._loop = asyncio.get_running_loop()
-        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records)
+        self._handoff = _Handoff(self._loop, 2 * self.config.max_batch_records, self.config.max_queue_bytes)
         self._partitions: dict[str, int] = {}
         self._thread: threading.Thread | None = None
         self._source = SourceProcess(f"binlake-source-{connector}")
@@ -184,7 +230,9 @@ class MySqlTask(SourceTask):
         handoff = self._handoff
         try:
             for batch in self._source.batches():
-                if not handoff.put(Batch(batch.records, self.source_partition, batch.offset, batch.ends_transaction)):
+                nbytes = sum([len(r.value or b"") + len(r.key or b"") for r in batch.records])
+                if not handoff.put(Batch(batch.records, self.source_partition, batch.offset, batch.ends_transaction),
+                                   nbytes):
                     return
             handoff.put(_STOP)
         except BaseException as exc:

@@ -1,8 +1,10 @@
 """Between the sources and the output: table filters, transaction metadata, heartbeats and batching.
 
 Row changes accumulate in the open batch; a batch closes at a transaction commit, a DDL, a snapshot
-chunk, or when it reaches `max_batch_records` (then the source closes it with a mid-transaction
-offset), so memory stays bounded however large a transaction is.
+chunk, or when it reaches `max_batch_records` records or `max_batch_bytes` bytes of keys and values
+(then the source closes it with a mid-transaction offset), so memory stays bounded however large a
+transaction is, and however wide its rows. (A snapshot chunk is read whole, so there
+`snapshot_chunk_rows` bounds it.)
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class Dispatcher:
         self.captured = TableFilter(config.table_include, config.table_exclude)
         self._metadata = config.transaction_metadata
         self._max_records = config.max_batch_records
+        self._max_bytes = config.max_batch_bytes
+        self._bytes = 0                  # keys and values of the open batch
+        self._per_change = 0             # bytes per change of the last run, to size the next
         self.clock = clock
         self.ready: deque[Batch] = deque()
         self._records: list[Record] = []
@@ -68,7 +73,7 @@ class Dispatcher:
 
     @property
     def full(self) -> bool:
-        return len(self._records) >= self._max_records
+        return len(self._records) >= self._max_records or self._bytes >= self._max_bytes
 
     # --- transactions ----------------------------------------------------------------------
     def begin(self, txid: str, already_emitted: int = 0) -> None:
@@ -94,8 +99,13 @@ class Dispatcher:
         else:
             most = 2 if kind == "d" and self.emitter.tombstones else 1
         index = start
+        max_bytes = self._max_bytes
         while index < count:
-            stop = min(count, index + max(1, (limit - len(records)) // most))
+            room = (limit - len(records)) // most
+            if self._per_change and self._bytes < max_bytes:    # (over it: a snapshot chunk going on)
+                room = min(room, (max_bytes - self._bytes) // self._per_change)
+            stop = min(count, index + max(1, room))
+            before = len(records)
             txn = None
             if self._txid is not None:
                 if self._metadata and self._order == 0 and not self._counts:
@@ -105,8 +115,11 @@ class Dispatcher:
                 self._order += stop - index
                 self._counts[table.collection] = n + stop - index
             self.emitter.rows(table, kind, images, index, stop, source, first_row, txn, records)
+            added = _size(records, before)
+            self._bytes += added
+            self._per_change = max(1, added // (stop - index))
             index = stop
-            if len(records) >= limit:
+            if len(records) >= limit or self._bytes >= max_bytes:
                 break
         return index
 
@@ -141,6 +154,7 @@ class Dispatcher:
             stored.update(self.offset_extras)
         self.ready.append(Batch(self._records, stored, ends_transaction=not (self._sliced or self._held)))
         self._records = []
+        self._bytes = 0
         self._last_flush = self.clock()
 
     def reads(self, table: TableContext, images: list[dict], source: EventSource, offset: Offset) -> None:
@@ -157,3 +171,8 @@ class Dispatcher:
                     self.flush(offset)
         finally:
             self._txid, self.hold = txid, hold
+
+
+def _size(records: list[Record], start: int) -> int:
+    """Bytes of the keys and values of records[start:]."""
+    return sum([len(r.value or b"") + len(r.key or b"") for r in records[start:]])

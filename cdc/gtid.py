@@ -95,6 +95,24 @@ class MySqlGtidSet:
                     result._add_interval(uuid, tag, first, last)
         return result
 
+    def subtract(self, other: MySqlGtidSet) -> MySqlGtidSet:
+        """The GTIDs of this set that `other` lacks (the server's GTID_SUBTRACT)."""
+        result = MySqlGtidSet()
+        for key, intervals in self._intervals.items():
+            theirs = other._intervals.get(key, [])
+            for first, last in intervals:
+                for a, b in theirs:
+                    if b < first or a > last:
+                        continue
+                    if a > first:
+                        result._add_interval(*key, first, a - 1)
+                    first = b + 1
+                    if first > last:
+                        break
+                if first <= last:
+                    result._add_interval(*key, first, last)
+        return result
+
     def _entries(self) -> list[tuple[tuple[str, str], list[list[int]]]]:
         """In the server's order: by uuid (its bytes sort as its lowercase text does), then tag."""
         return sorted(self._intervals.items())

@@ -126,6 +126,18 @@ class GtidSet:
         else:
             self._mariadb[int(gtid.split("-")[0])] = gtid
 
+    def missing_from(self, other: "GtidSet") -> str:
+        """What of this set `other` lacks, as text ("" when it holds all of it). MariaDB: per domain, the
+        last GTID of this set when `other`'s sequence number in that domain is lower."""
+        parts = []
+        for domain in sorted(self._mariadb):
+            mine, theirs = self._mariadb[domain], other._mariadb.get(domain)
+            if theirs is None or int(theirs.rsplit("-", 1)[1]) < int(mine.rsplit("-", 1)[1]):
+                parts.append(mine)
+        if missing := self._mysql.subtract(other._mysql):
+            parts.append(str(missing))
+        return ",".join(parts)
+
     def __str__(self) -> str:
         parts = [self._mariadb[d] for d in sorted(self._mariadb)]
         if self._mysql:

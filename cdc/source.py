@@ -7,7 +7,8 @@
 Startup checks run first; the snapshotter decides whether to snapshot; then the binlog is streamed
 from the resulting offset until `stop()` (or, with follow=False, until the server has nothing more).
 The stream reconnects at the offset's file/position, or with `restart_by: gtid` at its GTID set (so
-a source can follow a failover to another server of the same replication topology).
+a source can follow a failover to another server of the same replication topology: with several
+`hosts`, each start reads from the first that answers and holds every published GTID, cdc/failover.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from cdc.connection import connection_settings, make_engine
 from cdc.dispatcher import Dispatcher
 from cdc.errors import CdcError
 from cdc.emitter import Emitter
+from cdc.failover import choose_server
+from cdc.heartbeat_query import HeartbeatQuery
 from cdc.offsets import Offset
 from cdc.records import Batch
 from cdc.schema.history import HistoryStore, SchemaHistory
@@ -76,8 +79,22 @@ class MySqlSource:
                                         blocking=self._follow, heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
                                         gtids=offset.gtids if c.restart_by == "gtid" else None)
 
+    def _use_server(self) -> None:
+        """Point the source at the first server of `hosts` that answers and holds what was published
+        (cdc/failover.py): the snapshot, the schema reads and the binlog stream all use it."""
+        published = self._stored.gtids if self._stored is not None and self.config.restart_by == "gtid" else None
+        chosen = choose_server(self.config, published)
+        if (chosen.host, chosen.port) != (self.config.host, self.config.port):
+            self.engine.dispose()
+            self.config, self.engine = chosen, make_engine(chosen)
+            self._bytes_behind = BinlogBytesBehind(self.engine)
+
+    def _restart_gtids(self, offset: Offset) -> str | None:
+        return offset.gtids if self.config.restart_by == "gtid" else None
+
     def check(self) -> bool:
         """Startup checks; returns whether the stored position is still on the server."""
+        self._use_server()
         with self.engine.connect() as conn:
             check_server(conn)
             check_privileges(conn)
@@ -97,7 +114,7 @@ class MySqlSource:
             self.incremental.forget()       # (the snapshot reads every table)
             resume = offset if decision.resume else None
             if resume is not None:
-                self.history.recover(resume.position)
+                self.history.recover(resume.position, self._restart_gtids(resume))
             for batch in snapshot.run(resume, record_schema=decision.snapshot_schema):
                 offset = Offset.from_dict(batch.offset)
                 yield batch
@@ -110,7 +127,10 @@ class MySqlSource:
             if not any(True for _ in self.history.store.records()):
                 raise CdcError(f"an offset is stored ({offset.position}) but the schema history is empty: "
                                "restore the history store, or delete the offset to take a new snapshot")
-            self.history.recover(offset.position)
+            self.history.recover(offset.position, self._restart_gtids(offset))
             self.incremental.tables_added(self._stored_tables)
         if decision.stream:
+            if self.config.heartbeat_query:
+                self.streaming.on_idle = HeartbeatQuery(self.engine, self.config.heartbeat_query,
+                                                        self.config.heartbeat_interval_s or 1.0)
             yield from self.streaming.run(self._client_factory(offset), offset)

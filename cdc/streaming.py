@@ -61,6 +61,7 @@ class StreamingSource:
         self._offset: Offset | None = None
         self.last_event_ts: int | None = None  # the server's timestamp (s) of the last transaction or DDL read
         self.caught_up = False
+        self.on_idle: Callable[[], None] | None = None   # called at each binlog heartbeat (heartbeat_query)
 
     def stop(self) -> None:
         self._stopping = True
@@ -199,6 +200,14 @@ class StreamingSource:
             self._gtids.add(self._txn_gtid)
         return Offset(BinlogPosition(event.file, event.end), str(self._gtids))
 
+    def _gtids_after_group(self) -> str:
+        """The executed set once the open group commits (schema history records carry it)."""
+        if not self._txn_gtid:
+            return str(self._gtids)
+        after = GtidSet(str(self._gtids))
+        after.add(self._txn_gtid)
+        return str(after)
+
     def _end_group(self, event: Event) -> None:
         self.last_event_ts, self.caught_up = event.ts, False
         if self.incremental is not None:        # a chunk whose high watermark this group held goes out with it
@@ -216,7 +225,7 @@ class StreamingSource:
                               "binlog_format=ROW for every session, then re-snapshot the tables it changed: "
                               f"{event.sql[:200]!r}")
         changes = self.history.record(BinlogPosition(event.file, event.end), event.db, event.sql,
-                                      event.server_charset)
+                                      event.server_charset, self._gtids_after_group())
         if changes:                     # a changed table gets a new table id, so its next map is sent
             self.dispatcher.emitter.tick()
             src = self.source
@@ -241,4 +250,6 @@ class StreamingSource:
         self.caught_up = not self._in_group  # the server has sent everything it has
         if not self._in_group:
             self.dispatcher.heartbeat(self._offset)
+            if self.on_idle is not None:
+                self.on_idle()
 

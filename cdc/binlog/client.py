@@ -134,7 +134,8 @@ class PyMySqlReplicationClient:
     def _payload(self, e, start: int, end: int) -> Iterator[Event]:
         """A compressed transaction's events, each placed at the payload event's own position (the
         only one a replica can restart from); streaming numbers their rows on (cdc.streaming)."""
-        body = _body(e)
+        packet = e.packet       # (a view, not a copy: the payload may be large)
+        body = memoryview(packet.packet._data)[_HEADER:_HEADER + packet.event_size - compressed.HEADER_SIZE]
         for raw in compressed.transaction_payload(body):
             event = self._convert(self._reparse(raw), start, end)
             if event is not None:

@@ -15,11 +15,12 @@ parses what comes out as if the server had written it inline.
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from typing import Iterator
 
-import cramjam
+import zstandard
 
 from cdc.errors import DecodeError
 
@@ -28,6 +29,7 @@ HEADER_SIZE = HEADER.size           # 19
 
 _PAYLOAD_SIZE, _COMPRESSION, _UNCOMPRESSED_SIZE = 1, 2, 3
 _ZSTD, _NONE = 0, 255
+_CHUNK = 1 << 20                    # bytes decompressed at a time
 
 QUERY_COMPRESSED = 165
 ROWS_COMPRESSED = {166: 23, 167: 24, 168: 25,          # MariaDB *_ROWS_COMPRESSED_EVENT_V1 -> *_ROWS_EVENT_V1
@@ -46,8 +48,10 @@ def _packed_int(data: bytes, p: int) -> tuple[int, int]:
     return int.from_bytes(data[p + 1:p + 1 + width], "little"), p + 1 + width
 
 
-def transaction_payload(body: bytes) -> Iterator[bytes]:
-    """The events inside a TRANSACTION_PAYLOAD body, each as header + body (no checksum)."""
+def transaction_payload(body: bytes | memoryview) -> Iterator[bytes]:
+    """The events inside a TRANSACTION_PAYLOAD body, each as header + body (no checksum), decompressed as
+    they are read: a large compressed transaction never stands in memory whole uncompressed, only its
+    compressed bytes (the server sends the event in one piece) and one window of the zstd stream."""
     fields: dict[int, int] = {}
     p = 0
     while True:
@@ -59,22 +63,48 @@ def transaction_payload(body: bytes) -> Iterator[bytes]:
         p += length
     compression = fields.get(_COMPRESSION, _ZSTD)
     size = fields.get(_PAYLOAD_SIZE, len(body) - p)
-    packed = body[p:p + size]
+    packed = memoryview(body)[p:p + size]
     if compression == _ZSTD:
-        expected = fields.get(_UNCOMPRESSED_SIZE)
-        events = bytes(cramjam.zstd.decompress(packed, output_len=expected) if expected else
-                       cramjam.zstd.decompress(packed))
+        reader = zstandard.ZstdDecompressor().stream_reader(packed, read_across_frames=True)
+        read = reader.read
     elif compression == _NONE:
-        events = bytes(packed)
+        stream = io.BytesIO(packed)
+        read = stream.read
     else:
         raise DecodeError(f"transaction payload compressed with algorithm {compression}, which binlake does not "
                           "know (MySQL writes zstd)")
-    q = 0
-    while q < len(events):
-        size = HEADER.unpack_from(events, q)[3]
-        if size < HEADER_SIZE or q + size > len(events):
-            raise DecodeError(f"transaction payload holds a truncated event ({size} bytes at {q} of {len(events)})")
-        yield events[q:q + size]
+    total = 0
+    try:
+        for event in _split(read):
+            total += len(event)
+            yield event
+    except zstandard.ZstdError as exc:
+        raise DecodeError(f"transaction payload does not decompress: {exc}") from None
+    expected = fields.get(_UNCOMPRESSED_SIZE)
+    if expected is not None and total != expected:
+        raise DecodeError(f"transaction payload holds {total} bytes of events where its header says {expected}")
+
+
+def _split(read) -> Iterator[bytes]:
+    """Events back to back from `read(n)` (b"" at the end), one at a time."""
+    buf, q = b"", 0
+    while True:
+        if len(buf) - q < HEADER_SIZE:
+            buf, q = buf[q:] + read(_CHUNK), 0
+            if len(buf) == 0:
+                return
+            if len(buf) < HEADER_SIZE:
+                raise DecodeError(f"transaction payload ends inside an event header ({len(buf)} bytes)")
+        size = HEADER.unpack_from(buf, q)[3]
+        if size < HEADER_SIZE:
+            raise DecodeError(f"transaction payload holds an event of {size} bytes, below a header's")
+        while len(buf) - q < size:
+            more = read(max(_CHUNK, size - (len(buf) - q)))
+            if not more:
+                raise DecodeError(f"transaction payload holds a truncated event ({size} bytes, "
+                                  f"{len(buf) - q} left)")
+            buf, q = buf[q:] + more, 0
+        yield buf[q:q + size]
         q += size
 
 

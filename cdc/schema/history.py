@@ -1,4 +1,6 @@
-"""Schema history: DDL text with the binlog position it ran at, replayable to any position.
+"""Schema history: DDL text with the binlog position it ran at (and the GTID set executed once it ran),
+replayable to any position, or to any GTID set (a source that follows a failover restarts on a server
+whose binlog positions are not the old one's: cdc/failover.py).
 
 `record` parses and applies a statement and appends it to the store; `recover(position)` rebuilds the
 schema from the store as it was at that position, so events read after a restart are described by the
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
 from cdc.errors import UnsupportedDdlError
-from cdc.offsets import BinlogPosition
+from cdc.offsets import BinlogPosition, GtidSet
 from cdc.records import Record
 from cdc.schema.ddl import TableChange, apply_ddl
 from cdc.schema.model import Schema
@@ -100,9 +102,20 @@ class SchemaHistory:
         self.schema = Schema()
         self._seen: set[tuple[str, int, str]] = set()
 
-    def recover(self, position: BinlogPosition) -> Schema:
-        """Replay stored records at or before `position`, from the last reset before it."""
-        records = [r for r in self.store.records() if _position(r) <= position]
+    def recover(self, position: BinlogPosition, gtids: str | None = None) -> Schema:
+        """Replay stored records at or before `position`, from the last reset before it. Given `gtids` (a
+        source restarting by GTID set, maybe on another server of the topology, whose binlog positions
+        mean nothing here), a record that carries its GTID set is before when `gtids` holds that set."""
+        if gtids is not None:
+            within = GtidSet(gtids)
+            def before(r: dict) -> bool:
+                if "gtids" in r:
+                    return not GtidSet(r["gtids"]).missing_from(within)
+                return _position(r) <= position
+        else:
+            def before(r: dict) -> bool:
+                return _position(r) <= position
+        records = [r for r in self.store.records() if before(r)]
         self._seen = {_identity(r) for r in self.store.records()}
         start = max((k for k, r in enumerate(records) if r.get("reset")), default=0)
         self.schema = Schema()
@@ -111,15 +124,17 @@ class SchemaHistory:
                 apply_ddl(self.schema, r.get("db", ""), r["ddl"], r.get("server_charset"))
         return self.schema
 
-    def reset(self, position: BinlogPosition) -> None:
-        """A snapshot begins: forget everything; the structure read next is recorded at `position`."""
+    def reset(self, position: BinlogPosition, gtids: str | None = None) -> None:
+        """A snapshot begins: forget everything; the structure read next is recorded at `position` (and
+        the server's executed GTID set there)."""
         self.schema = Schema()
-        self._append({"file": position.file, "pos": position.pos, "reset": True})
+        self._append({"file": position.file, "pos": position.pos, "reset": True, **_gtids(gtids)})
 
-    def record(self, position: BinlogPosition, db: str, ddl: str, server_charset: str | None = None
-               ) -> list[TableChange] | None:
+    def record(self, position: BinlogPosition, db: str, ddl: str, server_charset: str | None = None,
+               gtids: str | None = None) -> list[TableChange] | None:
         """Apply and store one statement. None if it cannot change tables (or was skipped as configured).
-        `server_charset`: the server's default character set when it ran (kept for CREATE DATABASE)."""
+        `server_charset`: the server's default character set when it ran (kept for CREATE DATABASE);
+        `gtids`: the GTID set executed once it ran (for `recover` by GTID set)."""
         try:
             changes = apply_ddl(self.schema, db, ddl, server_charset)
         except UnsupportedDdlError as exc:
@@ -133,7 +148,7 @@ class SchemaHistory:
             log.warning("skipping DDL at %s: %s", position, exc)
             return None
         if changes is not None:
-            record = {"file": position.file, "pos": position.pos, "db": db, "ddl": ddl}
+            record = {"file": position.file, "pos": position.pos, "db": db, "ddl": ddl, **_gtids(gtids)}
             if server_charset is not None:
                 record["server_charset"] = server_charset
             self._append(record)
@@ -144,6 +159,10 @@ class SchemaHistory:
         if key not in self._seen:      # a statement re-read after a restart is stored once
             self._seen.add(key)
             self.store.append(record)
+
+
+def _gtids(gtids: str | None) -> dict:
+    return {} if gtids is None else {"gtids": gtids}
 
 
 def _identity(record: dict) -> tuple[str, int, str, str]:

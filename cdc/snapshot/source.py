@@ -189,14 +189,14 @@ class SnapshotSource:
             statements.append((db, ddl))
         if not record:
             return
-        self.history.reset(s.position)
+        self.history.reset(s.position, s.gtids)
         self.dispatcher.emitter.tick()
         source = self._source(s, "true")
         for db in s.databases:      # every one: a table created later without a charset takes its default
             ddl = _text(s.read.exec_driver_sql(f"SHOW CREATE DATABASE `{db}`").one()[1])
-            self.history.record(s.position, db, ddl)
+            self.history.record(s.position, db, ddl, gtids=s.gtids)
         for db, ddl in statements:
-            changes = self.history.record(s.position, db, ddl)
+            changes = self.history.record(s.position, db, ddl, gtids=s.gtids)
             if changes:
                 self.dispatcher.schema_change(db, ddl, changes, source)
 
