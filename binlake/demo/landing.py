@@ -24,6 +24,8 @@ from .services import DemoError, Pipeline
 
 WAIT_S = 120          # for the sink's next batch (its first batches create the tables; a loaded machine
                       # takes a minute for one): the wait ends when the sink stops making progress
+FIRST_BATCH_WAIT_S = 300  # for its first: Spark's start (JVM, the jars, the Kafka source) takes minutes on a
+                          # loaded 2-core machine
 POLL_S = 1.0
 BATCH_LINE = re.compile(r"spark_sink\.job: (binlake-sink-\S+) (batch \d+: .*?)(?: \(read\+decode|$)")
 
@@ -65,11 +67,11 @@ class Landing:
 
     def wait(self) -> "Landing":
         """Show the sink's batches until every table matches, or the sink landed no batch for WAIT_S
-        (then the table shows what differs)."""
+        (FIRST_BATCH_WAIT_S before its first; then the table shows what differs)."""
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             starting = pool.submit(check_session, self.pipeline)
             spark, started = None, time.monotonic()
-            deadline = started + WAIT_S
+            deadline = started + FIRST_BATCH_WAIT_S
             while True:
                 self.pipeline.check_alive()
                 if self.show_batches():
