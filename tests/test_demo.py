@@ -132,6 +132,7 @@ def test_on_mysql_at_its_defaults_the_whole_pipeline_matches_it():
     assert not work_dir(out).exists()
 
 
+@pytest.mark.timeout(600)  # (1.5 minutes on a quiet machine; Spark's start alone takes minutes under load)
 def test_the_whole_pipeline_matches_mariadb_then_keep_leaves_it_running_until_sigterm():
     """The default demo (three brokers, one SIGKILLed halfway; Debezium) with --keep: once the closing table
     matched, the pieces stay reachable as printed; SIGTERM then stops them all and removes the files."""
