@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
 from logcore.cluster.assignment import assign_replicas
 from logcore.cluster.controller import Controller, create_topic
@@ -131,7 +132,9 @@ def test_a_deposed_controller_writes_nothing(zookeeper):
         create_topic(observer, "t", "AAAAAAAAAAAAAAAAAAAAAA", {0: [1, 2]}, {})
         wait_for(lambda: states(observer, "t", 1), "the partition's state")
         stop_client(old.zk)  # broker 1's session ends: broker 2 wins the next election, and raises the epoch
-        wait_for(lambda: new.membership.is_controller, "broker 2 to become controller")
+        wait_for(lambda: new.membership.is_controller and json.loads(
+            observer.get("/brokers/topics/t/partitions/0/state")[0])["leader"] == 2,
+            "broker 2 to become controller and lead the partition")
         old.zk.start(timeout=30)  # broker 1 is back, in a new session
 
         # The window a real deposed controller has (it has not seen its loss yet), made on purpose:
@@ -144,6 +147,33 @@ def test_a_deposed_controller_writes_nothing(zookeeper):
     finally:
         stop_client(old.zk)
         stop_client(new.zk)
+        stop_client(observer)
+
+
+def test_a_reconcile_that_fails_midway_is_tried_again_until_the_new_topic_has_its_leader(zookeeper, monkeypatch):
+    """A ZooKeeper error inside the reconcile a topic's creation asked for (a connection lost midway on a
+    loaded machine) must not leave the topic leaderless: the creation's watch event never comes again.
+    The error is injected (once, into the controller's write of the first state): a real connection
+    loss cannot be timed to land inside that one call."""
+    broker = Broker(zookeeper, 1)
+    observer = KazooClient(hosts=zookeeper.connect_string)
+    observer.start(timeout=30)
+    try:
+        wait_for(lambda: broker.membership.is_controller, "broker 1 to become controller")
+        write, failed = broker.controller._write, []
+
+        def lose_the_connection_once(path, data, version):
+            if "/topics/t/" in path and not failed:
+                failed.append(path)
+                raise ConnectionLoss()
+            return write(path, data, version)
+
+        monkeypatch.setattr(broker.controller, "_write", lose_the_connection_once)
+        create_topic(observer, "t", "AAAAAAAAAAAAAAAAAAAAAA", {0: [1]}, {})
+        state = wait_for(lambda: states(observer, "t", 1).get(0), "the new partition's state, written on a retry")
+        assert failed and (state["leader"], state["isr"]) == (1, [1])
+    finally:
+        stop_client(broker.zk)
         stop_client(observer)
 
 

@@ -23,7 +23,7 @@ import logging
 import threading
 from functools import partial
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -34,6 +34,8 @@ from .election import initial_state, next_state, preferred_election, unclean_ele
 from .membership import ZooKeeperMembership
 
 log = logging.getLogger(__name__)
+
+RECONCILE_RETRY_S = 1.0
 
 
 def create_topic(zk: KazooClient, topic: str, topic_id: str, assignment: dict[int, list[int]],
@@ -86,16 +88,19 @@ class Controller:
         self._watched: set[str] = set()  # topics whose assignment is watched
         self._reassigning: set[tuple[str, int]] = set()  # partitions whose state is watched to finish a reassignment
         self._stopped = threading.Event()
+        self._retry_lock = threading.Lock()
+        self._retry_pending = False
 
     def start(self) -> None:
         """Follow the topics (their assignments too), the brokers, the controller election and
         the deletion requests."""
         self.zk.ensure_path(layout.TOPICS)
         self.zk.ensure_path(layout.DELETE_TOPICS)
-        self.membership.add_listener(self.reconcile)
+        self.membership.add_listener(self._reconcile_or_retry)
         ChildrenWatch(self.zk, layout.TOPICS, self._on_topics)
-        ChildrenWatch(self.zk, layout.DELETE_TOPICS, lambda _asked: self.reconcile())
+        ChildrenWatch(self.zk, layout.DELETE_TOPICS, lambda _asked: self._reconcile_or_retry())
         DataWatch(self.zk, layout.REASSIGN_PARTITIONS, self._on_reassign_request)
+        self.zk.add_listener(self._on_session_state)
         if self.rebalance_every_s is not None:
             threading.Thread(target=self._rebalance_forever, name="leader-rebalance", daemon=True).start()
 
@@ -106,14 +111,44 @@ class Controller:
         for topic in set(topics) - self._watched:
             self._watched.add(topic)
             DataWatch(self.zk, layout.topic_path(topic), partial(self._on_assignment, topic))
-        self.reconcile()
+        self._reconcile_or_retry()
 
     def _on_assignment(self, topic: str, data: bytes | None, _stat, _event=None) -> bool | None:
         if data is None:
             self._watched.discard(topic)
             return False  # (deleted: end the watch)
-        self.reconcile()
+        self._reconcile_or_retry()
         return None
+
+    def _on_session_state(self, state: str) -> None:
+        """Back on ZooKeeper after a lost connection: what changed meanwhile came as at most one
+        event per watch, perhaps to a reconcile that failed on the lost connection; reconcile again.
+        (Listeners must not block: the work goes to a thread.)"""
+        if state == KazooState.CONNECTED:
+            self.zk.handler.spawn(self._reconcile_or_retry)
+
+    def _reconcile_or_retry(self) -> None:
+        """`reconcile` for a watch or a listener, whose event does not come again: a failure (a
+        ZooKeeper error, a connection lost midway) is logged and the reconcile tried again
+        RECONCILE_RETRY_S later until one succeeds. (A new topic's partitions once stayed leaderless
+        for good after one such failure on a loaded machine.)"""
+        try:
+            self.reconcile()
+        except Exception:
+            log.warning("the controller could not bring the partitions' states in line; trying again in %.0f s",
+                        RECONCILE_RETRY_S, exc_info=True)
+            with self._retry_lock:
+                if self._retry_pending or self._stopped.is_set():
+                    return
+                self._retry_pending = True
+            retry = threading.Timer(RECONCILE_RETRY_S, self._retry)
+            retry.daemon = True
+            retry.start()
+
+    def _retry(self) -> None:
+        with self._retry_lock:
+            self._retry_pending = False
+        self._reconcile_or_retry()
 
     def reconcile(self) -> None:
         """Bring every partition's state in line with the live brokers, if this broker is the controller."""
