@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cdc.canal_routing import CanalMq, Router, router_for
+
 
 def check_regexes(patterns):
     """Table filters must compile; a pydantic validator's ValueError names the field."""
@@ -76,6 +78,14 @@ class SourceConfig(BaseModel):
     # Signals and incremental snapshots (docs/cdc.md): the signal table `db.table` (read from the binlog; the
     # incremental snapshot's watermarks are written to it)
     signal_table: str | None = Field(default=None, pattern=r"^[^.`]+\.[^.`]+$")
+    # Canal's MQ routing and batching (format: canal only): topics, partitions and FlatMessages as Canal's
+    canal_mq: CanalMq | None = None
+
+    @model_validator(mode="after")
+    def _canal_mq_needs_canal(self) -> "SourceConfig":
+        if self.canal_mq is not None and self.format != "canal":
+            raise ValueError(f"Canal's MQ routing writes Canal's FlatMessages: set format: canal (not {self.format})")
+        return self
 
     @model_validator(mode="after")
     def _tls_files_fit_the_mode(self) -> "SourceConfig":
@@ -121,4 +131,16 @@ class SourceConfig(BaseModel):
         return self.name
 
     def topic_for(self, db: str, table: str) -> str:
+        if self.canal_mq is not None:
+            return self._router.topic(db, table)
         return self.topic_template.format(name=self.name, db=db, table=table)
+
+    def partitions_to_create(self, topic: str) -> int:
+        """The partitions of `topic` when the connector creates it."""
+        if self.canal_mq is not None:
+            return max(self.topic_partitions, self._router.partitions_needed(topic))
+        return self.topic_partitions
+
+    @property
+    def _router(self) -> Router:
+        return router_for(self.canal_mq)

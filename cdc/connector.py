@@ -32,6 +32,7 @@ import pymysql
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
+from cdc.canal_routing import CanalMq
 from cdc.config import SourceConfig, check_address, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
@@ -111,6 +112,15 @@ class MySqlConfig(ConnectorConfig):
     schema_history_topic: str | None = None
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
     signals: SignalsConfig = SignalsConfig()
+    canal: CanalMq | None = None
+    """Canal's MQ routing and batching (with format: canal): canal.mq.topic, dynamicTopic, partition,
+    partitionsNum, partitionHash, dynamicTopicPartitionNum, database.hash, and flat_message_rows (docs/canal.md)."""
+
+    @model_validator(mode="after")
+    def _canal_routing_writes_canal(self) -> "MySqlConfig":
+        if self.canal is not None and self.format != "canal":
+            raise ValueError(f"canal: routes Canal's FlatMessages: set format: canal (not {self.format})")
+        return self
 
     @model_validator(mode="after")
     def _failover_by_gtid(self) -> "MySqlConfig":
@@ -132,7 +142,7 @@ class MySqlConfig(ConnectorConfig):
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
             heartbeat_query=self.heartbeat_query,
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
-            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table)
+            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table, canal_mq=self.canal)
 
 
 class _Handoff:
@@ -221,7 +231,7 @@ class MySqlTask(SourceTask):
         count = self._partitions.get(topic)
         if count is None:
             future = asyncio.run_coroutine_threadsafe(
-                self.context.log.partitions(topic, self.config.topic_partitions), self._loop)
+                self.context.log.partitions(topic, self.source_config.partitions_to_create(topic)), self._loop)
             count = self._partitions[topic] = future.result()
         return count
 

@@ -15,6 +15,7 @@ import orjson
 
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
+from cdc.formats.canal_mq import CanalMqOutput
 from cdc.murmur2 import partition_for, partitions_for
 from cdc.offsets import EventSource
 from cdc.records import Record
@@ -127,6 +128,8 @@ class Emitter:
         self.partitions = partitions
         self.clock = clock
         self.now_ms = int(clock() * 1000)
+        # Canal's MQ routing and batching, when configured: it builds the records of row and DDL events
+        self.canal_mq = CanalMqOutput(config.canal_mq, partitions) if config.canal_mq is not None else None
 
     def tick(self) -> None:
         """Read the clock for the events about to be emitted (once per binlog event, not per row)."""
@@ -142,6 +145,9 @@ class Emitter:
         One loop per event and kind, the value built from the format's per-event template: this is the
         connector's hot path, so a change costs its key, its images' JSON and one %. Formats without a
         template (Canal), snapshot chunks and updates of a primary key go change by change (`row`)."""
+        if self.canal_mq is not None:
+            self.canal_mq.rows(table, kind, images, start, stop, source, self.now_ms, out)
+            return
         template = self._template
         if template is None or txn is None:
             self._each(table, kind, images, start, stop, source, first_row, txn, out)
@@ -210,6 +216,10 @@ class Emitter:
 
     def schema_change(self, db: str, ddl: str, changes: list, source: dict, out: list[Record]) -> None:
         now = self.now_ms
+        if self.canal_mq is not None:
+            for change in changes:
+                self.canal_mq.ddl(change, ddl, source, now, out)
+            return
         if self.format is CanalFormat:
             for change in changes:
                 topic = self.config.topic_for(change.db, change.table)
