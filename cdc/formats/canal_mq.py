@@ -79,7 +79,10 @@ class CanalMqOutput:
                 out.append(Record(topic, None, value, partition))
 
     def ddl(self, change, ddl: str, source: dict, now_ms: int, out: list[Record]) -> None:
-        """A DDL's message: partition 0 when a partitionHash is set (Canal's), else canal.mq.partition."""
+        """A DDL's message: partition 0 when a partitionHash is set (Canal's), else canal.mq.partition. The
+        structures read when a destination starts (`source.snapshot`) make none: Canal starts without them."""
+        if source["snapshot"] == "true":
+            return
         topic = self.topic(change.db, change.table)
         partition = 0 if self.router.hashed else self.router.settings.partition
         out.append(Record(topic, None, _dumps({

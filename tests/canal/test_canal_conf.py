@@ -8,7 +8,7 @@ import pytest
 from canal import conf as canal_conf
 from canal import keys, properties
 from connect.config import ConfigError
-from stock import STOCK, conf_dir
+from canal_stock import STOCK, conf_dir
 
 KAFKA = {"canal.serverMode": "kafka"}
 

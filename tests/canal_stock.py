@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-STOCK = Path(__file__).parent / "stock"
+STOCK = Path(__file__).parent / "canal" / "stock"
 
 
 def _set(path: Path, keys: dict[str, str]) -> None:
