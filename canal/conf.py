@@ -102,7 +102,8 @@ def _classify(raw: dict[str, str], resolved: dict[str, str], source: str, conf: 
         elif kind == "checked":
             accepts, reason = keys.ALLOWED[key]
             if accepts(value):
-                conf.ignored.append((key, f"{value or '(empty)'}: nothing to do", source))
+                conf.ignored.append((key, f"it is {value or 'empty'}, so there is nothing to do (otherwise refused: "
+                                          f"{reason})", source))
             else:
                 problems.append((f"{source}: {key}", f"{value!r} is refused: {reason}"))
         elif kind == "unknown":

@@ -3,6 +3,9 @@ when set to what binlake does not do; unknown keys named; destinations mapped on
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from canal import conf as canal_conf
@@ -128,3 +131,10 @@ def test_sasl_from_the_jaas_line(tmp_path):
     security = canal_conf.connector_spec(conf.destinations[0]).runtime.security
     assert (security.protocol, security.sasl_mechanism, security.username, security.password.get_secret_value()) \
         == ("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", "alice-secret")
+
+
+def test_docs_name_every_key():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "canal.md").read_text()
+    named = set(re.findall(r"`([a-z]+(?:\.[A-Za-z_0-9]+)+)`", doc))
+    missing = {k for k in keys.HONOURED | set(keys.IGNORED) | set(keys.ALLOWED) if k not in named}
+    assert missing == set()
