@@ -12,6 +12,7 @@ from connect import cli as connect_cli
 from connect.config import ConfigError
 
 from . import conf as canal_conf
+from .server import CanalServer
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,15 @@ def run_command(conf_dir: str, log_level: str) -> None:
     connect_cli.setup_logging(log_level)
     try:
         conf = canal_conf.load(conf_dir)
-        specs = [canal_conf.connector_spec(d) for d in conf.destinations]
+        specs = [canal_conf.connector_spec(d, conf.server_mode) for d in conf.destinations]
+        server = None
+        if conf.server_mode == "tcp":
+            logs = {d.name: canal_conf.destination_log(d, s) for d, s in zip(conf.destinations, specs)}
+            port = conf.server.get("canal.port") or "11111"
+            if not port.isdigit():
+                raise ConfigError(str(conf.directory), [("canal.port", f"{port!r} is not a port number")])
+            server = CanalServer(conf.server.get("canal.ip", ""), int(port), logs, conf.server.get("canal.user", ""),
+                                 conf.server.get("canal.passwd", ""))
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
@@ -40,8 +49,18 @@ def run_command(conf_dir: str, log_level: str) -> None:
     metrics_at = None
     if port := conf.server.get("canal.metrics.pull.port"):
         metrics_at = f"{conf.server.get('canal.ip') or '0.0.0.0'}:{port}"
-    ok = asyncio.run(connect_cli.run_connectors(specs, None, metrics_at))
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if asyncio.run(_run(specs, server, metrics_at)) else 1)
+
+
+async def _run(specs, server: CanalServer | None, metrics_at: str | None) -> bool:
+    """The destinations' connectors, and in tcp mode Canal's TCP server over their entry logs."""
+    if server is not None:
+        await server.start()
+    try:
+        return await connect_cli.run_connectors(specs, None, metrics_at)
+    finally:
+        if server is not None:
+            await server.stop()
 
 
 def report(conf: canal_conf.CanalConf) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from connect import config as connect_config
 
 from . import keys, properties
+from .server import DestinationLog
 
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -61,8 +62,9 @@ def load(directory: str | Path) -> CanalConf:
     conf = CanalConf(directory, server, [])
     _classify(server_raw, server, str(server_file), conf, problems)
     mode = conf.server_mode
-    if mode != "kafka":
-        problems.append((f"{server_file}: canal.serverMode", _mode_refusal(mode)))
+    if mode not in ("kafka", "tcp"):
+        problems.append((f"{server_file}: canal.serverMode", f"{mode}: binlake writes to a Kafka-protocol log "
+                         "only; set canal.serverMode = tcp (Canal's clients) or kafka (FlatMessages in topics)"))
     names = [n.strip() for n in server.get("canal.destinations", "").split(",") if n.strip()]
     if not names:
         names = sorted(p.parent.name for p in directory.glob("*/instance.properties"))
@@ -83,13 +85,6 @@ def load(directory: str | Path) -> CanalConf:
     if problems:
         raise connect_config.ConfigError(str(directory), problems)
     return conf
-
-
-def _mode_refusal(mode: str) -> str:
-    if mode == "tcp":
-        return ("tcp: Canal's TCP client protocol is not served yet; set canal.serverMode = kafka and read the "
-                "FlatMessages from the topics")
-    return f"{mode}: binlake writes to a Kafka-protocol log only; set canal.serverMode = kafka"
 
 
 def _classify(raw: dict[str, str], resolved: dict[str, str], source: str, conf: CanalConf,
@@ -116,8 +111,15 @@ def _classify(raw: dict[str, str], resolved: dict[str, str], source: str, conf: 
 
 # -- a destination as a connector --------------------------------------------------------------------
 
-def connector_spec(destination: Destination, environ: dict | None = None) -> connect_config.ConnectorSpec:
-    """The mysql connector that runs `destination`, validated; ConfigError naming the Canal keys at fault."""
+def entries_topic(destination: str) -> str:
+    """The entry log of a destination in tcp mode: Canal's entries, in binlog order, on one partition."""
+    return f"{destination}.canal-entries"
+
+
+def connector_spec(destination: Destination, mode: str, environ: dict | None = None) -> connect_config.ConnectorSpec:
+    """The mysql connector that runs `destination` in server mode `mode` (tcp: it writes the destination's entry
+    log; kafka: Canal's FlatMessages where Canal's routing says), validated; ConfigError naming the Canal keys at
+    fault."""
     p = destination.properties
     problems: list[tuple[str, str]] = []
 
@@ -128,7 +130,7 @@ def connector_spec(destination: Destination, environ: dict | None = None) -> con
         return value
 
     flat = p.get("canal.mq.flatMessage", "true").lower()
-    if flat != "true":
+    if mode == "kafka" and flat != "true":
         problems.append(("canal.mq.flatMessage", f"{flat!r} is refused: only FlatMessages (JSON) are written yet, "
                                                  "not Canal's protobuf Messages; set it to true"))
     address = need("canal.instance.master.address")
@@ -146,15 +148,19 @@ def connector_spec(destination: Destination, environ: dict | None = None) -> con
         "snapshot": "no_data",
         "format": "canal",
         "restart_by": "gtid" if p.get("canal.instance.gtidon", "false").lower() == "true" else "position",
-        "canal": {"topic": need("canal.mq.topic"), "dynamic_topic": p.get("canal.mq.dynamicTopic", ""),
-                  "partition": _int(p.get("canal.mq.partition") or "0", "canal.mq.partition", problems),
-                  "partitions_num": _int(p["canal.mq.partitionsNum"], "canal.mq.partitionsNum", problems)
-                  if p.get("canal.mq.partitionsNum") else None,
-                  "partition_hash": p.get("canal.mq.partitionHash", ""),
-                  "dynamic_topic_partition_num": p.get("canal.mq.dynamicTopicPartitionNum", ""),
-                  "database_hash": p.get("canal.mq.database.hash", "true").lower() == "true",
-                  "flat_message_rows": p.get("binlake.flat_message_rows", "event")},
     }
+    if mode == "tcp":
+        raw["canal_entries"] = entries_topic(destination.name)
+    else:
+        raw["canal"] = {
+            "topic": need("canal.mq.topic"), "dynamic_topic": p.get("canal.mq.dynamicTopic", ""),
+            "partition": _int(p.get("canal.mq.partition") or "0", "canal.mq.partition", problems),
+            "partitions_num": _int(p["canal.mq.partitionsNum"], "canal.mq.partitionsNum", problems)
+            if p.get("canal.mq.partitionsNum") else None,
+            "partition_hash": p.get("canal.mq.partitionHash", ""),
+            "dynamic_topic_partition_num": p.get("canal.mq.dynamicTopicPartitionNum", ""),
+            "database_hash": p.get("canal.mq.database.hash", "true").lower() == "true",
+            "flat_message_rows": p.get("binlake.flat_message_rows", "event")}
     if ssl_mode := p.get("canal.instance.master.sslMode"):
         raw["database"]["ssl_mode"] = ssl_mode.lower()
     if problems:
@@ -243,3 +249,22 @@ def _security(p: dict[str, str], problems: list) -> dict:
                              "SASL PLAIN and SCRAM credentials from a PlainLoginModule or ScramLoginModule line"))
         security.update(found)
     return security
+
+
+def destination_log(destination: Destination, spec: connect_config.ConnectorSpec) -> DestinationLog:
+    """How the TCP server serves `destination` (its connector's `spec` says where the log is)."""
+    p = destination.properties
+    memsize = p.get("canal.instance.memory.batch.mode", "MEMSIZE").upper()
+    if memsize not in ("MEMSIZE", "ITEMSIZE"):
+        raise connect_config.ConfigError(destination.source, [("canal.instance.memory.batch.mode",
+                                                                f"{memsize!r} is not MEMSIZE or ITEMSIZE")])
+    problems: list[tuple[str, str]] = []
+    capacity = _int(p.get("canal.instance.memory.buffer.size") or "16384", "canal.instance.memory.buffer.size",
+                    problems)
+    memunit = _int(p.get("canal.instance.memory.buffer.memunit") or "1024", "canal.instance.memory.buffer.memunit",
+                   problems)
+    if problems:
+        raise connect_config.ConfigError(destination.source, problems)
+    return DestinationLog(destination.name, entries_topic(destination.name), spec.runtime.bootstrap_servers,
+                          spec.runtime.security, capacity, memunit if memsize == "MEMSIZE" else None,
+                          p.get("canal.instance.filter.transaction.entry", "false").lower() != "true")

@@ -13,7 +13,9 @@ from typing import Callable
 HONOURED = frozenset({
     # canal.properties
     "canal.destinations", "canal.conf.dir", "canal.serverMode", "canal.mq.flatMessage", "canal.mq.database.hash",
-    "canal.metrics.pull.port", "canal.ip",
+    "canal.metrics.pull.port", "canal.ip", "canal.port", "canal.user", "canal.passwd",
+    "canal.instance.memory.buffer.size", "canal.instance.memory.buffer.memunit", "canal.instance.memory.batch.mode",
+    "canal.instance.filter.transaction.entry",
     "kafka.bootstrap.servers", "kafka.compression.type", "kafka.batch.size", "kafka.linger.ms",
     "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.jaas.config",
     # instance.properties (or canal.instance.* defaults in canal.properties)
@@ -33,19 +35,14 @@ _SPRING = "binlake has no Spring instance wiring: every destination runs binlake
 
 IGNORED: dict[str, str] = {
     "canal.register.ip": "ZooKeeper registration (canal.zkServers) is not supported yet",
-    "canal.port": "the TCP client protocol (canal.serverMode=tcp) is not served yet; in kafka mode Canal opens no "
-                  "client port either",
     "canal.admin.port": "canal-admin is not supported: binlake is configured by these files only",
     "canal.admin.user": "canal-admin is not supported",
     "canal.admin.passwd": "canal-admin is not supported",
     "canal.zookeeper.flush.period": _POSITIONS,
     "canal.file.data.dir": _POSITIONS,
     "canal.file.flush.period": _POSITIONS,
-    "canal.withoutNetty": "binlake serves no Canal TCP port in kafka mode",
-    "canal.instance.memory.buffer.size": _MEMORY,
-    "canal.instance.memory.buffer.memunit": _MEMORY,
-    "canal.instance.memory.batch.mode": _MEMORY,
-    "canal.instance.memory.rawEntry": _MEMORY,
+    "canal.withoutNetty": "binlake serves Canal's TCP port in tcp mode, none in kafka mode",
+    "canal.instance.memory.rawEntry": "entries are always served as the bytes the entry log holds",
     "canal.instance.detecting.sql": "binlake notices a lost server from the binlog connection itself",
     "canal.instance.detecting.interval.time": "binlake notices a lost server from the binlog connection itself",
     "canal.instance.detecting.retry.threshold": "binlake notices a lost server from the binlog connection itself",
@@ -104,8 +101,6 @@ def _is(*allowed: str) -> Callable[[str], bool]:
 
 
 ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
-    "canal.user": (_empty, "the TCP client protocol's authentication is not served yet (canal.serverMode=tcp)"),
-    "canal.passwd": (_empty, "the TCP client protocol's authentication is not served yet (canal.serverMode=tcp)"),
     "canal.admin.manager": (_empty, "canal-admin is not supported: binlake reads its configuration from these files"),
     "canal.admin.register.auto": (_false, "canal-admin is not supported"),
     "canal.admin.register.cluster": (_empty, "canal-admin is not supported"),
@@ -121,13 +116,10 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.instance.filter.query.ddl": (_false, "DDL messages cannot be filtered out yet"),
     "canal.instance.filter.table.error": (_false, "binlake stops on a table it cannot decode, naming it"),
     "canal.instance.filter.rows": (_false, "row data cannot be filtered out"),
-    "canal.instance.filter.transaction.entry": (_false, "transaction entries exist in the TCP protocol only, which is "
-                                                        "not served yet"),
     "canal.instance.filter.dml.insert": (_false, "INSERT messages cannot be filtered out yet"),
     "canal.instance.filter.dml.update": (_false, "UPDATE messages cannot be filtered out yet"),
     "canal.instance.filter.dml.delete": (_false, "DELETE messages cannot be filtered out yet"),
-    "canal.instance.get.ddl.isolation": (_false, "DDL isolation in get batches is a TCP-protocol setting, which is "
-                                                 "not served yet"),
+    "canal.instance.get.ddl.isolation": (_false, "a DDL is not put in a batch of its own yet"),
     "canal.auto.reset.latest.pos.mode": (_false, "binlake never skips to the latest position on its own: a missing "
                                                  "position stops the destination, naming it"),
     "canal.instance.global.manager.address": (_empty, "canal-admin is not supported"),

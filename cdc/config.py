@@ -80,11 +80,17 @@ class SourceConfig(BaseModel):
     signal_table: str | None = Field(default=None, pattern=r"^[^.`]+\.[^.`]+$")
     # Canal's MQ routing and batching (format: canal only): topics, partitions and FlatMessages as Canal's
     canal_mq: CanalMq | None = None
+    # Canal's change entries (protobuf), all on one partition of this topic: a Canal destination's entry log,
+    # served to Canal's TCP clients by canal/ (format: canal only)
+    canal_entries: str | None = None
 
     @model_validator(mode="after")
-    def _canal_mq_needs_canal(self) -> "SourceConfig":
-        if self.canal_mq is not None and self.format != "canal":
-            raise ValueError(f"Canal's MQ routing writes Canal's FlatMessages: set format: canal (not {self.format})")
+    def _canal_outputs_need_canal(self) -> "SourceConfig":
+        for key in ("canal_mq", "canal_entries"):
+            if getattr(self, key) is not None and self.format != "canal":
+                raise ValueError(f"{key} writes Canal's messages: set format: canal (not {self.format})")
+        if self.canal_mq is not None and self.canal_entries is not None:
+            raise ValueError("canal_mq and canal_entries are two server modes: set one")
         return self
 
     @model_validator(mode="after")
@@ -131,6 +137,8 @@ class SourceConfig(BaseModel):
         return self.name
 
     def topic_for(self, db: str, table: str) -> str:
+        if self.canal_entries is not None:
+            return self.canal_entries
         if self.canal_mq is not None:
             return self._router.topic(db, table)
         return self.topic_template.format(name=self.name, db=db, table=table)

@@ -15,6 +15,7 @@ import orjson
 
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
+from cdc.formats.canal_entry import CanalEntryOutput
 from cdc.formats.canal_mq import CanalMqOutput
 from cdc.murmur2 import partition_for, partitions_for
 from cdc.offsets import EventSource
@@ -130,6 +131,10 @@ class Emitter:
         self.now_ms = int(clock() * 1000)
         # Canal's MQ routing and batching, when configured: it builds the records of row and DDL events
         self.canal_mq = CanalMqOutput(config.canal_mq, partitions) if config.canal_mq is not None else None
+        # ... or Canal's change entries, on a destination's entry log
+        self.canal_entries = None
+        if config.canal_entries is not None:
+            self.canal_entries = CanalEntryOutput(config.canal_entries, gtids=config.restart_by == "gtid")
 
     def tick(self) -> None:
         """Read the clock for the events about to be emitted (once per binlog event, not per row)."""
@@ -147,6 +152,9 @@ class Emitter:
         template (Canal), snapshot chunks and updates of a primary key go change by change (`row`)."""
         if self.canal_mq is not None:
             self.canal_mq.rows(table, kind, images, start, stop, source, self.now_ms, out)
+            return
+        if self.canal_entries is not None:
+            self.canal_entries.rows(table, kind, images, start, stop, source, out)
             return
         template = self._template
         if template is None or txn is None:
@@ -220,6 +228,10 @@ class Emitter:
             for change in changes:
                 self.canal_mq.ddl(change, ddl, source, now, out)
             return
+        if self.canal_entries is not None:
+            for change in changes:
+                self.canal_entries.ddl(change, ddl, source, out)
+            return
         if self.format is CanalFormat:
             for change in changes:
                 topic = self.config.topic_for(change.db, change.table)
@@ -229,6 +241,11 @@ class Emitter:
         key = _dumps({"databaseName": db})
         value = DebeziumFormat.schema_change(db, ddl, changes, source, now)
         out.append(Record(topic, key, value, partition_for(key, self.partitions(topic))))
+
+    def commit(self, txid: str | None, offset, out: list[Record]) -> None:
+        """A transaction commits at `offset` (Canal's entries close one that had captured rows with an entry)."""
+        if self.canal_entries is not None:
+            self.canal_entries.commit(txid, offset.position, out)
 
     def heartbeat(self, out: list[Record]) -> None:
         topic = self.config.heartbeat_topic

@@ -44,7 +44,7 @@ def test_stock_conf_in_kafka_mode_loads(tmp_path):
     assert [d.name for d in conf.destinations] == ["example"]
     assert conf.unknown == []
     ignored = {key for key, _, _ in conf.ignored}
-    assert {"canal.instance.memory.buffer.size", "canal.instance.tsdb.enable", "rocketmq.namesrv.addr",
+    assert {"canal.instance.memory.rawEntry", "canal.instance.tsdb.enable", "rocketmq.namesrv.addr",
             "canal.zkServers", "kafka.acks"} <= ignored
     example = conf.destinations[0].properties
     assert example["canal.instance.tsdb.dir"] == "../conf/example"   # ${...} as Canal resolves them
@@ -55,7 +55,7 @@ def test_stock_destination_maps_onto_the_mysql_connector(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA, {"canal.instance.mysql.slaveId": "1234",
                                                       "canal.mq.partitionsNum": "3",
                                                       "canal.mq.partitionHash": ".*\\..*:$pk$"}))
-    spec = canal_conf.connector_spec(conf.destinations[0])
+    spec = canal_conf.connector_spec(conf.destinations[0], "kafka")
     assert spec.name == "example" and spec.runtime.bootstrap_servers == "127.0.0.1:9092"
     source = spec.config.source_config(spec.name)
     assert (source.host, source.port, source.user, source.password, source.server_id) == \
@@ -69,13 +69,25 @@ def test_stock_destination_maps_onto_the_mysql_connector(tmp_path):
 
 def test_auto_server_id_is_stable(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA))
-    first = canal_conf.connector_spec(conf.destinations[0]).config.database.server_id
-    assert first == canal_conf.connector_spec(conf.destinations[0]).config.database.server_id >= 10_000
+    first = canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id
+    assert first == canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id >= 10_000
 
 
-def test_tcp_mode_is_refused_until_served(tmp_path):
-    with pytest.raises(ConfigError, match=r"canal.serverMode: tcp: Canal's TCP client protocol is not served yet"):
-        canal_conf.load(conf_dir(tmp_path))
+def test_the_stock_conf_is_tcp_mode_on_the_entry_log(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path))
+    assert conf.server_mode == "tcp"
+    [example] = conf.destinations
+    spec = canal_conf.connector_spec(example, "tcp")
+    source = spec.config.source_config(spec.name)
+    assert source.canal_entries == "example.canal-entries" and source.canal_mq is None
+    served = canal_conf.destination_log(example, spec)
+    assert (served.topic, served.capacity, served.memunit, served.transaction_entries) == \
+           ("example.canal-entries", 16384, 1024, True)
+
+
+def test_other_server_modes_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"canal.serverMode: rocketmq: binlake writes to a Kafka-protocol log"):
+        canal_conf.load(conf_dir(tmp_path, {"canal.serverMode": "rocketMQ"}))
 
 
 @pytest.mark.parametrize("server, instance, problem", [
@@ -95,7 +107,8 @@ def test_refused_values_name_key_and_file(tmp_path, server, instance, problem):
 
 def test_problems_of_every_file_are_reported_together(tmp_path):
     with pytest.raises(ConfigError) as error:
-        canal_conf.load(conf_dir(tmp_path, {"canal.zkServers": "zk:2181"}, {"canal.instance.enableDruid": "true"}))
+        canal_conf.load(conf_dir(tmp_path, {"canal.zkServers": "zk:2181", "canal.serverMode": "pulsarMQ"},
+                                 {"canal.instance.enableDruid": "true"}))
     assert [path.rsplit(": ", 1)[1] for path, _ in error.value.problems] == \
            ["canal.zkServers", "canal.serverMode", "canal.instance.enableDruid"]
 
@@ -109,12 +122,12 @@ def test_bad_values_name_the_canal_key(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA, {"canal.mq.partitionHash": "a(b:id",
                                                       "canal.instance.filter.regex": "x(", "canal.mq.topic": ""}))
     with pytest.raises(ConfigError) as error:
-        canal_conf.connector_spec(conf.destinations[0])
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
     assert [path for path, _ in error.value.problems] == ["canal.mq.topic"]
     conf = canal_conf.load(conf_dir(tmp_path / "2", KAFKA, {"canal.mq.partitionHash": "a(b:id",
                                                             "canal.instance.filter.regex": "x("}))
     with pytest.raises(ConfigError) as error:
-        canal_conf.connector_spec(conf.destinations[0])
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
     assert sorted(path for path, _ in error.value.problems) == ["canal.instance.filter.regex", "canal.mq.*"]
 
 
@@ -128,7 +141,7 @@ def test_sasl_from_the_jaas_line(tmp_path):
         **KAFKA, "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
         "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
                                   'username="alice" password="alice-secret";'}))
-    security = canal_conf.connector_spec(conf.destinations[0]).runtime.security
+    security = canal_conf.connector_spec(conf.destinations[0], "kafka").runtime.security
     assert (security.protocol, security.sasl_mechanism, security.username, security.password.get_secret_value()) \
         == ("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", "alice-secret")
 
