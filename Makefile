@@ -16,9 +16,9 @@ MYSQL       ?=
 COMPOSE_FILES := -f docker-compose.yml $(if $(MYSQL),-f docker-compose.mysql.yml)
 
 .PHONY: setup system-deps spark-jars reference mysql-root test test-all demo bench clean compose-demo compose-image \
-        compose-mysql-root docker-engine docker-base wheelhouse canal-proto canal-python
+        compose-mysql-root docker-engine docker-base wheelhouse canal-proto canal-python canal-java-client
 
-setup: system-deps $(VENV)/.installed spark-jars reference mysql-root canal-python
+setup: system-deps $(VENV)/.installed spark-jars reference mysql-root canal-python canal-java-client
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -57,6 +57,15 @@ canal-python: $(CANAL_PYTHON)/.installed
 
 $(CANAL_PYTHON)/.installed: | $(VENV)/.installed
 	$(VENV)/bin/pip install -q --no-deps --target $(CANAL_PYTHON) canal-python==0.4
+	touch $@
+
+# Canal's Java client (canal.client) and its jars from Maven Central, for tests/canal_clients/java/CanalLoop.java.
+CANAL_CLIENT_JARS := .cache/canal-client-jars
+
+canal-java-client: $(CANAL_CLIENT_JARS)/.fetched
+
+$(CANAL_CLIENT_JARS)/.fetched: tests/canal_clients/java/pom.xml
+	mvn -q -B -f tests/canal_clients/java/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CANAL_CLIENT_JARS)
 	touch $@
 
 # Canal's .proto files (written from its field numbers) compiled into the modules binlake imports.

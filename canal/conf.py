@@ -161,8 +161,12 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
             "dynamic_topic_partition_num": p.get("canal.mq.dynamicTopicPartitionNum", ""),
             "database_hash": p.get("canal.mq.database.hash", "true").lower() == "true",
             "flat_message_rows": p.get("binlake.flat_message_rows", "event")}
-    if ssl_mode := p.get("canal.instance.master.sslMode"):
-        raw["database"]["ssl_mode"] = ssl_mode.lower()
+    if ssl_mode := p.get("canal.instance.master.sslMode", "").lower():
+        if ssl_mode.startswith("verify"):
+            problems.append(("canal.instance.master.sslMode", f"{ssl_mode.upper()} verifies the server with a CA "
+                             "that Canal gives as a Java keystore, which binlake does not read: use REQUIRED, or "
+                             "the connector's YAML (database.ssl_mode, database.ssl_ca: a PEM file)"))
+        raw["database"]["ssl_mode"] = ssl_mode
     if problems:
         raise connect_config.ConfigError(destination.source, problems)
     try:

@@ -67,6 +67,14 @@ def test_stock_destination_maps_onto_the_mysql_connector(tmp_path):
     assert spec.runtime.producer.max_batch_size == 16384 and spec.runtime.producer.linger_ms == 1
 
 
+def test_ssl_modes(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, {"canal.instance.master.sslMode": "REQUIRED"}))
+    assert canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.ssl_mode == "required"
+    conf = canal_conf.load(conf_dir(tmp_path / "2", KAFKA, {"canal.instance.master.sslMode": "VERIFY_CA"}))
+    with pytest.raises(ConfigError, match="VERIFY_CA verifies the server with a CA that Canal gives as a Java"):
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+
+
 def test_auto_server_id_is_stable(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA))
     first = canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id

@@ -1,7 +1,8 @@
-"""`binlake canal run CONF_DIR` in tcp mode (Canal's stock serverMode) with Canal's own Python client, canal-python
-from PyPI, looping as Canal's example client does (get without ack, ack; every fifth batch rolled back) while a
-MariaDB workload runs and the server is SIGKILLed twice. Replaying what the client received gives MariaDB's
-tables; an acked batch never comes again, and every entry comes in some acked batch."""
+"""`binlake canal run CONF_DIR` in tcp mode (Canal's stock serverMode) with Canal's own clients, the Java
+`canal.client` from Maven Central and canal-python from PyPI, looping as Canal's example client does (get without
+ack, ack; every fifth batch rolled back) while a MariaDB workload runs and the server is SIGKILLed twice.
+Replaying what the client received gives MariaDB's tables; an acked batch never comes again (but the one whose ack
+was on the wire at the kill), and every entry comes in some acked batch."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from canal_stock import conf_dir
@@ -24,7 +26,8 @@ from sandbox.process import free_port
 
 CANAL_RUN = [sys.executable, "-m", "binlake.cli", "canal", "run"]
 CANAL_PYTHON = ROOT / ".cache" / "canal-python"
-CLIENT = ROOT / "tests" / "canal_clients" / "canal_python_client.py"
+CANAL_JARS = ROOT / ".cache" / "canal-client-jars"
+CLIENTS = ROOT / "tests" / "canal_clients"
 INSERT, UPDATE, DELETE = 1, 2, 3
 ROWDATA = 2
 
@@ -33,13 +36,25 @@ def start_server(conf: Path, tmp_path: Path, n: int) -> ConnectorProcess:
     return ConnectorProcess(conf, tmp_path / f"canal-{n}.log", command=[*CANAL_RUN, str(conf)]).start()
 
 
-def start_client(port: int, out: Path, stop: Path, log: Path) -> subprocess.Popen:
+def python_client(port: int, out: Path, stop: Path, log: Path, tmp_path: Path) -> subprocess.Popen:
     assert (CANAL_PYTHON / "canal" / "client.py").exists(), "canal-python is missing: run `make canal-python`"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(CANAL_PYTHON), PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
     with open(log, "ab") as log_file:       # (cwd elsewhere: binlake's own `canal` package must not shadow it)
-        return subprocess.Popen([sys.executable, str(CLIENT), "127.0.0.1", str(port), "example", str(out), str(stop)],
+        return subprocess.Popen([sys.executable, str(CLIENTS / "canal_python_client.py"), "127.0.0.1", str(port),
+                                 "example", str(out), str(stop)],
                                 stdout=log_file, stderr=subprocess.STDOUT, cwd=CANAL_PYTHON, env=env)
+
+
+def java_client(port: int, out: Path, stop: Path, log: Path, tmp_path: Path) -> subprocess.Popen:
+    assert (CANAL_JARS / ".fetched").exists(), "Canal's Java client is missing: run `make canal-java-client`"
+    classes = tmp_path / "classes"
+    classpath = f"{CANAL_JARS}/*"
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(CLIENTS / "java" / "CanalLoop.java")],
+                   check=True, timeout=300)
+    with open(log, "ab") as log_file:
+        return subprocess.Popen(["java", "-cp", f"{classes}:{classpath}", "CanalLoop", "127.0.0.1", str(port),
+                                 "example", str(out), str(stop)], stdout=log_file, stderr=subprocess.STDOUT)
 
 
 async def state(address: str, server) -> str:
@@ -95,7 +110,9 @@ def replay(batches: list[dict], keys: dict[str, tuple[str, ...]]) -> dict[str, d
     return tables
 
 
-async def test_canal_python_through_two_sigkills(mariadb, broker, tmp_path):
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("start_client", [java_client, python_client], ids=["java", "python"])
+async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, start_client):
     server = mariadb
     seed = int(os.environ.get("E2E_SEED", random.randrange(1 << 30)))
     print(f"E2E_SEED={seed}")
@@ -110,7 +127,7 @@ async def test_canal_python_through_two_sigkills(mariadb, broker, tmp_path):
     await wait_for_log(process, "example-0 started", timeout=60)
     await wait_until(lambda: committed_offset(broker.address, "example"), 60, "the destination's start position")
     out, stop_file = tmp_path / "received.jsonl", tmp_path / "stop"
-    client = start_client(port, out, stop_file, tmp_path / "client.log")
+    client = start_client(port, out, stop_file, tmp_path / "client.log", tmp_path)
     try:
         workload = Workload(server, db, random.Random(seed))
         workload.prepare()                      # (Canal takes no snapshot: the tables' rows come as INSERTs)
