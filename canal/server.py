@@ -58,7 +58,7 @@ class _Reader:
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=destination.bootstrap_servers, group_id=f"binlake-canal-{destination.name}-{client_id}",
             enable_auto_commit=False, isolation_level="read_committed", auto_offset_reset="earliest",
-            **destination.security.aiokafka())
+            max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20, **destination.security.aiokafka())
         self.stream: Stream | None = None
         self.grew = asyncio.Event()
         self.space = asyncio.Event()
