@@ -37,6 +37,15 @@ def check_address(address: str) -> str:
     return address
 
 
+def check_canal_outputs(format: str, outputs: dict) -> None:
+    """Canal's two outputs (`{key: its setting}`: MQ routing, entry log) write Canal's messages, one at a time."""
+    given = [key for key, value in outputs.items() if value is not None]
+    if given and format != "canal":
+        raise ValueError(f"{given[0]} writes Canal's messages: set format: canal (not {format})")
+    if len(given) > 1:
+        raise ValueError(f"{' and '.join(given)} are Canal's two server modes (kafka, tcp): set one")
+
+
 class SourceConfig(BaseModel):
     """Validated source settings; unknown keys are refused so typos surface at startup."""
 
@@ -86,11 +95,7 @@ class SourceConfig(BaseModel):
 
     @model_validator(mode="after")
     def _canal_outputs_need_canal(self) -> "SourceConfig":
-        for key in ("canal_mq", "canal_entries"):
-            if getattr(self, key) is not None and self.format != "canal":
-                raise ValueError(f"{key} writes Canal's messages: set format: canal (not {self.format})")
-        if self.canal_mq is not None and self.canal_entries is not None:
-            raise ValueError("canal_mq and canal_entries are two server modes: set one")
+        check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries})
         return self
 
     @model_validator(mode="after")

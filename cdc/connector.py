@@ -33,7 +33,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
 from cdc.canal_routing import CanalMq
-from cdc.config import SourceConfig, check_address, check_regexes
+from cdc.config import SourceConfig, check_address, check_canal_outputs, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -126,12 +126,7 @@ class MySqlConfig(ConnectorConfig):
 
     @model_validator(mode="after")
     def _canal_outputs_write_canal(self) -> "MySqlConfig":
-        for key in ("canal", "canal_entries"):
-            if getattr(self, key) is not None and self.format != "canal":
-                raise ValueError(f"{key} writes Canal's messages: set format: canal (not {self.format})")
-        if self.canal is not None and self.canal_entries is not None:
-            raise ValueError("canal (Canal's MQ routing) and canal_entries (Canal's TCP server mode) exclude each "
-                             "other: set one")
+        check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries})
         return self
 
     @model_validator(mode="after")
