@@ -10,6 +10,8 @@ import json
 import sys
 from collections import defaultdict
 
+import pytest
+
 from canal_stock import conf_dir
 from cdc.canal_routing import java_hash
 from e2e_harness import ConnectorProcess, mysql_rows, read_committed, wait_for_log, wait_until
@@ -45,6 +47,7 @@ async def caught_up(broker, server) -> bool:
     return offset is not None and (offset["file"], offset["pos"]) >= end
 
 
+@pytest.mark.timeout(900)     # (a loaded machine starts a restarted destination slowly)
 async def test_stock_conf_in_kafka_mode(server, broker, tmp_path):
     db = server.new_database()
     server.sql("CREATE TABLE orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)",
@@ -52,8 +55,8 @@ async def test_stock_conf_in_kafka_mode(server, broker, tmp_path):
     server.sql("INSERT INTO orders VALUES (100, 'before', 1)", db=db)     # before the start: not captured (Canal's)
     conf = canal_conf(tmp_path, server, broker, db)
     process = start(conf, tmp_path, 0)
-    await wait_for_log(process, "example-0 started", timeout=60)
-    await wait_until(lambda: committed_offset(broker.address, "example"), 60, "the destination's start position")
+    await wait_for_log(process, "example-0 started", timeout=180)
+    await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
     assert "canal.instance.tsdb.enable ignored: binlake keeps table structures" in process.log()
 
     server.sql("INSERT INTO orders VALUES " + ", ".join(f"({i}, 'item{i}', {i})" for i in range(1, 9)), db=db)
@@ -61,7 +64,7 @@ async def test_stock_conf_in_kafka_mode(server, broker, tmp_path):
                "DELETE FROM orders WHERE id = 8",
                "ALTER TABLE orders ADD COLUMN note VARCHAR(10)",
                "INSERT INTO notes VALUES (1, 'hello'), (2, NULL)", db=db)
-    await wait_until(lambda: caught_up(broker, server), 60, "the destination to write the workload")
+    await wait_until(lambda: caught_up(broker, server), 180, "the destination to write the workload")
     process.kill()
 
     messages = await read_committed(broker.address, ["example"])
@@ -96,7 +99,7 @@ async def test_stock_conf_in_kafka_mode(server, broker, tmp_path):
     # SIGKILLed above; restarted, it goes on after the last committed transaction: nothing lost or repeated
     server.sql("INSERT INTO orders VALUES (20, 'after', 2, 'n')", "UPDATE orders SET qty = 0 WHERE id = 20", db=db)
     process = start(conf, tmp_path, 1)
-    await wait_until(lambda: caught_up(broker, server), 60, "the restarted destination to catch up")
+    await wait_until(lambda: caught_up(broker, server), 180, "the restarted destination to catch up")
     process.terminate()
     rows: dict[str, dict | None] = {}
     for m in await read_committed(broker.address, ["example"]):

@@ -124,8 +124,8 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
                      "canal.instance.dbUsername": server.user, "canal.instance.dbPassword": server.password,
                      "canal.instance.mysql.slaveId": "5404", "canal.instance.filter.regex": f"{db}\\..*"})
     process = start_server(conf, tmp_path, 0)
-    await wait_for_log(process, "example-0 started", timeout=60)
-    await wait_until(lambda: committed_offset(broker.address, "example"), 60, "the destination's start position")
+    await wait_for_log(process, "example-0 started", timeout=180)
+    await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
     out, stop_file = tmp_path / "received.jsonl", tmp_path / "stop"
     client = start_client(port, out, stop_file, tmp_path / "client.log", tmp_path)
     try:
@@ -138,7 +138,7 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
             for n in (1, 2):
                 seen = received(out)
                 try:
-                    await wait_until(lambda: asyncio.to_thread(lambda: received(out) > seen + 5), 120,
+                    await wait_until(lambda: asyncio.to_thread(lambda: received(out) > seen + 5), 240,
                                      "the client to receive more batches")
                 except AssertionError as exc:
                     raise AssertionError(f"{exc}; {await state(broker.address, server)}") from None
@@ -153,9 +153,9 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
         async def source_caught_up() -> bool:
             offset = await committed_offset(broker.address, "example")
             return offset is not None and (offset["file"], offset["pos"]) >= end
-        await wait_until(source_caught_up, 120, "the destination to write the workload")
+        await wait_until(source_caught_up, 240, "the destination to write the workload")
         try:
-            await wait_until(lambda: acked_to_end(broker.address), 120, "the client to ack every entry")
+            await wait_until(lambda: acked_to_end(broker.address), 240, "the client to ack every entry")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; {await state(broker.address, server)}") from None
         stop_file.touch()
