@@ -15,7 +15,6 @@ import orjson
 
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
-from cdc.formats.canal_entry import CanalEntryOutput
 from cdc.formats.canal_mq import CanalMqOutput
 from cdc.murmur2 import partition_for, partitions_for
 from cdc.offsets import EventSource
@@ -134,6 +133,7 @@ class Emitter:
         # ... or Canal's change entries, on a destination's entry log
         self.canal_entries = None
         if config.canal_entries is not None:
+            from cdc.formats.canal_entry import CanalEntryOutput   # (protobuf only for a Canal destination)
             self.canal_entries = CanalEntryOutput(config.canal_entries, gtids=config.restart_by == "gtid")
 
     def tick(self) -> None:
