@@ -149,6 +149,7 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
         "format": "canal",
         "restart_by": "gtid" if p.get("canal.instance.gtidon", "false").lower() == "true" else "position",
     }
+    raw["canal_skip"] = _skipped(p)
     if mode == "tcp":
         raw["canal_entries"] = entries_topic(destination.name)
     else:
@@ -214,6 +215,17 @@ def _int(text: str, key: str, problems: list) -> int | None:
     except ValueError:
         problems.append((key, f"{text!r} is not a whole number"))
         return None
+
+
+_EVENT_FILTERS = {"canal.instance.filter.dml.insert": ["insert"], "canal.instance.filter.dml.update": ["update"],
+                  "canal.instance.filter.dml.delete": ["delete"], "canal.instance.filter.query.ddl": ["ddl"],
+                  "canal.instance.filter.rows": ["insert", "update", "delete"]}
+
+
+def _skipped(p: dict[str, str]) -> list[str]:
+    """Canal's event filters that are on: the changes the destination leaves out."""
+    skipped = [kind for key, kinds in _EVENT_FILTERS.items() if p.get(key, "false").lower() == "true" for kind in kinds]
+    return list(dict.fromkeys(skipped))
 
 
 def _regexes(text: str) -> list[str]:

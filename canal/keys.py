@@ -15,7 +15,8 @@ HONOURED = frozenset({
     "canal.destinations", "canal.conf.dir", "canal.serverMode", "canal.mq.flatMessage", "canal.mq.database.hash",
     "canal.metrics.pull.port", "canal.ip", "canal.port", "canal.user", "canal.passwd",
     "canal.instance.memory.buffer.size", "canal.instance.memory.buffer.memunit", "canal.instance.memory.batch.mode",
-    "canal.instance.filter.transaction.entry",
+    "canal.instance.filter.transaction.entry", "canal.instance.filter.dml.insert", "canal.instance.filter.dml.update",
+    "canal.instance.filter.dml.delete", "canal.instance.filter.query.ddl", "canal.instance.filter.rows",
     "kafka.bootstrap.servers", "kafka.compression.type", "kafka.batch.size", "kafka.linger.ms",
     "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.jaas.config",
     # instance.properties (or canal.instance.* defaults in canal.properties)
@@ -54,6 +55,8 @@ IGNORED: dict[str, str] = {
     "canal.instance.network.sendBufferSize": "the operating system's socket buffers are used",
     "canal.instance.network.soTimeout": "binlake's binlog connection has its own heartbeats and timeouts",
     "canal.instance.filter.druid.ddl": "binlake parses DDL with its own parser (cdc/schema/ddl.py)",
+    "canal.instance.filter.query.dcl": "binlake writes no entries for DCL statements (GRANT, ...) either way",
+    "canal.instance.filter.query.dml": "binlake reads ROW events only: there are no statement DML entries to filter",
     "canal.instance.binlog.format": "binlake checks that the server writes ROW events, the only format it reads",
     "canal.instance.binlog.image": "binlake reads FULL and MINIMAL row images",
     "canal.instance.parser.parallel": "binlake decodes in its own source process",
@@ -110,15 +113,7 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
                                                 "from the binlog connection; set it to false"),
     "canal.instance.detecting.heartbeatHaEnable": (_false, "standby switching by heartbeat is not supported: list "
                                                            "the servers in binlake's database.hosts instead"),
-    "canal.instance.filter.query.dcl": (_false, "binlake emits no DCL messages, so it cannot skip them either way; "
-                                                "set it to false"),
-    "canal.instance.filter.query.dml": (_false, "binlake reads ROW events only"),
-    "canal.instance.filter.query.ddl": (_false, "DDL messages cannot be filtered out yet"),
     "canal.instance.filter.table.error": (_false, "binlake stops on a table it cannot decode, naming it"),
-    "canal.instance.filter.rows": (_false, "row data cannot be filtered out"),
-    "canal.instance.filter.dml.insert": (_false, "INSERT messages cannot be filtered out yet"),
-    "canal.instance.filter.dml.update": (_false, "UPDATE messages cannot be filtered out yet"),
-    "canal.instance.filter.dml.delete": (_false, "DELETE messages cannot be filtered out yet"),
     "canal.instance.get.ddl.isolation": (_false, "a DDL is not put in a batch of its own yet"),
     "canal.auto.reset.latest.pos.mode": (_false, "binlake never skips to the latest position on its own: a missing "
                                                  "position stops the destination, naming it"),

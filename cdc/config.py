@@ -92,6 +92,8 @@ class SourceConfig(BaseModel):
     # Canal's change entries (protobuf), all on one partition of this topic: a Canal destination's entry log,
     # served to Canal's TCP clients by canal/ (format: canal only)
     canal_entries: str | None = None
+    # Canal's event filters (canal.instance.filter.dml.*, filter.query.ddl, filter.rows): what its outputs leave out
+    canal_skip: tuple[Literal["insert", "update", "delete", "ddl"], ...] = ()
 
     @model_validator(mode="after")
     def _canal_outputs_need_canal(self) -> "SourceConfig":

@@ -120,6 +120,9 @@ class MySqlConfig(ConnectorConfig):
     canal_entries: str | None = None
     """With format: canal: write Canal's change entries (protobuf), all on one partition of this topic: the
     entry log `binlake canal run` serves to Canal's TCP clients (docs/canal.md)."""
+    canal_skip: list[Literal["insert", "update", "delete", "ddl"]] = []
+    """With canal or canal_entries: the changes Canal's event filters leave out (canal.instance.filter.dml.insert,
+    .update, .delete, filter.query.ddl; filter.rows: every row change)."""
     canal: CanalMq | None = None
     """Canal's MQ routing and batching (with format: canal): canal.mq.topic, dynamicTopic, partition,
     partitionsNum, partitionHash, dynamicTopicPartitionNum, database.hash, and flat_message_rows (docs/canal.md)."""
@@ -151,7 +154,7 @@ class MySqlConfig(ConnectorConfig):
             heartbeat_query=self.heartbeat_query,
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
             ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table, canal_mq=self.canal,
-            canal_entries=self.canal_entries)
+            canal_entries=self.canal_entries, canal_skip=tuple(self.canal_skip))
 
 
 class _Handoff:

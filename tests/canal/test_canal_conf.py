@@ -67,6 +67,15 @@ def test_stock_destination_maps_onto_the_mysql_connector(tmp_path):
     assert spec.runtime.producer.max_batch_size == 16384 and spec.runtime.producer.linger_ms == 1
 
 
+def test_event_filters(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, {"canal.instance.filter.dml.delete": "true",
+                                               "canal.instance.filter.query.ddl": "true"}))
+    assert canal_conf.connector_spec(conf.destinations[0], "tcp").config.canal_skip == ["delete", "ddl"]
+    conf = canal_conf.load(conf_dir(tmp_path / "2", {"canal.instance.filter.rows": "true",
+                                                     "canal.instance.filter.dml.insert": "true"}))
+    assert canal_conf.connector_spec(conf.destinations[0], "tcp").config.canal_skip == ["insert", "update", "delete"]
+
+
 def test_ssl_modes(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA, {"canal.instance.master.sslMode": "REQUIRED"}))
     assert canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.ssl_mode == "required"
@@ -100,7 +109,7 @@ def test_other_server_modes_are_refused(tmp_path):
 
 @pytest.mark.parametrize("server, instance, problem", [
     ({"canal.zkServers": "127.0.0.1:2181"}, {}, "canal.zkServers: '127.0.0.1:2181' is refused: ZooKeeper"),
-    ({"canal.instance.filter.dml.insert": "true"}, {}, "canal.instance.filter.dml.insert: 'true' is refused"),
+    ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable: 'true' is refused"),
     ({}, {"canal.instance.master.journal.name": "mysql-bin.000003"}, "starting at a given binlog position"),
     ({}, {"canal.instance.enableDruid": "true"}, "druid-encrypted passwords"),
     ({}, {"canal.instance.filter.field": "a.b:c/d"}, "column projection"),

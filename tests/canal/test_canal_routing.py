@@ -113,3 +113,17 @@ def test_too_few_partitions_is_refused():
     output = CanalMqOutput(CanalMq(topic="example", partitions_num=3, partition_hash=".*\\..*:$pk$"), lambda t: 1)
     with pytest.raises(CdcError, match=r"topic 'example' has 1 partition\(s\) but Canal's routing writes to 3"):
         output.rows(_table(), "c", [{"id": 1, "name": "a", "n": 1}], 0, 1, _source(), 1, [])
+
+
+def test_canal_event_filters_leave_changes_out():
+    from cdc.config import SourceConfig
+    from cdc.emitter import Emitter
+    config = SourceConfig(name="x", user="u", server_id=3, format="canal", canal_mq=CanalMq(topic="example"),
+                          canal_skip=("delete", "ddl"))
+    emitter, out = Emitter(config, lambda t: 1), []
+    rows = [{"id": 1, "name": "a", "n": 1}]
+    emitter.rows(_table(), "d", rows, 0, 1, _source(), 0, None, out)
+    emitter.schema_change("shop", "ALTER TABLE t ADD c INT", [object()], {"snapshot": "false"}, out)
+    assert out == []
+    emitter.rows(_table(), "c", rows, 0, 1, _source(), 0, None, out)
+    assert [json.loads(r.value)["type"] for r in out] == ["INSERT"]
