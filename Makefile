@@ -16,9 +16,9 @@ MYSQL       ?=
 COMPOSE_FILES := -f docker-compose.yml $(if $(MYSQL),-f docker-compose.mysql.yml)
 
 .PHONY: setup system-deps spark-jars reference mysql-root test test-all demo bench clean compose-demo compose-image \
-        compose-mysql-root docker-engine docker-base wheelhouse
+        compose-mysql-root docker-engine docker-base wheelhouse canal-proto canal-python canal-java-client
 
-setup: system-deps $(VENV)/.installed spark-jars reference mysql-root
+setup: system-deps $(VENV)/.installed spark-jars reference mysql-root canal-python canal-java-client
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -48,6 +48,30 @@ reference: $(REFERENCE_JARS)/.fetched
 $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 	mvn -q -B -f bench/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(REFERENCE_JARS)
 	touch $@
+
+# Canal's client for Python, the tests' Canal client (tests/e2e/test_canal_tcp.py). Beside the venv, not in it:
+# its top-level package is `canal`, as binlake's own is; its protobuf modules need the pure-Python runtime.
+CANAL_PYTHON := .cache/canal-python
+
+canal-python: $(CANAL_PYTHON)/.installed
+
+$(CANAL_PYTHON)/.installed: | $(VENV)/.installed
+	$(VENV)/bin/pip install -q --no-deps --target $(CANAL_PYTHON) canal-python==0.4
+	touch $@
+
+# Canal's Java client (canal.client) and its jars from Maven Central, for tests/canal_clients/java/CanalLoop.java.
+CANAL_CLIENT_JARS := .cache/canal-client-jars
+
+canal-java-client: $(CANAL_CLIENT_JARS)/.fetched
+
+$(CANAL_CLIENT_JARS)/.fetched: tests/canal_clients/java/pom.xml
+	mvn -q -B -f tests/canal_clients/java/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CANAL_CLIENT_JARS)
+	touch $@
+
+# Canal's .proto files (written from its field numbers) compiled into the modules binlake imports.
+canal-proto:
+	cd cdc/formats/proto && ../../../$(VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. EntryProtocol.proto
+	cd canal/proto && ../../$(VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. CanalProtocol.proto
 
 # Oracle MySQL, which Debian 12 lacks: a minimal Debian sid root with sid's mysql-server (9.x), from
 # Debian's archive (its Release file may be past Valid-Until). sandbox.sql runs mysqld from it.

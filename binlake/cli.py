@@ -19,6 +19,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("logcore.tools.cluster_cmd:cluster_command", "List the live brokers and say which one is the controller."),
     "connect": ("connect.cli:connect_command",
                 "Run source connectors: standalone (`run`, configured in YAML) or on distributed workers (`worker`)."),
+    "canal": ("canal.cli:canal_command",
+              "Run a Canal 1.1.x conf directory (canal.properties, <destination>/instance.properties) on binlake."),
     "demo": ("binlake.demo.command:demo_command", "Run the whole pipeline on this machine, no Docker needed."),
     "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cdc.canal_routing import CanalMq, Router, router_for
+
 
 def check_regexes(patterns):
     """Table filters must compile; a pydantic validator's ValueError names the field."""
@@ -33,6 +35,15 @@ def check_address(address: str) -> str:
             colon and not port.isdigit() and "]" not in port and not host.count(":")):
         raise ValueError(f"{address!r} is not a server address: write host:port (or host, for the default port)")
     return address
+
+
+def check_canal_outputs(format: str, outputs: dict) -> None:
+    """Canal's two outputs (`{key: its setting}`: MQ routing, entry log) write Canal's messages, one at a time."""
+    given = [key for key, value in outputs.items() if value is not None]
+    if given and format != "canal":
+        raise ValueError(f"{given[0]} writes Canal's messages: set format: canal (not {format})")
+    if len(given) > 1:
+        raise ValueError(f"{' and '.join(given)} are Canal's two server modes (kafka, tcp): set one")
 
 
 class SourceConfig(BaseModel):
@@ -76,6 +87,18 @@ class SourceConfig(BaseModel):
     # Signals and incremental snapshots (docs/cdc.md): the signal table `db.table` (read from the binlog; the
     # incremental snapshot's watermarks are written to it)
     signal_table: str | None = Field(default=None, pattern=r"^[^.`]+\.[^.`]+$")
+    # Canal's MQ routing and batching (format: canal only): topics, partitions and FlatMessages as Canal's
+    canal_mq: CanalMq | None = None
+    # Canal's change entries (protobuf), all on one partition of this topic: a Canal destination's entry log,
+    # served to Canal's TCP clients by canal/ (format: canal only)
+    canal_entries: str | None = None
+    # Canal's event filters (canal.instance.filter.dml.*, filter.query.ddl, filter.rows): what its outputs leave out
+    canal_skip: tuple[Literal["insert", "update", "delete", "ddl"], ...] = ()
+
+    @model_validator(mode="after")
+    def _canal_outputs_need_canal(self) -> "SourceConfig":
+        check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries})
+        return self
 
     @model_validator(mode="after")
     def _tls_files_fit_the_mode(self) -> "SourceConfig":
@@ -121,4 +144,18 @@ class SourceConfig(BaseModel):
         return self.name
 
     def topic_for(self, db: str, table: str) -> str:
+        if self.canal_entries is not None:
+            return self.canal_entries
+        if self.canal_mq is not None:
+            return self._router.topic(db, table)
         return self.topic_template.format(name=self.name, db=db, table=table)
+
+    def partitions_to_create(self, topic: str) -> int:
+        """The partitions of `topic` when the connector creates it."""
+        if self.canal_mq is not None:
+            return max(self.topic_partitions, self._router.partitions_needed(topic))
+        return self.topic_partitions
+
+    @property
+    def _router(self) -> Router:
+        return router_for(self.canal_mq)

@@ -32,7 +32,8 @@ import pymysql
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
-from cdc.config import SourceConfig, check_address, check_regexes
+from cdc.canal_routing import CanalMq
+from cdc.config import SourceConfig, check_address, check_canal_outputs, check_regexes
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -53,6 +54,11 @@ class DatabaseConfig(ConnectorConfig):
     source resumes on the first that answers and holds every published GTID (cdc/failover.py)."""
     failover_catch_up_ms: int = Field(30_000, ge=0)
     """How long a server that lacks published GTIDs (a replica still applying its relay log) is waited for."""
+    ssl_mode: Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"] = "preferred"
+    """TLS to the server (docs/cdc.md's ssl_mode); verify_ca and verify_identity need ssl_ca."""
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
 
     @field_validator("hosts")
     @classmethod
@@ -111,6 +117,20 @@ class MySqlConfig(ConnectorConfig):
     schema_history_topic: str | None = None
     """Compacted topic of the schema history. Default: `<name>.schema-history`."""
     signals: SignalsConfig = SignalsConfig()
+    canal_entries: str | None = None
+    """With format: canal: write Canal's change entries (protobuf), all on one partition of this topic: the
+    entry log `binlake canal run` serves to Canal's TCP clients (docs/canal.md)."""
+    canal_skip: list[Literal["insert", "update", "delete", "ddl"]] = []
+    """With canal or canal_entries: the changes Canal's event filters leave out (canal.instance.filter.dml.insert,
+    .update, .delete, filter.query.ddl; filter.rows: every row change)."""
+    canal: CanalMq | None = None
+    """Canal's MQ routing and batching (with format: canal): canal.mq.topic, dynamicTopic, partition,
+    partitionsNum, partitionHash, dynamicTopicPartitionNum, database.hash, and flat_message_rows (docs/canal.md)."""
+
+    @model_validator(mode="after")
+    def _canal_outputs_write_canal(self) -> "MySqlConfig":
+        check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries})
+        return self
 
     @model_validator(mode="after")
     def _failover_by_gtid(self) -> "MySqlConfig":
@@ -124,7 +144,8 @@ class MySqlConfig(ConnectorConfig):
         db = self.database
         return SourceConfig(
             name=self.topic_prefix or connector, host=db.host, port=db.port, hosts=tuple(db.hosts),
-            failover_catch_up_s=db.failover_catch_up_ms / 1000, user=db.user,
+            failover_catch_up_s=db.failover_catch_up_ms / 1000, user=db.user, ssl_mode=db.ssl_mode, ssl_ca=db.ssl_ca,
+            ssl_cert=db.ssl_cert, ssl_key=db.ssl_key,
             password=db.password.get_secret_value(), server_id=db.server_id, format=self.format,
             snapshot=self.snapshot, restart_by=self.restart_by, snapshot_chunk_rows=self.snapshot_chunk_rows,
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
@@ -132,7 +153,8 @@ class MySqlConfig(ConnectorConfig):
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
             heartbeat_query=self.heartbeat_query,
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
-            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table)
+            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table, canal_mq=self.canal,
+            canal_entries=self.canal_entries, canal_skip=tuple(self.canal_skip))
 
 
 class _Handoff:
@@ -221,7 +243,7 @@ class MySqlTask(SourceTask):
         count = self._partitions.get(topic)
         if count is None:
             future = asyncio.run_coroutine_threadsafe(
-                self.context.log.partitions(topic, self.config.topic_partitions), self._loop)
+                self.context.log.partitions(topic, self.source_config.partitions_to_create(topic)), self._loop)
             count = self._partitions[topic] = future.result()
         return count
 

@@ -126,6 +126,7 @@ class Dispatcher:
     def commit(self, offset: Offset) -> None:
         if self._txid is not None and self._counts and self.config.transaction_metadata:
             self.emitter.transaction("END", self._txid, self._counts, self._records)
+        self.emitter.commit(self._txid, offset, self._records)
         self._txid = None
         if self._records or self._sliced or self._held:   # a split transaction always ends with its commit offset
             self.flush(offset)

@@ -15,6 +15,7 @@ import orjson
 
 from cdc.config import SourceConfig
 from cdc.formats import CanalFormat, DebeziumFormat
+from cdc.formats.canal_mq import CanalMqOutput
 from cdc.murmur2 import partition_for, partitions_for
 from cdc.offsets import EventSource
 from cdc.records import Record
@@ -29,6 +30,7 @@ def _key(obj) -> bytes:
     return bytes(memoryview(_dumps(obj)))
 
 
+_SKIPPED = {"insert": "c", "update": "u", "delete": "d"}     # Canal's event filters -> change kinds
 KNOWN_KEYS = 100_000  # keys a table remembers: a row that changes again soon is keyed without JSON or murmur2
 
 
@@ -127,6 +129,15 @@ class Emitter:
         self.partitions = partitions
         self.clock = clock
         self.now_ms = int(clock() * 1000)
+        # Canal's MQ routing and batching, when configured: it builds the records of row and DDL events
+        self.canal_mq = CanalMqOutput(config.canal_mq, partitions) if config.canal_mq is not None else None
+        # ... or Canal's change entries, on a destination's entry log; both leave out what Canal's filters say
+        self.canal_skip = {_SKIPPED[k] for k in config.canal_skip if k in _SKIPPED}
+        self.canal_skip_ddl = "ddl" in config.canal_skip
+        self.canal_entries = None
+        if config.canal_entries is not None:
+            from cdc.formats.canal_entry import CanalEntryOutput   # (protobuf only for a Canal destination)
+            self.canal_entries = CanalEntryOutput(config.canal_entries, gtids=config.restart_by == "gtid")
 
     def tick(self) -> None:
         """Read the clock for the events about to be emitted (once per binlog event, not per row)."""
@@ -142,6 +153,14 @@ class Emitter:
         One loop per event and kind, the value built from the format's per-event template: this is the
         connector's hot path, so a change costs its key, its images' JSON and one %. Formats without a
         template (Canal), snapshot chunks and updates of a primary key go change by change (`row`)."""
+        if self.canal_mq is not None or self.canal_entries is not None:
+            if kind in self.canal_skip or (kind == "r" and "c" in self.canal_skip):
+                return
+            if self.canal_mq is not None:
+                self.canal_mq.rows(table, kind, images, start, stop, source, self.now_ms, out)
+            else:
+                self.canal_entries.rows(table, kind, images, start, stop, source, out)
+            return
         template = self._template
         if template is None or txn is None:
             self._each(table, kind, images, start, stop, source, first_row, txn, out)
@@ -210,6 +229,16 @@ class Emitter:
 
     def schema_change(self, db: str, ddl: str, changes: list, source: dict, out: list[Record]) -> None:
         now = self.now_ms
+        if self.canal_skip_ddl and (self.canal_mq is not None or self.canal_entries is not None):
+            return
+        if self.canal_mq is not None:
+            for change in changes:
+                self.canal_mq.ddl(change, ddl, source, now, out)
+            return
+        if self.canal_entries is not None:
+            for change in changes:
+                self.canal_entries.ddl(change, ddl, source, out)
+            return
         if self.format is CanalFormat:
             for change in changes:
                 topic = self.config.topic_for(change.db, change.table)
@@ -219,6 +248,11 @@ class Emitter:
         key = _dumps({"databaseName": db})
         value = DebeziumFormat.schema_change(db, ddl, changes, source, now)
         out.append(Record(topic, key, value, partition_for(key, self.partitions(topic))))
+
+    def commit(self, txid: str | None, offset, out: list[Record]) -> None:
+        """A transaction commits at `offset` (Canal's entries close one that had captured rows with an entry)."""
+        if self.canal_entries is not None:
+            self.canal_entries.commit(txid, offset.position, out)
 
     def heartbeat(self, out: list[Record]) -> None:
         topic = self.config.heartbeat_topic

@@ -61,17 +61,19 @@ def connect_command() -> None:
 def run_command(configs: tuple[str, ...], rest: str | None, prometheus_listener: str | None, log_level: str) -> None:
     """Run the connectors in CONFIGS in the foreground until SIGTERM/SIGINT, or until every task has
     ended; exits 1 when a task ended FAILED, 2 on a config error."""
-    _logging(log_level)
+    setup_logging(log_level)
     specs = _load_all(configs)
     try:
-        ok = asyncio.run(_run(specs, _address(rest), prometheus_listener and "%s:%d" % _address(prometheus_listener)))
+        ok = asyncio.run(run_connectors(specs, _address(rest), prometheus_listener and "%s:%d" % _address(prometheus_listener)))
     except ValueError as exc:  # a worker-level config problem (duplicate names, a sink plugin)
         click.echo(str(exc), err=True)
         sys.exit(2)
     sys.exit(0 if ok else 1)
 
 
-async def _run(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None, metrics_at: str | None) -> bool:
+async def run_connectors(specs: list[config.ConnectorSpec], rest: tuple[str, int] | None,
+                         metrics_at: str | None) -> bool:
+    """Run `specs` on one standalone worker until SIGTERM/SIGINT or until every task ended; False when one failed."""
     worker = Worker(specs)
     stop = _stop_on_signals()
     server = None
@@ -118,7 +120,7 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-def _logging(level: str) -> None:
+def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level.upper() != "DEBUG":
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
@@ -133,7 +135,7 @@ def worker_command(config_path: str, log_level: str) -> None:
     """Run a distributed worker (Kafka Connect's distributed mode) until SIGTERM/SIGINT: workers with
     the same group_id share the connectors created through the REST API, and take over those of a
     worker that dies. Exits 2 on a config error, 1 when the worker cannot go on."""
-    _logging(log_level)
+    setup_logging(log_level)
     try:
         settings = worker_config.load(config_path)
     except config.ConfigError as exc:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import orjson
 
 _dumps = orjson.dumps
-_TYPES = {"c": "INSERT", "r": "INSERT", "u": "UPDATE", "d": "DELETE"}
-_DDL_TYPES = {"CREATE": "CREATE", "ALTER": "ALTER", "DROP": "ERASE", "RENAME": "RENAME", "TRUNCATE": "TRUNCATE"}
+TYPES = {"c": "INSERT", "r": "INSERT", "u": "UPDATE", "d": "DELETE"}
+DDL_TYPES = {"CREATE": "CREATE", "ALTER": "ALTER", "DROP": "ERASE", "RENAME": "RENAME", "TRUNCATE": "TRUNCATE"}
 
 
-def _text(v):
+def text(v):
     if v is None or type(v) is str:
         return v
     if type(v) is dict or type(v) is list:      # GEOMETRY, VECTOR: their JSON as text
@@ -21,8 +21,8 @@ def _text(v):
     return str(v)
 
 
-def _texts(row: dict) -> dict:
-    return {k: _text(v) for k, v in row.items()}
+def texts(row: dict) -> dict:
+    return {k: text(v) for k, v in row.items()}
 
 
 class CanalFormat:
@@ -36,12 +36,12 @@ class CanalFormat:
         source = source.fields
         old = None
         if op == "u":
-            old = [{k: _text(v) for k, v in before.items() if after.get(k) != v}]
+            old = [{k: text(v) for k, v in before.items() if after.get(k) != v}]
         return _dumps({
-            "data": [_texts(after if after is not None else before)], "database": table.db,
+            "data": [texts(after if after is not None else before)], "database": table.db,
             "es": source["ts_ms"], "id": source["pos"], "isDdl": False, "mysqlType": table.mysql_types,
             "old": old, "pkNames": list(table.primary_key) or None, "sql": "", "sqlType": table.sql_types,
-            "table": table.table, "ts": ts_ms, "type": _TYPES[op], "gtid": source["gtid"] or ""})
+            "table": table.table, "ts": ts_ms, "type": TYPES[op], "gtid": source["gtid"] or ""})
 
     @staticmethod
     def ddl(change, ddl: str, source: dict, ts_ms: int) -> bytes:
@@ -51,4 +51,4 @@ class CanalFormat:
             "mysqlType": {c.name: c.mysql_type for c in table.columns} if table else None, "old": None,
             "pkNames": list(table.primary_key) if table else None, "sql": ddl,
             "sqlType": {c.name: c.jdbc_type for c in table.columns} if table else None,
-            "table": change.table, "ts": ts_ms, "type": _DDL_TYPES[change.type], "gtid": source["gtid"] or ""})
+            "table": change.table, "ts": ts_ms, "type": DDL_TYPES[change.type], "gtid": source["gtid"] or ""})

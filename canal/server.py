@@ -1,0 +1,270 @@
+"""Canal's TCP server (canal.serverMode=tcp) over the destinations' entry logs: the asyncio side of
+canal/protocol.py (framing, packets) and canal/batches.py (batches, acks, rollbacks).
+
+Each destination's mysql connector writes Canal entries, exactly once, to one partition of its entry log
+(`<destination>.canal-entries`). A subscribed (destination, client id) reads that partition, read_committed,
+from its committed offset in the group `binlake-canal-<destination>-<client id>`: an ack commits the end of the
+acked batch there before the connection's next request is read, so a server killed at any moment resumes
+after the last ack, and a batch never acked comes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.structs import OffsetAndMetadata
+
+from common.kafka_security import KafkaSecurity
+from connect.topics import LogTopics
+
+from . import auth
+from .batches import BatchError, LogEntry, Stream, table_filter
+from .protocol import (NEED_DATA, Auth, ClientAck, Get, Heartbeat, ProtocolError, Rollback, ServerConnection,
+                       Subscribe, Unsubscribe)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DestinationLog:
+    """Where a destination's entries are and how its clients get them (canal.instance.memory.*, filters)."""
+
+    name: str
+    topic: str
+    bootstrap_servers: str | list[str]
+    security: KafkaSecurity = KafkaSecurity()
+    capacity: int = 16384                 # canal.instance.memory.buffer.size: un-acked entries held at most
+    memunit: int | None = 1024            # canal.instance.memory.buffer.memunit with batch.mode MEMSIZE; None: ITEMSIZE
+    transaction_entries: bool = True      # not canal.instance.filter.transaction.entry
+
+
+def entries_topic(destination: str) -> str:
+    return f"{destination}.canal-entries"
+
+
+class _Reader:
+    """One stream's consumer: fills the stream from the log while it has room; commits acks."""
+
+    def __init__(self, destination: DestinationLog, client_id: str) -> None:
+        self.destination = destination
+        self.tp = TopicPartition(destination.topic, 0)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=destination.bootstrap_servers, group_id=f"binlake-canal-{destination.name}-{client_id}",
+            enable_auto_commit=False, isolation_level="read_committed", auto_offset_reset="earliest",
+            max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20, **destination.security.aiokafka())
+        self.stream: Stream | None = None
+        self.grew = asyncio.Event()
+        self.space = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def start(self, client: str, next_id) -> Stream:
+        await self.consumer.start()
+        self.consumer.assign([self.tp])
+        committed = await self.consumer.committed(self.tp)
+        if committed is None:
+            await self.consumer.seek_to_beginning(self.tp)
+            committed = await self.consumer.position(self.tp)
+        self.stream = Stream(client, committed, self.destination.capacity, next_id)
+        self._task = asyncio.create_task(self._fill())
+        self._task.add_done_callback(self._ended)
+        return self.stream
+
+    def _ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: the entry log's reader stopped", self.destination.name, exc_info=task.exception())
+
+    async def _fill(self) -> None:
+        """Read on while the stream has room; a failed fetch is logged and retried from where the stream is."""
+        stream, consumer = self.stream, self.consumer
+        position = None
+        while True:
+            if stream.room <= 0:
+                self.space.clear()
+                await self.space.wait()
+                continue
+            try:
+                if position != stream.read_to:
+                    position = stream.read_to
+                    consumer.seek(self.tp, position)
+                batches = await consumer.getmany(self.tp, timeout_ms=500, max_records=stream.room)
+            except KafkaError as exc:
+                log.warning("%s: reading %s failed (%r); reading again in a second", self.destination.name,
+                            self.tp.topic, exc)
+                position = None
+                await asyncio.sleep(1)
+                continue
+            records = batches.get(self.tp, [])
+            if records:
+                stream.append([LogEntry(r.offset, r.key, r.value) for r in records])
+                position = records[-1].offset + 1
+                self.grew.set()
+
+    async def commit(self, offset: int) -> None:
+        await self.consumer.commit({self.tp: OffsetAndMetadata(offset, "")})
+        self.space.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.consumer.stop()
+
+
+class CanalServer:
+    """Canal's client protocol on one address, for these destinations. Event loop only."""
+
+    def __init__(self, host: str, port: int, destinations: dict[str, DestinationLog], user: str = "",
+                 passwd: str = "") -> None:
+        self.host, self.port = host, port
+        self.destinations = destinations
+        self.user, self.passwd = user, passwd
+        self._readers: dict[tuple[str, str], _Reader] = {}
+        self._filters: dict[tuple[str, str], object] = {}
+        self._batch_id = int(time.time() * 1000) << 8     # batch ids grow across restarts: a stale ack fails
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    def _next_id(self) -> int:
+        self._batch_id += 1
+        return self._batch_id
+
+    async def start(self) -> None:
+        for destination in self.destinations.values():
+            await LogTopics(destination.bootstrap_servers, security=destination.security).partitions(
+                destination.topic, 1)
+        self._server = await asyncio.start_server(self._connection, self.host or None, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("Canal's TCP protocol on %s:%d for %s", self.host or "*", self.port, ", ".join(self.destinations))
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for reader in self._readers.values():
+            await reader.stop()
+
+    # --- connections -----------------------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        conn = ServerConnection(os.urandom(8))
+        peer = writer.get_extra_info("peername")
+        try:
+            writer.write(conn.handshake())
+            while data := await reader.read(1 << 16):
+                conn.receive_data(data)
+                while (event := conn.next_event()) is not NEED_DATA:
+                    reply, close = await self._handle(conn, event)
+                    if reply:
+                        writer.write(reply)
+                        await writer.drain()
+                    if close:
+                        return
+        except ProtocolError as exc:
+            log.warning("closing the connection of %s: %s", peer, exc)
+            writer.write(conn.error(exc.code, str(exc)))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _handle(self, conn: ServerConnection, event) -> tuple[bytes | None, bool]:
+        """The reply to one request (None: none), and whether to close the connection after it."""
+        try:
+            if isinstance(event, Auth):
+                if not auth.check(self.user, self.passwd, event.username, event.password, conn.seeds):
+                    return conn.error(400, f"auth failed for user:{event.username}"), True
+                if event.destination and event.client_id:
+                    await self._subscribe(event.destination, event.client_id, event.filter)
+                return conn.accepted(), False
+            if isinstance(event, Subscribe):
+                await self._subscribe(event.destination, event.client_id, event.filter)
+                return conn.ack(), False
+            if isinstance(event, Unsubscribe):
+                self._filters.pop((event.destination, event.client_id), None)
+                return conn.ack(), False
+            if isinstance(event, Get):
+                return await self._get(conn, event), False
+            if isinstance(event, ClientAck):
+                return await self._ack(conn, event), False
+            if isinstance(event, Rollback):
+                reader = self._readers.get((event.destination, event.client_id))
+                if reader is not None:           # (as Canal: a rollback before subscribing is ignored)
+                    reader.stream.rollback(event.batch_id)
+                return None, False
+            if isinstance(event, Heartbeat):
+                return None, False
+            raise AssertionError(f"an event canal.protocol does not make: {event!r}")
+        except (BatchError, _NotServed) as exc:
+            return conn.error(400, str(exc)), False
+
+    async def _subscribe(self, destination: str, client_id: str, filter_text: str) -> None:
+        if not destination or not client_id:
+            raise _NotServed("destination or clientId is null")
+        served = self.destinations.get(destination)
+        if served is None:
+            raise _NotServed(f"destination:{destination} should start first (served here: "
+                             f"{', '.join(self.destinations)})")
+        key = (destination, client_id)
+        self._filters[key] = table_filter(filter_text, served.transaction_entries)
+        if key not in self._readers:
+            reader = self._readers[key] = _Reader(served, client_id)
+            try:
+                await reader.start(client_id, self._next_id)
+            except BaseException:
+                del self._readers[key]
+                raise
+            log.info("%s: client %s subscribed, from offset %d of %s", destination, client_id,
+                     reader.stream.acked, served.topic)
+
+    def _subscribed(self, destination: str, client_id: str) -> tuple[_Reader, object]:
+        key = (destination, client_id)
+        if key not in self._filters:
+            raise _NotServed(f"ClientIdentity:{client_id}/{destination} should subscribe first")
+        return self._readers[key], self._filters[key]
+
+    async def _get(self, conn: ServerConnection, get: Get) -> bytes:
+        reader, accepts = self._subscribed(get.destination, get.client_id)
+        stream = reader.stream
+        size = get.fetch_size if get.fetch_size > 0 else 1000
+        if get.timeout_s is not None:
+            deadline = None if get.timeout_s == 0 else asyncio.get_running_loop().time() + get.timeout_s
+            while not stream.ready(accepts, size) and stream.room > 0:
+                reader.grew.clear()
+                remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
+                if remaining is not None and remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(reader.grew.wait(), remaining)
+        memunit = reader.destination.memunit
+        taken = stream.take(size, accepts, None if memunit is None else size * memunit)
+        if taken is None:
+            return conn.messages(-1, [])
+        batch, entries = taken
+        return conn.messages(batch.id, entries)
+
+    async def _ack(self, conn: ServerConnection, ack: ClientAck) -> bytes | None:
+        if ack.batch_id == 0:
+            return conn.error(402, "batchId should assign value")
+        if ack.batch_id == -1:          # the get before it had nothing
+            return None
+        reader, _ = self._subscribed(ack.destination, ack.client_id)
+        offset = reader.stream.ack(ack.batch_id)
+        await reader.commit(offset)
+        return None
+
+
+class _NotServed(Exception):
+    """A request for a destination or client this server does not serve (yet)."""
