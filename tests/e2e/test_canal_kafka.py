@@ -47,6 +47,8 @@ async def caught_up(broker, server) -> bool:
     return offset is not None and (offset["file"], offset["pos"]) >= end
 
 
+# On MySQL `slow` for suite time (the routing and the messages do not depend on the server; tests/canal covers them)
+@pytest.mark.parametrize("server_kind", ["mariadb", pytest.param("mysql", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.timeout(900)     # (a loaded machine starts a restarted destination slowly)
 async def test_stock_conf_in_kafka_mode(server, broker, tmp_path):
     db = server.new_database()
