@@ -9,7 +9,9 @@ characters) with --rows rows, starts `binlake connect run` (exactly-once, snapsh
 `UPDATE t SET v = v + 1` as one transaction and samples the resident memory of the connector and its
 processes (its source process and fork server: testkit.memory) until the committed offset has passed the
 transaction. Prints the transaction's binlog bytes, the time the connector took and the RSS peak, per
-process and in all. --compressed (MySQL): the UPDATE runs with binlog_transaction_compression=ON, one
+process and in all, and whether the transaction stayed atomic: a read_committed reader's end of the topic
+(its last stable offset, sampled every second) showed either none of its changes or all of them, and
+ends at the row count plus one commit marker (one Kafka transaction, none aborted and retried). --compressed (MySQL): the UPDATE runs with binlog_transaction_compression=ON, one
 zstd TRANSACTION_PAYLOAD event that the connector decompresses as a stream.
 
 The Kafka transaction stays open while the MySQL transaction's slices are written: the bench raises
@@ -33,6 +35,7 @@ from cdc_pipeline import committed_position  # noqa: E402
 from produce_consume import BrokerUnderTest  # noqa: E402
 
 import yaml  # noqa: E402
+from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
 from sandbox.sql import start_server  # noqa: E402
 from testkit.memory import PeakRss, rss_by_process  # noqa: E402
@@ -50,6 +53,19 @@ def fill(server, rows: int, width: int) -> None:
         step = min(have, rows - have)
         server.sql(f"INSERT INTO bench.t SELECT id + {have}, v, pad FROM bench.t WHERE id <= {step}")
         have += step
+
+
+async def stable_end(address: str, topic: str) -> int:
+    """The end of partition 0 of `topic` as a read_committed consumer sees it (its last stable offset)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=address, isolation_level="read_committed", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partition = TopicPartition(topic, 0)
+        return (await consumer.end_offsets([partition]))[partition]
+    except Exception:      # (the topic is created with the transaction's first slice)
+        return 0
+    finally:
+        await consumer.stop()
 
 
 def binlog_bytes(server) -> int:
@@ -108,15 +124,22 @@ def main() -> None:
         end = server.binlog_end()
         size = binlog_bytes(server) - binlog0
         print(f"the UPDATE of {args.rows:,} rows: {size / MiB:,.0f} MiB of binlog, {written:.0f} s in the server")
+        seen = set()        # the read_committed ends sampled while the transaction was written
         while (position := asyncio.run(committed_position(broker.address, "memory"))) is None or position < end:
             if connect.poll() is not None:
                 raise SystemExit((base / "connect.log").read_text()[-3000:])
+            seen.add(asyncio.run(stable_end(broker.address, "memory.bench.t")))
             time.sleep(1)
+        final = asyncio.run(stable_end(broker.address, "memory.bench.t"))
         took = time.monotonic() - started
         peak = sampler.stop()
         print(f"connector: committed after {took:.0f} s ({args.rows / took:,.0f} rows/s from the UPDATE's start)")
         print(f"RSS before {sum(before.values()) / MiB:.0f} MiB, peak {peak / MiB:.0f} MiB "
               f"(per process, peak: {', '.join(f'{p}: {r / MiB:.0f} MiB' for p, r in sampler.peaks.items())})")
+        partial = sorted(n for n in seen if 0 < n < args.rows)
+        print(f"atomic: {'yes' if not partial and final == args.rows + 1 else 'NO'} (read_committed end sampled "
+              f"{len(seen)} distinct values, partial ones: {partial[:5]}; at the end {final:,} = {args.rows:,} changes "
+              f"+ {final - args.rows} commit marker)")
     finally:
         if connect is not None:
             connect.terminate()
