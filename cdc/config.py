@@ -76,6 +76,14 @@ class SourceConfig(BaseModel):
     # Signals and incremental snapshots (docs/cdc.md): the signal table `db.table` (read from the binlog; the
     # incremental snapshot's watermarks are written to it)
     signal_table: str | None = Field(default=None, pattern=r"^[^.`]+\.[^.`]+$")
+    # the signal topic (read by the connector, cdc/connector.py): without a signal table binlake writes nothing
+    # to the source, and the incremental snapshot's watermarks are the server's GTID sets (read-only)
+    signal_topic: str | None = None
+
+    @property
+    def read_only_snapshots(self) -> bool:
+        """Incremental snapshots with GTID-set watermarks: a signal topic and no signal table to write to."""
+        return self.signal_topic is not None and self.signal_table is None
 
     @model_validator(mode="after")
     def _tls_files_fit_the_mode(self) -> "SourceConfig":

@@ -1,8 +1,8 @@
 """Topics a runtime keeps state in, through aiokafka's admin client and consumer.
 
 `LogTopics` creates topics (compacted where state lives in them), refuses a state topic whose
-retention would delete it, answers partition counts, and reads a topic back to its end with
-read_committed, so records of aborted transactions are never seen. The offsets store and the tasks
+retention would delete it, answers partition counts, reads a topic back to its end, and follows one
+(a task's signal topic), always with read_committed, so records of aborted transactions are never seen. The offsets store and the tasks
 (`TaskContext.log`, e.g. a schema history topic) use it.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -137,3 +138,29 @@ class LogTopics:
         finally:
             await consumer.stop()
         return records
+
+    async def follow(self, topic: str, start: dict[int, int]) -> AsyncIterator[tuple[int, int, bytes | None,
+                                                                                   bytes | None]]:
+        """(partition, offset, key, value) of every committed record of `topic` (created if missing) as it
+        arrives, from `start` (partition -> offset; a partition not in it from its beginning), until the
+        caller stops iterating."""
+        if topic not in self._partitions:
+            await self.ensure_topic(topic)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
+                                    isolation_level="read_committed", auto_offset_reset="earliest",
+                                    request_timeout_ms=int(self.timeout * 1000), **self.security.aiokafka())
+        await consumer.start()
+        try:
+            partitions = [TopicPartition(topic, p) for p in range(self._partitions[topic])]
+            consumer.assign(partitions)
+            for tp in partitions:
+                if tp.partition in start:
+                    consumer.seek(tp, start[tp.partition])
+                else:
+                    await consumer.seek_to_beginning(tp)
+            while True:
+                for tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
+                    for m in messages:
+                        yield tp.partition, m.offset, m.key, m.value
+        finally:
+            await consumer.stop()

@@ -11,6 +11,10 @@ A table is read in primary-key chunks, interleaved with the binlog, without a lo
                   events (`source.snapshot: "incremental"`) in the batch of that transaction, whose
                   offset names the chunk's last key; then the next chunk
 
+Read-only (a signal topic and no signal table), the watermarks are the server's GTID sets before and after
+the SELECT (cdc/snapshot/watermarks.py): the window opens when the chunk has been read, and closes at the
+end of the transaction that completes the high set; a chunk during which nothing committed goes out at once.
+
 Why it is right: a change committed before the low watermark is in the chunk and was streamed before
 it; one committed after the high watermark is streamed after it; one in between is streamed inside
 the window and its key leaves the chunk, so a read never overwrites a newer change. Under
@@ -27,7 +31,6 @@ Owned by the streaming thread; `offer` may be called from any thread.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import time
@@ -42,11 +45,12 @@ from cdc.config import SourceConfig
 from cdc.connection import raw_values
 from cdc.dispatcher import Dispatcher, TableFilter
 from cdc.emitter import TableContext
-from cdc.offsets import EventSource, Offset, SourceInfo
+from cdc.offsets import GtidSet, Offset, SourceInfo
 from cdc.schema.history import SchemaHistory
 from cdc.schema.model import TableDef
 from cdc.snapshot.rows import chunk_query, converter
 from cdc.snapshot.source import _key_json, _key_raw
+from cdc.snapshot.watermarks import Chunk, GtidWatermarks, TableWatermarks
 
 log = logging.getLogger(__name__)
 EXTRA = "incremental"          # its key in the offsets
@@ -94,8 +98,7 @@ class _Window:
     rows: dict[tuple, dict]              # key values -> image, in key order
     last: tuple                          # the chunk's last key as the server sent it
     full: bool                           # as many rows as asked for: more may follow
-    open_id: str
-    close_id: str
+    marks: Chunk                         # how the stream recognises its watermarks
     opened: bool = False
     closed: bool = False
 
@@ -109,7 +112,9 @@ class IncrementalSnapshot:
         self.dispatcher = dispatcher
         self.partitions = partitions
         self.signal_table = config.signal_table
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # signals from other threads
+        self.watermarks = TableWatermarks(engine, config.signal_table) if config.signal_table else \
+            GtidWatermarks() if config.read_only_snapshots else None
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # (signal, signal topic position) from other threads
         self.progress = Progress.from_dict(stored) if stored else None
         self._window: _Window | None = None
         self._read: Connection | None = None
@@ -134,17 +139,18 @@ class IncrementalSnapshot:
                        if self.dispatcher.captured(db, t) and not before(db, t) and f"{db}.{t}" != self.signal_table)
         if not added:
             return
-        if self.signal_table is None:
-            log.warning("tables.include now captures %s: without a signal table (signals: {table: ...}) their "
-                        "existing rows are not read; only their changes from now on are", ", ".join(added))
+        if self.watermarks is None:
+            log.warning("tables.include now captures %s: without signals (signals: {table: ...} or {topic: ...}) "
+                        "their existing rows are not read; only their changes from now on are", ", ".join(added))
             return
         log.info("tables.include now captures %s: snapshotting them incrementally", ", ".join(added))
         self.apply(S.Signal(f"tables-added-{uuid.uuid4().hex[:12]}", S.EXECUTE, tuple(added)))
 
     # --- signals --------------------------------------------------------------------------
-    def offer(self, signal: S.Signal) -> None:
-        """From any thread: acted on by the streaming thread at its next event (heartbeats come every second)."""
-        self.inbox.put(signal)
+    def offer(self, signal: S.Signal, position: tuple[int, int] | None = None) -> None:
+        """From any thread: acted on by the streaming thread at its next event (heartbeats come every second).
+        `position`: (partition, offset) of a signal from the signal topic, kept in the offsets once acted on."""
+        self.inbox.put((signal, position))
 
     def apply(self, signal: S.Signal) -> None:
         p = self.progress
@@ -198,9 +204,10 @@ class IncrementalSnapshot:
         log.info("signal %s: incremental snapshot of %s", signal.id, ", ".join(tables))
 
     def _check(self, name: str, surrogate: str | None) -> None:
-        if self.signal_table is None:
-            raise S.SignalRefused("incremental snapshots write their watermarks to the signal table: set "
-                                  "signals: {table: db.table} (the connector's user needs INSERT and DELETE on it)")
+        if self.watermarks is None:
+            raise S.SignalRefused("incremental snapshots need watermarks: set signals: {table: db.table} (the "
+                                  "connector's user needs INSERT and DELETE on it), or signals: {topic: NAME} for "
+                                  "read-only ones (GTID sets as watermarks)")
         db, _, table = name.partition(".")
         if not self.dispatcher.captured(db, table):
             raise S.SignalRefused("not a captured table (tables.include / tables.exclude)")
@@ -220,22 +227,27 @@ class IncrementalSnapshot:
         p = self.progress
         return not self.inbox.empty() or (self._window is None and p is not None and not p.paused)
 
-    def step(self) -> None:
+    def step(self, at: Offset | None) -> None:
+        """`at`: the stream's offset when between two transactions, else None."""
         while not self.inbox.empty():
-            self.apply(self.inbox.get())
+            signal, position = self.inbox.get()
+            self.apply(signal)
+            if position is not None:
+                partition, offset = position
+                self.dispatcher.offset_extras.setdefault(S.OFFSETS, {})[str(partition)] = offset + 1
         p = self.progress
-        if self._window is None and p is not None and not p.paused:
-            self._open_window(p)
+        if self._window is None and p is not None and not p.paused and (at is not None or not self.watermarks.between):
+            self._open_window(p, at)
 
     def signal_row(self, row: dict) -> None:
         """A row inserted into the signal table, as the binlog has it."""
         id_, type_ = _text(row.get("id")), _text(row.get("type"))
         window = self._window
         if type_ in S.WATERMARKS:
-            if window is not None and id_ == window.open_id:
+            if window is not None and id_ == window.marks.open_id:
                 window.opened = True
                 self.dispatcher.hold = True
-            elif window is not None and id_ == window.close_id and window.opened:
+            elif window is not None and id_ == window.marks.close_id and window.opened:
                 window.closed = True
             return                              # (an earlier run's watermarks)
         try:
@@ -253,17 +265,25 @@ class IncrementalSnapshot:
         for row in rows:                        # (an update's before and after images both)
             chunk.pop(tuple(row[n] for n in names), None)
 
-    def at_commit(self, offset: Offset, event) -> None:
+    def at_commit(self, offset: Offset, event, streamed: GtidSet) -> None:
         """The transaction the stream is in ends with `event` (the stream restarts at `offset` until it
-        has): if it held the high watermark, the chunk goes out before its commit (same batch, same Kafka
-        transaction)."""
+        has; `streamed`: the GTIDs read, this transaction's included): if it held the high watermark, the
+        chunk goes out before its commit (same batch, same Kafka transaction)."""
         window = self._window
-        if window is None or not window.closed:
+        if window is None:
             return
+        pending = window.marks.pending
+        if pending is not None and window.opened and not pending.missing_from(streamed):
+            window.closed = True
+        if window.closed:
+            self._emit(window, offset, event.server_id, event.file, event.start)
+
+    def _emit(self, window: _Window, offset: Offset, server_id: int, file: str, pos: int) -> None:
+        """What is left of the chunk, as reads; the next chunk may be read."""
         definition, p = window.definition, self.progress
         context = TableContext.build(self.config, self.partitions, definition.db, definition.name,
                                      definition.primary_key, definition)
-        info = SourceInfo(self.config.name, event.server_id, event.file, event.start, 0, None, definition.db,
+        info = SourceInfo(self.config.name, server_id, file, pos, 0, None, definition.db,
                           definition.name, int(time.time() * 1000), "incremental")
         images = list(window.rows.values())
         self.dispatcher.reads(context, images, info.event(), offset)
@@ -328,7 +348,7 @@ class IncrementalSnapshot:
             self._read = conn
         return self._read
 
-    def _open_window(self, p: Progress) -> None:
+    def _open_window(self, p: Progress, at: Offset | None) -> None:
         name = p.tables[0]
         db, _, table = name.partition(".")
         definition = self.history.schema.get(db, table)
@@ -347,15 +367,13 @@ class IncrementalSnapshot:
                 "TABLE_NAME = %s", (db, table)).one()
             p = self.progress = replace(p, estimate=int(estimate))
             conn.rollback()
-        window_id = uuid.uuid4().hex
-        self._watermark([(f"{window_id}-open", S.WINDOW_OPEN)], [], name, p.after)
         limit = self.config.snapshot_chunk_rows
         query = chunk_query(definition, _key_raw(p.after) if p.after is not None else None, limit,
                             key=key, where=p.filters.get(name))
-        raw = conn.execute(query).fetchall()
-        conn.rollback()                    # the next chunk gets a fresh read view
-        self._watermark([(f"{window_id}-close", S.WINDOW_CLOSE)], [f"{window_id}-open", f"{window_id}-close"],
-                        name, p.after)
+        marks = self.watermarks.read(conn, lambda: conn.execute(query).fetchall(), at, name, p.after)
+        if marks is None:
+            return                         # (not yet: tried again at the next step)
+        raw = marks.rows
         names = [c.name for c in definition.columns]
         converters = [converter(c) for c in definition.columns]
         positions = [names.index(k) for k in key]
@@ -364,28 +382,20 @@ class IncrementalSnapshot:
             image = {n: None if v is None else conv(v) for n, conv, v in zip(names, converters, r)}
             rows[tuple(image[names[i]] for i in positions)] = image
         last = tuple(raw[-1][i] for i in positions) if raw else (tuple(_key_raw(p.after)) if p.after else ())
-        self._window = _Window(name, definition, key, rows, last, len(raw) >= limit,
-                               f"{window_id}-open", f"{window_id}-close")
+        marks.rows = []
+        window = self._window = _Window(name, definition, key, rows, last, len(raw) >= limit, marks)
         self._publish()
-
-    def _watermark(self, inserts: list[tuple[str, str]], deletes: list[str], table: str, after) -> None:
-        data = json.dumps({"data-collection": table, "after": list(after) if after is not None else None})
-        with self.engine.begin() as conn:
-            for id_, type_ in inserts:
-                conn.exec_driver_sql(f"INSERT INTO {_quoted(self.signal_table)} (id, type, data) VALUES (%s, %s, %s)",
-                                     (id_, type_, data))
-            if deletes:
-                conn.exec_driver_sql(f"DELETE FROM {_quoted(self.signal_table)} WHERE id IN "
-                                     f"({', '.join(['%s'] * len(deletes))})", tuple(deletes))
+        if marks.pending is not None:      # GTID watermarks: open now; nothing committed meanwhile: done now
+            window.opened = True
+            if marks.pending:
+                self.dispatcher.hold = True
+            else:
+                self._emit(window, at, 0, at.position.file, at.position.pos)
+                self.dispatcher.flush(at)
 
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else "" if value is None else str(value)
-
-
-def _quoted(name: str) -> str:
-    db, _, table = name.partition(".")
-    return f"`{db}`.`{table}`"
 
 
 def _pk(definition: TableDef) -> tuple[str, ...]:
