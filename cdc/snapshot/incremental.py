@@ -112,7 +112,7 @@ class IncrementalSnapshot:
         self.dispatcher = dispatcher
         self.partitions = partitions
         self.signal_table = config.signal_table
-        self.watermarks = TableWatermarks(engine, config.signal_table) if config.signal_table else \
+        self.watermarks = TableWatermarks(config.signal_table) if config.signal_table else \
             GtidWatermarks() if config.read_only_snapshots else None
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # (signal, signal topic position) from other threads
         self.progress = Progress.from_dict(stored) if stored else None

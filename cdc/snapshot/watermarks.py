@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
 from cdc import signals as S
 from cdc.connection import is_mariadb
@@ -47,10 +47,11 @@ class Chunk:
 
 
 class TableWatermarks:
+    """Written on the chunk's own connection, each in a transaction committed before the next statement."""
+
     between = False        # a chunk may be read inside a transaction of the stream
 
-    def __init__(self, engine: Engine, signal_table: str) -> None:
-        self.engine = engine
+    def __init__(self, signal_table: str) -> None:
         db, _, table = signal_table.partition(".")
         self.quoted = f"`{db}`.`{table}`"
 
@@ -59,19 +60,18 @@ class TableWatermarks:
         window_id = uuid.uuid4().hex
         opened, closed = f"{window_id}-open", f"{window_id}-close"
         data = json.dumps({"data-collection": table, "after": list(after) if after is not None else None})
-        self._write([(opened, S.WINDOW_OPEN, data)], [])
-        rows = select()
-        conn.rollback()                    # the next chunk gets a fresh read view
-        self._write([(closed, S.WINDOW_CLOSE, data)], [opened, closed])
+        self._write(conn, (opened, S.WINDOW_OPEN, data), [])
+        rows = select()                    # (a read view opened after the low watermark's commit)
+        conn.rollback()
+        self._write(conn, (closed, S.WINDOW_CLOSE, data), [opened, closed])
         return Chunk(rows, opened, closed)
 
-    def _write(self, inserts: list[tuple[str, str, str]], deletes: list[str]) -> None:
-        with self.engine.begin() as conn:
-            for row in inserts:
-                conn.exec_driver_sql(f"INSERT INTO {self.quoted} (id, type, data) VALUES (%s, %s, %s)", row)
-            if deletes:
-                conn.exec_driver_sql(f"DELETE FROM {self.quoted} WHERE id IN ({', '.join(['%s'] * len(deletes))})",
-                                     tuple(deletes))
+    def _write(self, conn: Connection, insert: tuple[str, str, str], deletes: list[str]) -> None:
+        conn.exec_driver_sql(f"INSERT INTO {self.quoted} (id, type, data) VALUES (%s, %s, %s)", insert)
+        if deletes:
+            conn.exec_driver_sql(f"DELETE FROM {self.quoted} WHERE id IN ({', '.join(['%s'] * len(deletes))})",
+                                 tuple(deletes))
+        conn.commit()
 
 
 class GtidWatermarks:
