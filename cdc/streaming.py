@@ -95,10 +95,12 @@ class StreamingSource:
         try:
             for event in client.events():
                 handlers[type(event)](event)
-                if incremental is not None and incremental.due():   # signals from other channels; the next chunk
-                    incremental.step(None if self._in_group else self._offset)
                 while ready:
                     yield ready.popleft()
+                if incremental is not None and incremental.due():   # signals from other channels; the next chunk
+                    incremental.step(None if self._in_group else self._offset)   # (read while the last is written)
+                    while ready:
+                        yield ready.popleft()
                 if self._stopping:
                     return
         finally:

@@ -36,6 +36,7 @@ import queue
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Callable
 
 from sqlalchemy import Connection, Engine
@@ -95,7 +96,7 @@ class _Window:
     table: str
     definition: TableDef
     key: tuple[str, ...]                 # chunk key columns
-    rows: dict[tuple, dict]              # key values -> image, in key order
+    rows: dict                           # key value (a tuple for a composite key) -> image, in key order
     last: tuple                          # the chunk's last key as the server sent it
     full: bool                           # as many rows as asked for: more may follow
     marks: Chunk                         # how the stream recognises its watermarks
@@ -260,10 +261,12 @@ class IncrementalSnapshot:
         window = self._window
         if window is None or not window.opened or window.closed or context.collection != window.table:
             return
-        names = _names(window.key, rows[0]) if rows else ()
-        chunk = window.rows
+        if not rows:
+            return
+        key_of = itemgetter(*_names(window.key, rows[0]))
+        pop = window.rows.pop
         for row in rows:                        # (an update's before and after images both)
-            chunk.pop(tuple(row[n] for n in names), None)
+            pop(key_of(row), None)
 
     def at_commit(self, offset: Offset, event, streamed: GtidSet) -> None:
         """The transaction the stream is in ends with `event` (the stream restarts at `offset` until it
@@ -377,10 +380,11 @@ class IncrementalSnapshot:
         names = [c.name for c in definition.columns]
         converters = [converter(c) for c in definition.columns]
         positions = [names.index(k) for k in key]
-        rows: dict[tuple, dict] = {}
+        key_of = itemgetter(*key)               # (one column: the value itself, as in `changed`)
+        rows: dict = {}
         for r in raw:
             image = {n: None if v is None else conv(v) for n, conv, v in zip(names, converters, r)}
-            rows[tuple(image[names[i]] for i in positions)] = image
+            rows[key_of(image)] = image
         last = tuple(raw[-1][i] for i in positions) if raw else (tuple(_key_raw(p.after)) if p.after else ())
         marks.rows = []
         window = self._window = _Window(name, definition, key, rows, last, len(raw) >= limit, marks)
