@@ -24,6 +24,11 @@ points inside a window. After a crash the source resumes at the committed offset
 the old watermarks it streams again are not its own (other ids) and pass by, and the next chunk is
 read anew with new ones.
 
+Read-ahead: once a chunk's watermarks are written, the next chunk of the table is read at once, between
+watermarks of its own, while the stream goes on towards the first one's high watermark (at most
+READ_AHEAD chunks wait; they go out in order). Their windows follow each other in the binlog (GTID
+watermarks: they may be open together, and a change leaves every open chunk it is in).
+
 Progress (tables left, the last chunk's key, filters, paused) lives in the offsets
 (`Dispatcher.offset_extras["incremental"]`), so a restarted source continues at the next chunk.
 Owned by the streaming thread; `offer` may be called from any thread.
@@ -35,6 +40,7 @@ import logging
 import queue
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Callable
@@ -56,6 +62,7 @@ from cdc.snapshot.watermarks import Chunk, GtidWatermarks, TableWatermarks
 log = logging.getLogger(__name__)
 EXTRA = "incremental"          # its key in the offsets
 TABLES = "tables"              # the table filters' key in the offsets
+READ_AHEAD = 2                 # chunks read and waiting for their windows, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +124,7 @@ class IncrementalSnapshot:
             GtidWatermarks() if config.read_only_snapshots else None
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # (signal, signal topic position) from other threads
         self.progress = Progress.from_dict(stored) if stored else None
-        self._window: _Window | None = None
+        self._windows: deque[_Window] = deque()     # chunks read, in key order, waiting for their windows
         self._read: Connection | None = None
         self._table_started = time.monotonic()
         self._rows_at_start = self.progress.rows if self.progress else 0
@@ -127,7 +134,8 @@ class IncrementalSnapshot:
 
     def forget(self) -> None:
         """A full snapshot runs: it reads every table, so no incremental one is needed."""
-        self.progress, self._window = None, None
+        self.progress = None
+        self._windows.clear()
         self._publish()
 
     def tables_added(self, stored: dict | None) -> None:
@@ -163,7 +171,7 @@ class IncrementalSnapshot:
                 return
             left = tuple(t for t in p.tables if signal.tables and t not in signal.tables)
             if p.tables[0] not in left:
-                self._window = None         # its watermarks will pass by
+                self._windows.clear()       # their watermarks will pass by
                 self.dispatcher.hold = False
                 p = replace(p, tables=(p.tables[0], *left)).next_table()
             else:
@@ -225,8 +233,13 @@ class IncrementalSnapshot:
     # --- the streaming thread's hooks -------------------------------------------------------
     def due(self) -> bool:
         """Something to do between events: signals came in, or the next chunk may be read."""
-        p = self.progress
-        return not self.inbox.empty() or (self._window is None and p is not None and not p.paused)
+        return not self.inbox.empty() or self._room()
+
+    def _room(self) -> bool:
+        """The next chunk may be read: the snapshot runs, and the chunks waiting are fewer than READ_AHEAD and
+        full (the last chunk of a table is read alone: the next table starts when it is out)."""
+        p, windows = self.progress, self._windows
+        return p is not None and not p.paused and (not windows or (len(windows) < READ_AHEAD and windows[-1].full))
 
     def step(self, at: Offset | None) -> None:
         """`at`: the stream's offset when between two transactions, else None."""
@@ -236,21 +249,20 @@ class IncrementalSnapshot:
             if position is not None:
                 partition, offset = position
                 self.dispatcher.offset_extras.setdefault(S.OFFSETS, {})[str(partition)] = offset + 1
-        p = self.progress
-        if self._window is None and p is not None and not p.paused and (at is not None or not self.watermarks.between):
-            self._open_window(p, at)
+        if self._room() and (at is not None or not self.watermarks.between):
+            self._open_window(self.progress, at)
 
     def signal_row(self, row: dict) -> None:
         """A row inserted into the signal table, as the binlog has it."""
         id_, type_ = _text(row.get("id")), _text(row.get("type"))
-        window = self._window
         if type_ in S.WATERMARKS:
-            if window is not None and id_ == window.marks.open_id:
-                window.opened = True
-                self.dispatcher.hold = True
-            elif window is not None and id_ == window.marks.close_id and window.opened:
-                window.closed = True
-            return                              # (an earlier run's watermarks)
+            for window in self._windows:        # (none of them: an earlier run's watermarks)
+                if id_ == window.marks.open_id:
+                    window.opened = True
+                    self.dispatcher.hold = True
+                elif id_ == window.marks.close_id and window.opened:
+                    window.closed = True
+            return
         try:
             self.apply(S.parse(id_, type_, _text(row.get("data"))))
         except S.SignalRefused as exc:
@@ -258,31 +270,35 @@ class IncrementalSnapshot:
 
     def changed(self, context: TableContext, rows: list[dict]) -> None:
         """Rows the binlog changed: inside a window they leave its chunk."""
-        window = self._window
-        if window is None or not window.opened or window.closed or context.collection != window.table:
-            return
-        if not rows:
-            return
-        key_of = itemgetter(*_names(window.key, rows[0]))
-        pop = window.rows.pop
-        for row in rows:                        # (an update's before and after images both)
-            pop(key_of(row), None)
+        for window in self._windows:
+            if not window.opened or window.closed or context.collection != window.table or not rows:
+                continue
+            key_of = itemgetter(*_names(window.key, rows[0]))
+            pop = window.rows.pop
+            for row in rows:                    # (an update's before and after images both)
+                pop(key_of(row), None)
 
     def at_commit(self, offset: Offset, event, streamed: GtidSet) -> None:
         """The transaction the stream is in ends with `event` (the stream restarts at `offset` until it
         has; `streamed`: the GTIDs read, this transaction's included): if it held the high watermark, the
         chunk goes out before its commit (same batch, same Kafka transaction)."""
-        window = self._window
-        if window is None:
-            return
-        pending = window.marks.pending
-        if pending is not None and window.opened and not pending.missing_from(streamed):
-            window.closed = True
-        if window.closed:
-            self._emit(window, offset, event.server_id, event.file, event.start)
+        for window in self._windows:
+            pending = window.marks.pending
+            if pending is not None and window.opened and not window.closed and not pending.missing_from(streamed):
+                window.closed = True
+        self._emit(offset, event.server_id, event.file, event.start)
 
-    def _emit(self, window: _Window, offset: Offset, server_id: int, file: str, pos: int) -> None:
-        """What is left of the chunk, as reads; the next chunk may be read."""
+    def _emit(self, offset: Offset, server_id: int, file: str, pos: int) -> bool:
+        """The chunks whose windows closed, in order, as reads (what is left of them); whether any went out."""
+        windows = self._windows
+        emitted = False
+        while windows and windows[0].closed:
+            self._emit_one(windows.popleft(), offset, server_id, file, pos)
+            emitted = True
+        self.dispatcher.hold = any(w.opened for w in windows)
+        return emitted
+
+    def _emit_one(self, window: _Window, offset: Offset, server_id: int, file: str, pos: int) -> None:
         definition, p = window.definition, self.progress
         context = TableContext.build(self.config, self.partitions, definition.db, definition.name,
                                      definition.primary_key, definition)
@@ -298,8 +314,6 @@ class IncrementalSnapshot:
             if p is None:
                 log.info("incremental snapshot done")
         self.progress = p
-        self._window = None
-        self.dispatcher.hold = False
         self._publish()
 
     def close(self) -> None:
@@ -356,7 +370,10 @@ class IncrementalSnapshot:
         db, _, table = name.partition(".")
         definition = self.history.schema.get(db, table)
         surrogate = p.keys.get(name)
+        windows = self._windows
         if definition is None or not (definition.primary_key or surrogate):
+            if windows:
+                return                     # (the chunks read go out first)
             log.error("incremental snapshot %s: %s %s; skipping it", p.id, name,
                       "is no longer in the schema history" if definition is None else "has no primary key any more")
             self.progress = p.next_table()
@@ -364,16 +381,17 @@ class IncrementalSnapshot:
             return
         key = (definition.column(surrogate).name,) if surrogate else _pk(definition)
         conn = self._connection()
-        if p.chunks == 0 and p.estimate == 0:
+        if p.chunks == 0 and p.estimate == 0 and not windows:
             (estimate,) = conn.exec_driver_sql(
                 "SELECT COALESCE(MAX(TABLE_ROWS), 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                 "TABLE_NAME = %s", (db, table)).one()
             p = self.progress = replace(p, estimate=int(estimate))
             conn.rollback()
         limit = self.config.snapshot_chunk_rows
-        query = chunk_query(definition, _key_raw(p.after) if p.after is not None else None, limit,
-                            key=key, where=p.filters.get(name))
-        marks = self.watermarks.read(conn, lambda: conn.execute(query).fetchall(), at, name, p.after)
+        after = windows[-1].last if windows else _key_raw(p.after) if p.after is not None else None
+        query = chunk_query(definition, after, limit, key=key, where=p.filters.get(name))
+        marks = self.watermarks.read(conn, lambda: conn.execute(query).fetchall(), at, name,
+                                     None if after is None else _key_json(after))
         if marks is None:
             return                         # (not yet: tried again at the next step)
         raw = marks.rows
@@ -385,16 +403,14 @@ class IncrementalSnapshot:
         for r in raw:
             image = {n: None if v is None else conv(v) for n, conv, v in zip(names, converters, r)}
             rows[key_of(image)] = image
-        last = tuple(raw[-1][i] for i in positions) if raw else (tuple(_key_raw(p.after)) if p.after else ())
+        last = tuple(raw[-1][i] for i in positions) if raw else tuple(after) if after is not None else ()
         marks.rows = []
-        window = self._window = _Window(name, definition, key, rows, last, len(raw) >= limit, marks)
-        self._publish()
-        if marks.pending is not None:      # GTID watermarks: open now; nothing committed meanwhile: done now
+        window = _Window(name, definition, key, rows, last, len(raw) >= limit, marks)
+        windows.append(window)
+        if marks.pending is not None:      # GTID watermarks: open now; nothing committed meanwhile: closed now
             window.opened = True
-            if marks.pending:
-                self.dispatcher.hold = True
-            else:
-                self._emit(window, at, 0, at.position.file, at.position.pos)
+            window.closed = not marks.pending
+            if self._emit(at, 0, at.position.file, at.position.pos):
                 self.dispatcher.flush(at)
 
 
