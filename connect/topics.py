@@ -117,18 +117,23 @@ class LogTopics:
                     f"{label} {topic} has cleanup.policy={policy}; it must be compact, or retention will delete "
                     f"{loss}: alter the topic (cleanup.policy=compact) or configure another one")
 
-    async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-        """Every committed record of every partition (in order within a partition), up to the end as it is now."""
+    async def _assigned(self, topic: str) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+        """A started read_committed consumer assigned every partition of `topic` (created if missing)."""
         if topic not in self._partitions:
             await self.ensure_topic(topic)
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
                                     isolation_level="read_committed", auto_offset_reset="earliest",
                                     request_timeout_ms=int(self.timeout * 1000), **self.security.aiokafka())
         await consumer.start()
+        partitions = [TopicPartition(topic, p) for p in range(self._partitions[topic])]
+        consumer.assign(partitions)
+        return consumer, partitions
+
+    async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+        """Every committed record of every partition (in order within a partition), up to the end as it is now."""
+        consumer, partitions = await self._assigned(topic)
         records: list[tuple[bytes | None, bytes | None]] = []
         try:
-            partitions = [TopicPartition(topic, p) for p in range(self._partitions[topic])]
-            consumer.assign(partitions)
             await consumer.seek_to_beginning(*partitions)
             end = await consumer.end_offsets(partitions)
             async with asyncio.timeout(self.timeout):
@@ -144,15 +149,8 @@ class LogTopics:
         """(partition, offset, key, value) of every committed record of `topic` (created if missing) as it
         arrives, from `start` (partition -> offset; a partition not in it from its beginning), until the
         caller stops iterating."""
-        if topic not in self._partitions:
-            await self.ensure_topic(topic)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
-                                    isolation_level="read_committed", auto_offset_reset="earliest",
-                                    request_timeout_ms=int(self.timeout * 1000), **self.security.aiokafka())
-        await consumer.start()
+        consumer, partitions = await self._assigned(topic)
         try:
-            partitions = [TopicPartition(topic, p) for p in range(self._partitions[topic])]
-            consumer.assign(partitions)
             for tp in partitions:
                 if tp.partition in start:
                     consumer.seek(tp, start[tp.partition])
