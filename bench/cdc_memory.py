@@ -1,7 +1,7 @@
 """Memory of one huge MySQL transaction: the mysql connector's peak resident memory while it streams a
 single UPDATE of every row of a large table (the issue's 2 GB transaction: 5 million rows).
 
-    .venv/bin/python bench/cdc_memory.py [--server mariadb|mysql] [--rows 5000000] [--width 150]
+    .venv/bin/python bench/cdc_memory.py [--server mariadb|mysql] [--rows 5000000] [--width 150 (characters)]
                                          [--compressed] [--max-batch-bytes 8388608] [--max-queue-bytes 67108864]
 
 Starts a throwaway server (sandbox.sql) and one `binlake broker`, fills bench.t (id, v, pad of --width
@@ -46,7 +46,8 @@ MiB = 1 << 20
 
 
 def fill(server, rows: int, width: int) -> None:
-    server.sql("CREATE DATABASE bench", "CREATE TABLE bench.t (id BIGINT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(255))")
+    server.sql("CREATE DATABASE bench",
+               f"CREATE TABLE bench.t (id BIGINT PRIMARY KEY, v INT NOT NULL, pad VARCHAR({max(width, 1)}))")
     seed = min(rows, 10_000)
     server.sql("INSERT INTO bench.t VALUES " + ", ".join(f"({i}, 0, REPEAT('p', {width}))" for i in range(1, seed + 1)))
     have = seed

@@ -14,7 +14,9 @@ Starts a throwaway server (sandbox.sql) and one `binlake broker`, fills bench.t 
 Rows/s = snapshot reads / (the last read's log timestamp - the first read's), both read back with a
 read_committed consumer, so connector start-up is not counted. On 2 shared cores wall-clock rates move
 with the load, so the two alternate for --rounds rounds (new connectors each time, on the same table) and
-each round prints its ratio; the summary is the median ratio.
+each round prints its ratio; the summary is the median ratio. Beside rows/s, rows per CPU second of the
+connector's processes (testkit.cpu; from the start of the reading to its end) compares what each costs,
+which the other tenants of a loaded machine move much less.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
 from connect.topics import LogTopics  # noqa: E402
 from sandbox.sql import start_server  # noqa: E402
+from testkit.cpu import tree_cpu_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 3
@@ -127,21 +130,24 @@ def workload(server, rows: int, rate: int, stop: threading.Event, done: list[int
                 time.sleep(ahead)
 
 
-def initial_snapshot(base: Path, broker, server, args, name: str) -> float:
-    """Rows/s of `snapshot: initial` on bench.t, alone."""
+def initial_snapshot(base: Path, broker, server, args, name: str) -> tuple[float, float]:
+    """(rows/s, rows per CPU second) of `snapshot: initial` on bench.t, alone."""
     proc = start_connector(config(base / f"{name}.yaml", name, broker.address, server.port,
                                   snapshot="initial", snapshot_chunk_rows=args.chunk), base / f"{name}.log", name)
+    cpu = tree_cpu_seconds(proc.pid)        # (from "started": the snapshot begins)
     wait_for(lambda: (o := asyncio.run(offset(broker.address, name))) is not None and "snapshot" not in o,
              "the initial snapshot")
+    cpu = tree_cpu_seconds(proc.pid) - cpu
     proc.terminate()
     proc.wait(60)
     n, seconds = asyncio.run(reads(broker.address, f"{name}.bench.t"))
-    print(f"initial snapshot:     {n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s", flush=True)
-    return n / seconds
+    print(f"initial snapshot:     {n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s; "
+          f"{cpu:.1f} CPU s = {n / cpu:,.0f} rows/CPU s", flush=True)
+    return n / seconds, n / cpu
 
 
-def incremental_snapshot(base: Path, broker, server, args, name: str) -> float:
-    """Rows/s of an incremental snapshot of bench.t on a signal, under the workload."""
+def incremental_snapshot(base: Path, broker, server, args, name: str) -> tuple[float, float]:
+    """(rows/s, rows per CPU second) of an incremental snapshot of bench.t on a signal, under the workload."""
     proc = start_connector(config(base / f"{name}.yaml", name, broker.address, server.port, snapshot="no_data",
                                   snapshot_chunk_rows=args.chunk, signals={"table": "bench.binlake_signal"}),
                            base / f"{name}.log", name)
@@ -151,21 +157,22 @@ def incremental_snapshot(base: Path, broker, server, args, name: str) -> float:
     if args.rate:
         writer.start()
         time.sleep(1)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), tree_cpu_seconds(proc.pid)
     server.sql("INSERT INTO bench.binlake_signal VALUES ('" + name + "', 'execute-snapshot', "
                "'{\"data-collections\": [\"bench.t\"], \"type\": \"incremental\"}')")
     wait_for(lambda: "incremental snapshot done" in (base / f"{name}.log").read_text(errors="replace"),
              "the incremental snapshot")
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, tree_cpu_seconds(proc.pid) - cpu
     stop.set()
     if args.rate:
         writer.join()
     proc.terminate()
     proc.wait(60)
     n, seconds = asyncio.run(reads(broker.address, f"{name}.bench.t"))
-    print(f"incremental snapshot: {n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s "
-          f"(signal to done {elapsed:.1f} s; workload {done[0] / max(elapsed, 1e-3):,.0f} changes/s)", flush=True)
-    return n / seconds
+    print(f"incremental snapshot: {n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s; {cpu:.1f} CPU s = "
+          f"{n / cpu:,.0f} rows/CPU s (signal to done {elapsed:.1f} s; workload "
+          f"{done[0] / max(elapsed, 1e-3):,.0f} changes/s)", flush=True)
+    return n / seconds, n / cpu
 
 
 def main() -> None:
@@ -190,14 +197,17 @@ def main() -> None:
                 f"({i}, {i % 97}, 's{i}', REPEAT('p', 80))" for i in range(start, min(args.rows, start + 9_999) + 1)))
         print(f"{args.server}: bench.t holds {args.rows:,} rows; snapshot_chunk_rows {args.chunk:,}", flush=True)
 
-        ratios = []
+        ratios, cpu_ratios = [], []
         for round_ in range(1, args.rounds + 1):
-            initial = initial_snapshot(base, broker, server, args, f"initial{round_}")
-            incremental = incremental_snapshot(base, broker, server, args, f"incr{round_}")
+            initial, initial_cpu = initial_snapshot(base, broker, server, args, f"initial{round_}")
+            incremental, incremental_cpu = incremental_snapshot(base, broker, server, args, f"incr{round_}")
             ratios.append(incremental / initial)
-            print(f"round {round_}: incremental / initial = {ratios[-1]:.2f}x", flush=True)
-        print(f"median of {len(ratios)} rounds: {statistics.median(ratios):.2f}x "
-              f"({', '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+            cpu_ratios.append(incremental_cpu / initial_cpu)
+            print(f"round {round_}: incremental / initial = {ratios[-1]:.2f}x rows/s, {cpu_ratios[-1]:.2f}x rows/CPU s",
+                  flush=True)
+        print(f"median of {len(ratios)} rounds: {statistics.median(ratios):.2f}x rows/s "
+              f"({', '.join(f'{r:.2f}' for r in ratios)}), {statistics.median(cpu_ratios):.2f}x rows/CPU s "
+              f"({', '.join(f'{r:.2f}' for r in cpu_ratios)})", flush=True)
     finally:
         broker.stop()
         server.stop()
