@@ -94,6 +94,7 @@ class GtidWatermarks:
             self._mariadb = is_mariadb(str(conn.exec_driver_sql("SELECT VERSION()").scalar()))
         low = self._executed(conn)
         missing = GtidSet(at.gtids).missing_from(low)
+        missing = f"the GTIDs {missing}" if missing else ""
         if not missing and self._mariadb:
             conn.exec_driver_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             status = {str(k).lower(): v for k, v in conn.exec_driver_sql(
@@ -103,7 +104,7 @@ class GtidWatermarks:
                 missing = f"the binlog up to {at.position} (the read view is at {seen})"
         if missing:
             conn.rollback()
-            self._waiting(f"the server's executed GTIDs lack {missing}, which the stream has read")
+            self._waiting(f"the server does not show {missing} as executed yet, which the stream has read")
             return None
         self._behind_since, self._warned = None, False
         rows = select()
