@@ -24,10 +24,12 @@ points inside a window. After a crash the source resumes at the committed offset
 the old watermarks it streams again are not its own (other ids) and pass by, and the next chunk is
 read anew with new ones.
 
-Read-ahead: once a chunk's watermarks are written, the next chunk of the table is read at once, between
-watermarks of its own, while the stream goes on towards the first one's high watermark (at most
-READ_AHEAD chunks wait; they go out in order). Their windows follow each other in the binlog (GTID
-watermarks: they may be open together, and a change leaves every open chunk it is in).
+Read-ahead (watermark rows): once a chunk's watermarks are written, the next chunk of the table is read at
+once, between watermarks of its own, while the stream goes on towards the first one's high watermark (at
+most `read_ahead` chunks wait; they go out in order). Their windows follow each other in the binlog, so
+each still commits alone with its chunk. (GTID windows open when their chunk is read: a chunk read ahead
+would open its window inside the last one's, chaining one Kafka transaction across the whole table, so
+read-only snapshots read one chunk at a time.)
 
 Progress (tables left, the last chunk's key, filters, paused) lives in the offsets
 (`Dispatcher.offset_extras["incremental"]`), so a restarted source continues at the next chunk.
@@ -62,7 +64,6 @@ from cdc.snapshot.watermarks import Chunk, GtidWatermarks, TableWatermarks
 log = logging.getLogger(__name__)
 EXTRA = "incremental"          # its key in the offsets
 TABLES = "tables"              # the table filters' key in the offsets
-READ_AHEAD = 2                 # chunks read and waiting for their windows, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +237,11 @@ class IncrementalSnapshot:
         return not self.inbox.empty() or self._room()
 
     def _room(self) -> bool:
-        """The next chunk may be read: the snapshot runs, and the chunks waiting are fewer than READ_AHEAD and
-        full (the last chunk of a table is read alone: the next table starts when it is out)."""
+        """The next chunk may be read: the snapshot runs, and the chunks waiting are fewer than the watermarks'
+        read-ahead and full (the last chunk of a table is read alone: the next table starts when it is out)."""
         p, windows = self.progress, self._windows
-        return p is not None and not p.paused and (not windows or (len(windows) < READ_AHEAD and windows[-1].full))
+        return p is not None and not p.paused and (
+            not windows or (len(windows) < self.watermarks.read_ahead and windows[-1].full))
 
     def step(self, at: Offset | None) -> None:
         """`at`: the stream's offset when between two transactions, else None."""

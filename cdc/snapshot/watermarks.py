@@ -50,6 +50,7 @@ class TableWatermarks:
     """Written on the chunk's own connection, each in a transaction committed before the next statement."""
 
     between = False        # a chunk may be read inside a transaction of the stream
+    read_ahead = 2         # chunks read and waiting for their windows, at most (their windows follow each other)
 
     def __init__(self, signal_table: str) -> None:
         db, _, table = signal_table.partition(".")
@@ -78,6 +79,7 @@ class GtidWatermarks:
     """Owned by the streaming thread."""
 
     between = True         # a chunk is read between two transactions of the stream only
+    read_ahead = 1         # (a window opens when its chunk is read: one read ahead would open inside the last)
     WARN_AFTER_S = 10.0
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
