@@ -215,9 +215,8 @@ async def _at_least(probe, n: int) -> bool:
 
 
 @pytest.mark.parametrize("channel", ["table", "topic"])
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("rows, chunk", [(20_000, 500),
-                                         pytest.param(100_000, 1_000, marks=[pytest.mark.slow, pytest.mark.timeout(900)],
+@pytest.mark.parametrize("rows, chunk", [pytest.param(20_000, 500, marks=pytest.mark.timeout(600)),
+                                         pytest.param(100_000, 1_000, marks=[pytest.mark.slow, pytest.mark.timeout(1500)],
                                                       id="100k")])  # the size
 async def test_incremental_snapshot_under_a_workload_with_two_kills(server, broker, connector, tmp_path, rows, chunk,
                                                                      channel):
