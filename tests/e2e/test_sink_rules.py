@@ -160,6 +160,41 @@ def test_scd2_history_closes_versions_and_places_late_changes(spark, postgres, b
     assert versions[-1]["__end_at"] is None
 
 
+@pytest.mark.parametrize("mode", ["current", "changelog", "scd2"])
+def test_rows_a_retried_task_staged_twice_are_applied_once(spark, postgres, broker, tmp_path, targets, monkeypatch,
+                                                           mode):
+    """On a cluster, an executor lost after a partition's JDBC commit but before the driver heard of it
+    makes Spark run the task again, which stages the partition's rows a second time. The retry is
+    injected here (every batch's staged rows doubled after the JDBC write): local mode loses no
+    executor, and none can be killed between that commit and its report."""
+    from psycopg import sql
+
+    from spark_sink.postgres_target import PostgresTables, ident
+
+    stage = PostgresTables._stage
+
+    def staged_twice(self, conn, table, batch, batch_id):
+        stage(self, conn, table, batch, batch_id)
+        for name in (f"_binlake_stage_{table}", f"_binlake_stage_{table}__changes"):
+            if self._columns(conn, name):
+                conn.execute(sql.SQL("INSERT INTO {0} SELECT * FROM {0} WHERE __batch = %s").format(
+                    ident(self.schema, name)), (batch_id,))
+
+    monkeypatch.setattr(PostgresTables, "_stage", staged_twice)
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(1), event("c", None, item(1, "a"), 200)),
+                             (TOPIC, key(2), event("c", None, item(2, "b"), 210)),
+                             (TOPIC, key(1), event("u", item(1, "a"), item(1, "a2"), 300))])
+    config = sink(broker, tmp_path, "jdbc", targets, mode=mode)
+    run_sink(spark, config)
+    produce(broker.address, [(TOPIC, key(2), event("d", item(2, "b"), None, 400))])
+    run_sink(spark, config)
+    assert by_id(pg_rows(postgres, targets)) == {1: ("a2", "1.00")}
+    if mode != "current":  # every change once: four
+        extra = pg_rows(postgres, targets, "items__changelog" if mode == "changelog" else "items__history")
+        assert sorted(r["__seq"] for r in extra) == sorted({r["__seq"] for r in extra}) and len(extra) == 4
+
+
 @pytest.mark.parametrize("type_widening", ["rewrite", "feature"])
 def test_a_widened_column_is_widened_in_delta_by_rewrite_for_every_reader_or_in_place_by_the_feature(
         spark, broker, tmp_path, targets, type_widening):
