@@ -53,6 +53,10 @@ class DeltaTarget(_Strict):
     """Also register each table in the session catalog as <catalog><db>_<table> (a name prefix)."""
     optimize_every: int = Field(50, ge=0)
     """Compact each table's small files (OPTIMIZE) every this many batches that wrote to it; 0 = never."""
+    type_widening: Literal["rewrite", "feature"] = "rewrite"
+    """How a column widened in MySQL is widened in Delta: `rewrite` the table's files with the column
+    cast, in one commit (every Delta reader opens the table), or Delta's type-widening `feature`, in
+    place (readers without it, e.g. delta-rs and what builds on it, cannot open the table any more)."""
 
 
 class JdbcTarget(_Strict):

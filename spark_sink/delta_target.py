@@ -13,6 +13,7 @@ query's id, txnVersion = N), so a batch that Spark replays after a crash changes
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -87,10 +88,9 @@ class DeltaTables:
         merge.execute()
 
     def _append_changelog(self, app_id: str, batch_id: int, path: str, batch: TableBatch) -> None:
-        rows = batch.changes.select(*batch.columns, *META)
-        self._ensure_from(path, rows)
-        (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
-         .option("mergeSchema", "true").save(path))
+        self._ensure(path, batch, META_TYPES)
+        (batch.changes.select(*batch.columns, *META).write.format("delta").mode("append")
+         .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
 
     def _merge_history(self, app_id: str, batch_id: int, path: str, batch: TableBatch) -> None:
         keys, columns = batch.keys, batch.columns
@@ -107,10 +107,10 @@ class DeltaTables:
     # -- tables and their schemas --------------------------------------------------------------------
 
     def _ensure(self, path: str, batch: TableBatch, meta: dict[str, str]) -> DeltaTable:
-        """The table at `path`, created or evolved to hold the batch's columns."""
+        """The table at `path`, created or evolved to hold the batch's columns. Created with no table
+        feature beyond Delta's defaults, so every Delta reader opens it (docs/sink.md, "Readers")."""
         if not DeltaTable.isDeltaTable(self.spark, path):
-            builder = DeltaTable.createIfNotExists(self.spark).location(path) \
-                .property("delta.enableTypeWidening", "true")
+            builder = DeltaTable.createIfNotExists(self.spark).location(path)
             for column in batch.schema.columns:
                 builder = builder.addColumn(column.name, column.type.spark, nullable=column.name not in batch.keys)
             for name, kind in meta.items():
@@ -123,21 +123,35 @@ class DeltaTables:
         if change.add:
             self.spark.sql(f"ALTER TABLE delta.{q(path)} ADD COLUMNS ("
                            + ", ".join(f"{q(name)} {kind}" for name, kind in change.add) + ")")
-        for name, old, new in change.widen:
-            self.spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(name)} TYPE {new}")
+        if change.widen and self.target.type_widening == "feature":
+            self.spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+            for name, _old, new in change.widen:
+                self.spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(name)} TYPE {new}")
+        elif change.widen:
+            self._rewrite_widened(path, {name: new for name, _old, new in change.widen})
         if change:
             log.info("%s: added %s, widened %s", path, [n for n, _ in change.add], [(n, o, w) for n, o, w in change.widen])
             table = DeltaTable.forPath(self.spark, path)  # the altered schema
         return table
 
+    def _rewrite_widened(self, path: str, widened: dict[str, str]) -> None:
+        """Widen columns the way every reader can follow: rewrite the table with the columns cast, in
+        one commit (readers see the old table or the new one). Costs a read and a write of the whole
+        table, once per widening DDL."""
+        started = time.monotonic()
+        rows = self.spark.read.format("delta").load(path)
+        files = len(rows.inputFiles())
+        cast = [F.col(q(f.name)).cast(widened[f.name]).alias(f.name) if f.name in widened else F.col(q(f.name))
+                for f in rows.schema.fields]
+        rows.select(*cast).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+        log.info("%s: widened %s by rewriting the table (%d files) in %.1f s; type_widening: feature would "
+                 "do it in place, for Delta readers that support it (docs/sink.md)", path, widened, files,
+                 time.monotonic() - started)
+
     def dead_letter(self, rows: DataFrame) -> None:
         """Records that could not be applied, with where they came from and why: `<path>/_dead_letter`."""
         (rows.withColumn("at", F.current_timestamp()).write.format("delta").mode("append")
          .option("mergeSchema", "true").save(str(Path(self.target.path) / "_dead_letter")))
-
-    def _ensure_from(self, path: str, rows: DataFrame) -> None:
-        if not DeltaTable.isDeltaTable(self.spark, path):
-            rows.limit(0).write.format("delta").mode("append").save(path)
 
     def _idempotent(self, app_id: str, batch_id: int):
         spark = self.spark

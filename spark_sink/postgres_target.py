@@ -7,7 +7,8 @@ tombstones (`__deleted`). `changelog` and `scd2` modes add `<table>__changelog` 
 
 A micro-batch goes in two steps. Executors write its rows through Spark's JDBC writer into
 unlogged staging tables, tagged with the batch id (rows of an earlier, crashed attempt of the same
-batch are deleted first). Then the driver runs one transaction: merge the staged rows
+batch are deleted first; a task run again after its commit stages its rows twice, which every step
+below reads as once). Then the driver runs one transaction: merge the staged rows
 (`INSERT … ON CONFLICT … WHERE newer`), apply a TRUNCATE, record the batch id and its end offsets
 in `_binlake_sink`, clear the staging rows, commit. A batch whose id is already recorded is skipped,
 so the warehouse itself is the exactly-once record of what was applied.
@@ -111,10 +112,15 @@ class PostgresTables:
                                     DO UPDATE SET truncated_at = EXCLUDED.truncated_at""")
                          .format(ident(self.schema, "_binlake_tables")), (table, truncated_at))
         updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in all_columns)
-        conn.execute(sql.SQL("""INSERT INTO {base} ({names}) SELECT {names} FROM {stage} WHERE __batch = %s AND __seq > %s
+        # One row per key (its latest): a task that Spark ran again after its JDBC commit (an executor lost
+        # before reporting it) staged its rows twice, and ON CONFLICT DO UPDATE refuses to touch a row twice.
+        key_list = sql.SQL(", ").join(map(sql.Identifier, keys))
+        conn.execute(sql.SQL("""INSERT INTO {base} ({names})
+                                SELECT DISTINCT ON ({keys}) {names} FROM {stage} WHERE __batch = %s AND __seq > %s
+                                ORDER BY {keys}, __seq DESC
                                 ON CONFLICT ({keys}) DO UPDATE SET {updates} WHERE {base}.__seq < EXCLUDED.__seq""")
-                     .format(base=base, names=names, stage=stage, keys=sql.SQL(", ").join(map(sql.Identifier, keys)),
-                             updates=updates), (batch_id, truncated_at))
+                     .format(base=base, names=names, stage=stage, keys=key_list, updates=updates),
+                     (batch_id, truncated_at))
         conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(stage), (batch_id,))
         self._writes[table] = self._writes.get(table, 0) + 1
         if self._writes[table] % PURGE_EVERY == 0:  # tombstones older than the retention go

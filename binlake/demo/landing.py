@@ -2,15 +2,12 @@
 hold what the source server holds (and the processors' derived tables what its tables imply), then
 the closing side-by-side table.
 
-Delta tables are read with a SparkSession of the demo's own (local[1], its JVM's output in
-spark-check.log): Spark is the reader that knows every Delta feature the sink uses.
+Delta tables are read with delta-rs (the `deltalake` package), not Spark: the warehouse is meant for
+every Delta reader (docs/sink.md, "Readers of the Delta tables"), and no second JVM has to start.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -68,30 +65,16 @@ class Landing:
     def wait(self) -> "Landing":
         """Show the sink's batches until every table matches, or the sink landed no batch for WAIT_S
         (FIRST_BATCH_WAIT_S before its first; then the table shows what differs)."""
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            starting = pool.submit(check_session, self.pipeline)
-            spark, started = None, time.monotonic()
-            deadline = started + FIRST_BATCH_WAIT_S
-            while True:
-                self.pipeline.check_alive()
-                if self.show_batches():
-                    deadline = time.monotonic() + WAIT_S
-                if spark is None and starting.done():
-                    spark = starting.result()
-                if spark is not None:
-                    self.comparisons = self.compare(spark)
-                    if self.ok:
-                        break
-                if time.monotonic() > deadline:
-                    if spark is None:
-                        waited = time.monotonic() - started
-                        raise DemoError(f"the Spark session that reads the Delta tables did not start "
-                                        f"in {waited:.0f} s;"
-                                        f" see {self.pipeline.work_dir / 'spark-check.log'}")
-                    break
-                time.sleep(POLL_S)
-            self.show_batches()
-            spark.stop()
+        deadline = time.monotonic() + FIRST_BATCH_WAIT_S
+        while True:
+            self.pipeline.check_alive()
+            if self.show_batches():
+                deadline = time.monotonic() + WAIT_S
+            self.comparisons = self.compare()
+            if self.ok or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_S)
+        self.show_batches()
         return self
 
     def show_batches(self) -> int:
@@ -108,18 +91,18 @@ class Landing:
                                         soft_wrap=True, highlight=False)
         return len(batches)
 
-    def compare(self, spark) -> list[Comparison]:
+    def compare(self) -> list[Comparison]:
         pipeline, found = self.pipeline, []
         for table, (columns, key, rows) in self.source_tables.items():
-            delta = _read(lambda: warehouse.delta_table(spark, str(pipeline.warehouse / shop.DATABASE / table), key,
-                                                        columns, shop.JSON_COLUMNS))
+            delta = _read(lambda: warehouse.delta_rs_table(str(pipeline.warehouse / shop.DATABASE / table), key,
+                                                           columns, shop.JSON_COLUMNS))
             postgres = _read(lambda: warehouse.postgres_table(pipeline.postgres, shop.DATABASE, table, key, columns,
                                                               shop.JSON_COLUMNS))
             found.append(Comparison(f"{shop.DATABASE}.{table}", Side(rows), delta, postgres))
         for table, rows in self.derived.items():
             key = ("sku", "minute") if table == outputs.REVENUE else ("id",)
-            delta = _read(lambda: warehouse.delta_table(spark, str(pipeline.warehouse / "derived" / table), key,
-                                                        outputs.columns(table)))
+            delta = _read(lambda: warehouse.delta_rs_table(str(pipeline.warehouse / "derived" / table), key,
+                                                           outputs.columns(table)))
             if table == outputs.REVENUE and delta.rows is not None:
                 delta.rows = outputs.revenue_per_product(delta.rows)
             found.append(Comparison(f"derived.{table}", Side(rows), delta, None))
@@ -148,27 +131,3 @@ def _read(read) -> Side:
         return Side(read())
     except Exception as exc:  # (not there yet: the sink's first batch of it creates it)
         return Side(error=" ".join(str(exc).split())[:300])
-
-
-def check_session(pipeline: Pipeline):
-    """A SparkSession (local[1]) to read the Delta tables; its JVM writes to spark-check.log, not the
-    demo's console."""
-    from spark_sink.session import builder
-    log_path = pipeline.work_dir / "spark-check.log"
-    with open(log_path, "ab") as log, _stderr_to(log.fileno()):
-        spark = builder("binlake-demo-check", master="local[1]").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-@contextlib.contextmanager
-def _stderr_to(fd: int):
-    """The JVM inherits file descriptor 2 when it starts: point it at `fd` while it does."""
-    saved = os.dup(2)
-    os.dup2(fd, 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-

@@ -56,8 +56,18 @@ def mysql_table(server, db: str, table: str, json_columns: frozenset[str] = froz
 
 def delta_table(spark, path: str, key: tuple[str, ...], columns: list[str],
                 json_columns: frozenset[str] = frozenset()) -> Rows:
-    """The live rows of a Delta table the sink writes (tombstones have `__deleted`)."""
+    """The live rows of a Delta table the sink writes (tombstones have `__deleted`), read by Spark."""
     records = [r.asDict() for r in spark.read.format("delta").load(path).where("NOT __deleted").collect()]
+    return rows_of(records, key, columns, json_columns)
+
+
+def delta_rs_table(path: str, key: tuple[str, ...], columns: list[str],
+                   json_columns: frozenset[str] = frozenset()) -> Rows:
+    """The same, read by delta-rs (the `deltalake` package, the reader behind Polars, DuckDB's delta
+    extension and most engines that are not Spark): it refuses a table that needs a feature it lacks."""
+    import deltalake  # (here: only the sink's extra installs it)
+
+    records = [r for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist() if not r["__deleted"]]
     return rows_of(records, key, columns, json_columns)
 
 

@@ -135,11 +135,28 @@ def mysql_table(server, db: str, table: str):
 
 
 def delta_table(spark, path: str, key: tuple[str, ...], columns: list[str]):
-    return warehouse.delta_table(spark, path, key, columns, JSON_COLUMNS)
+    """The table as Spark reads it, once delta-rs (`deltalake`) has read the same: a table only Spark
+    can open is not a warehouse table (issue 39)."""
+    rows = warehouse.delta_table(spark, path, key, columns, JSON_COLUMNS)
+    assert_same(rows, warehouse.delta_rs_table(path, key, columns, JSON_COLUMNS), f"{path} read by delta-rs")
+    return rows
 
 
 def postgres_table(postgres, schema: str, table: str, key: tuple[str, ...], columns: list[str]):
     return warehouse.postgres_table(postgres, schema, table, key, columns, JSON_COLUMNS)
+
+
+def delta_rs_reads_the_same(path: str, spark_records: list[dict], live_only: bool) -> None:
+    """delta-rs (`deltalake`) opens the table at `path` and reads the records Spark read (in any order;
+    values compared as warehouse.normalized makes them, e.g. Spark's UTC times naive, arrow's aware)."""
+    import deltalake
+
+    def canonical(records):
+        return sorted(repr(sorted((k, warehouse.normalized(v)) for k, v in r.items())) for r in records)
+
+    records = deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+    assert canonical(r for r in records if not (live_only and r["__deleted"])) == canonical(spark_records), \
+        f"{path}: delta-rs reads other records than Spark"
 
 
 def assert_same(expected: dict, actual: dict, where: str) -> None:

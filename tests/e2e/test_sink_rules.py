@@ -10,7 +10,7 @@ import json
 import pytest
 from confluent_kafka import Producer
 
-from sink_harness import run_sink
+from sink_harness import delta_rs_reads_the_same, run_sink
 
 SERVER = "rules"
 
@@ -65,10 +65,14 @@ def sink(broker, tmp_path, target_kind: str, targets: dict, **extra) -> dict:
 
 
 def delta_rows(spark, tmp_path, suffix: str = "", live: bool = True) -> list[dict]:
-    df = spark.read.format("delta").load(str(tmp_path / "delta" / "shop" / f"items{suffix}"))
+    """The table's rows as Spark reads them, once delta-rs has read the same (issue 39)."""
+    path = str(tmp_path / "delta" / "shop" / f"items{suffix}")
+    df = spark.read.format("delta").load(path)
     if live and not suffix:
         df = df.where("NOT __deleted")
-    return [r.asDict() for r in df.collect()]
+    rows = [r.asDict() for r in df.collect()]
+    delta_rs_reads_the_same(path, rows, live_only=live and not suffix)
+    return rows
 
 
 def pg_rows(postgres, targets, table: str = "items") -> list[dict]:
@@ -154,6 +158,80 @@ def test_scd2_history_closes_versions_and_places_late_changes(spark, postgres, b
         ("v1", "c", False), ("v2", "u", False), ("v3", "u", False), (None, "d", False)]
     assert [r["__end_at"] for r in versions[:-1]] == [r["__start_at"] for r in versions[1:]]
     assert versions[-1]["__end_at"] is None
+
+
+@pytest.mark.parametrize("mode", ["current", "changelog", "scd2"])
+def test_rows_a_retried_task_staged_twice_are_applied_once(spark, postgres, broker, tmp_path, targets, monkeypatch,
+                                                           mode):
+    """On a cluster, an executor lost after a partition's JDBC commit but before the driver heard of it
+    makes Spark run the task again, which stages the partition's rows a second time. The retry is
+    injected here (every batch's staged rows doubled after the JDBC write): local mode loses no
+    executor, and none can be killed between that commit and its report."""
+    from psycopg import sql
+
+    from spark_sink.postgres_target import PostgresTables, ident
+
+    stage = PostgresTables._stage
+
+    def staged_twice(self, conn, table, batch, batch_id):
+        stage(self, conn, table, batch, batch_id)
+        for name in (f"_binlake_stage_{table}", f"_binlake_stage_{table}__changes"):
+            if self._columns(conn, name):
+                conn.execute(sql.SQL("INSERT INTO {0} SELECT * FROM {0} WHERE __batch = %s").format(
+                    ident(self.schema, name)), (batch_id,))
+
+    monkeypatch.setattr(PostgresTables, "_stage", staged_twice)
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(1), event("c", None, item(1, "a"), 200)),
+                             (TOPIC, key(2), event("c", None, item(2, "b"), 210)),
+                             (TOPIC, key(1), event("u", item(1, "a"), item(1, "a2"), 300))])
+    config = sink(broker, tmp_path, "jdbc", targets, mode=mode)
+    run_sink(spark, config)
+    produce(broker.address, [(TOPIC, key(2), event("d", item(2, "b"), None, 400))])
+    run_sink(spark, config)
+    assert by_id(pg_rows(postgres, targets)) == {1: ("a2", "1.00")}
+    if mode != "current":  # every change once: four
+        extra = pg_rows(postgres, targets, "items__changelog" if mode == "changelog" else "items__history")
+        assert sorted(r["__seq"] for r in extra) == sorted({r["__seq"] for r in extra}) and len(extra) == 4
+
+
+@pytest.mark.parametrize("type_widening", ["rewrite", "feature"])
+def test_a_widened_column_is_widened_in_delta_by_rewrite_for_every_reader_or_in_place_by_the_feature(
+        spark, broker, tmp_path, targets, type_widening):
+    """MySQL widens id to BIGINT and price to DECIMAL(14,2): by default (`rewrite`) the table's files are
+    rewritten with the columns cast, and delta-rs still reads the table and its changelog; with
+    `type_widening: feature` Delta's type-widening feature does it in place, and the table then
+    requires that feature of every reader."""
+    import deltalake
+
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
+    produce(broker.address, [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i)) for i in range(1, 4)])
+    targets["delta"]["delta"]["type_widening"] = type_widening
+    config = sink(broker, tmp_path, "delta", targets, mode="changelog")
+    run_sink(spark, config)
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change(
+        "ALTER", 300, columns=(("id", "bigint(20)"), ("name", "varchar(20)"), ("price", "decimal(14,2)"))))])
+    produce(broker.address, [(TOPIC, key(1), event("u", item(1, "n1"), {"id": 1, "name": "big", "price": "123456789012.34"}, 400)),
+                             (TOPIC, key(9), event("c", None, {"id": 9_000_000_000, "name": "wide", "price": "1.00"}, 500))])
+    run_sink(spark, config)
+    path = str(tmp_path / "delta" / "shop" / "items")
+    types = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(path).schema.fields}
+    assert (types["id"], types["price"]) == ("bigint", "decimal(14,2)")
+    protocols = [json.loads(line)["protocol"] for commit in sorted((tmp_path / "delta" / "shop" / "items" / "_delta_log")
+                                                                   .glob("*.json"))
+                 for line in commit.read_text().splitlines() if line.startswith('{"protocol"')]
+    features = set(protocols[-1].get("readerFeatures") or ())  # (read from the log: delta-rs may refuse the table)
+    if type_widening == "rewrite":
+        assert by_id(delta_rows(spark, tmp_path)) == {1: ("big", "123456789012.34"), 2: ("n2", "1.00"),
+                                                      3: ("n3", "1.00"), 9_000_000_000: ("wide", "1.00")}
+        assert len(delta_rows(spark, tmp_path, "__changelog")) == 5
+        assert "typeWidening" not in features
+    else:
+        rows = [r.asDict() for r in spark.read.format("delta").load(path).where("NOT __deleted").collect()]
+        assert sorted(r["id"] for r in rows) == [1, 2, 3, 9_000_000_000]
+        assert "typeWidening" in features
+        with pytest.raises(Exception, match="reader features: {.typeWidening.} but these are not yet supported"):
+            deltalake.DeltaTable(path).to_pyarrow_table()  # (what the docs warn of)
 
 
 def test_records_the_sink_cannot_apply_stop_it_with_their_place_or_go_to_dead_letters(spark, broker, tmp_path, targets):
