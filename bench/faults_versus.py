@@ -1,0 +1,85 @@
+"""The fault schedule of bench/faults.py against logcore and Apache Kafka side by side (issue 34):
+three logcore brokers and a ZooKeeper, and three Apache Kafka 4.1 nodes in KRaft mode (each a broker
+and a controller voter), each node in a network namespace of its own (testkit/faults), RF 3,
+min.insync.replicas=2, unclean election off, the same workloads, checkers and seeded cycles, one
+cluster after the other. Needs root and `make reference`.
+
+    .venv/bin/python bench/faults_versus.py [--seeds 1] [--cycles 0] [--targets logcore kafka]
+                                            [--fault-s 8] [--recover-s 6] [--rate 50]
+
+--cycles 0 inflicts each fault once, in order; N > 0 draws N seeded cycles per seed (the same kinds
+in the same order on both: the draws do not depend on the cluster). ZooKeeper's faults map onto
+Kafka's controller quorum (testkit/faults/kraft.py): "cut off from ZooKeeper" cuts a node off from
+the other controllers, and a split always leaves the quorum with the majority. Failure detection is
+6 s on both (ZooKeeper's session, `broker.session.timeout.ms`), a follower leaves the ISR after 4 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree (testkit/ is not installed)
+
+from testkit.faults import nemesis  # noqa: E402
+from testkit.faults.cluster import FaultCluster  # noqa: E402
+from testkit.faults.kraft import KraftFaultCluster  # noqa: E402
+
+TARGETS = {"logcore": FaultCluster, "kafka": KraftFaultCluster}
+
+
+def run(target: str, seed: int, args) -> nemesis.Report:
+    cycles = args.cycles or len(nemesis.FAULTS)
+    with tempfile.TemporaryDirectory(prefix=f"bench-faults-{target}-") as base, \
+            TARGETS[target](Path(base)) as cluster:
+        started = time.monotonic()
+        report = nemesis.run(cluster, seed, cycles, rate=args.rate, fault_s=args.fault_s, recover_s=args.recover_s,
+                             in_order=not args.cycles, log=lambda line: print(f"  {target}: {line}", flush=True))
+        print(f"{target}, seed {seed}: {report.acked} of {report.sent} writes acknowledged, transactions "
+              f"{report.txns}, {time.monotonic() - started:.0f} s", flush=True)
+        return report
+
+
+def seconds(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "none"
+
+
+def table(reports: dict[str, nemesis.Report]) -> str:
+    targets = list(reports)
+    head = " | ".join(f"{t} heal → ack (s) | {t} longest gap (s)" for t in targets)
+    lines = [f"| fault | {head} |", "| --- |" + " --- |" * 2 * len(targets)]
+    for cycles in zip(*(r.cycles for r in reports.values())):
+        kinds = {c.kind for c in cycles}
+        assert len(kinds) == 1, f"the schedules differ: {kinds}"
+        cells = " | ".join(f"{seconds(c.heal_to_ack)} (broker {c.target}) | {seconds(c.longest_gap)}" for c in cycles)
+        lines.append(f"| {cycles[0].kind} | {cells} |")
+    for target, report in reports.items():
+        found = ", ".join(f"{kind} {len(items)}" for kind, items in sorted(report.anomalies.items())) or "none"
+        lines.append(f"\n{target}: anomalies {found}")
+        for kind, items in sorted(report.anomalies.items()):
+            lines.append(f"  {kind}: e.g. {items[:3]}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--cycles", type=int, default=0, help="seeded random cycles (0: each fault once, in order)")
+    parser.add_argument("--targets", nargs="+", choices=list(TARGETS), default=list(TARGETS))
+    parser.add_argument("--fault-s", type=float, default=8.0)
+    parser.add_argument("--recover-s", type=float, default=6.0)
+    parser.add_argument("--rate", type=float, default=50.0)
+    args = parser.parse_args()
+    anomalies = False
+    for seed in args.seeds:
+        reports = {target: run(target, seed, args) for target in args.targets}
+        print(f"\nseed {seed}, {args.fault_s:.0f} s faults:\n{table(reports)}\n", flush=True)
+        anomalies |= any(r.anomalies for r in reports.values())
+    sys.exit(1 if anomalies else 0)
+
+
+if __name__ == "__main__":
+    main()
