@@ -17,6 +17,7 @@ the other controllers, and a split always leaves the quorum with the majority. F
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -64,6 +65,36 @@ def table(reports: dict[str, nemesis.Report]) -> str:
     return "\n".join(lines)
 
 
+def summary(runs: dict[str, list[nemesis.Report]]) -> str:
+    """Per fault kind over every seed: heal → first ack and longest gap, median / worst, per target;
+    then each target's anomalies of every class, summed."""
+    targets = list(runs)
+    head = " | ".join(f"{t} heal → ack | {t} longest gap" for t in targets)
+    lines = [f"| fault | cycles | {head} |", "| --- | --- |" + " --- |" * 2 * len(targets)]
+    for kind in nemesis.FAULTS:
+        cells, count = [], 0
+        for target in targets:
+            cycles = [c for report in runs[target] for c in report.cycles if c.kind == kind]
+            acks = [c.heal_to_ack for c in cycles if c.heal_to_ack is not None]
+            gaps = [c.longest_gap for c in cycles if c.longest_gap is not None]
+            missing = f" ({len(cycles) - len(acks)} none)" if len(acks) < len(cycles) else ""
+            cells.append(f"{statistics.median(acks):.2f} / {max(acks):.2f}{missing}" if acks else "none")
+            cells.append(f"{statistics.median(gaps):.2f} / {max(gaps):.2f}" if gaps else "-")
+            count = max(count, len(cycles))
+        if count:
+            lines.append(f"| {kind} | {count} | {' | '.join(cells)} |")
+    for target in targets:
+        found: dict[str, int] = {}
+        for report in runs[target]:
+            for kind, items in report.anomalies.items():
+                found[kind] = found.get(kind, 0) + len(items)
+        acked = sum(r.acked for r in runs[target])
+        sent = sum(r.sent for r in runs[target])
+        lines.append(f"\n{target}: {len(runs[target])} seeds, {acked} of {sent} writes acknowledged, anomalies "
+                     + (", ".join(f"{kind} {n}" for kind, n in sorted(found.items())) or "none"))
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
@@ -73,12 +104,24 @@ def main() -> None:
     parser.add_argument("--recover-s", type=float, default=6.0)
     parser.add_argument("--rate", type=float, default=50.0)
     args = parser.parse_args()
-    anomalies = False
+    runs: dict[str, list[nemesis.Report]] = {target: [] for target in args.targets}
+    failed = []
     for seed in args.seeds:
-        reports = {target: run(target, seed, args) for target in args.targets}
+        reports = {}
+        for target in args.targets:
+            try:
+                reports[target] = run(target, seed, args)
+            except Exception as exc:  # (a cluster that would not start or heal: said, and the others go on)
+                failed.append(f"{target}, seed {seed}: {exc!r}"[:2000])
+                print(f"{target}, seed {seed} could not run: {failed[-1]}", flush=True)
         print(f"\nseed {seed}, {args.fault_s:.0f} s faults:\n{table(reports)}\n", flush=True)
-        anomalies |= any(r.anomalies for r in reports.values())
-    sys.exit(1 if anomalies else 0)
+        for target, report in reports.items():
+            runs[target].append(report)
+    print(f"seeds {args.seeds}, {args.fault_s:.0f} s faults, heal → first ack and longest gap in seconds, "
+          f"median / worst:\n{summary(runs)}")
+    for line in failed:
+        print(f"could not run: {line}")
+    sys.exit(1 if failed or any(r.anomalies for reports in runs.values() for r in reports) else 0)
 
 
 if __name__ == "__main__":
