@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -326,6 +327,7 @@ def main() -> None:
     parser.add_argument("--cluster", action="store_true", help="three brokers a side, RF 3 (see above)")
     args = parser.parse_args()
     value, topics = b"x" * args.size, Topics()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (a `kill` stops the servers too: the stack unwinds)
     with tempfile.TemporaryDirectory() as work, contextlib.ExitStack() as stack:
         brokers = (clusters if args.cluster else single)(Path(work), stack)
         what = "three brokers a side, RF 3, min.insync.replicas=2" if args.cluster else "one broker a side"
