@@ -117,8 +117,9 @@ def main() -> None:
         print(f"\nseed {seed}, {args.fault_s:.0f} s faults:\n{table(reports)}\n", flush=True)
         for target, report in reports.items():
             runs[target].append(report)
-    print(f"seeds {args.seeds}, {args.fault_s:.0f} s faults, heal → first ack and longest gap in seconds, "
-          f"median / worst:\n{summary(runs)}")
+        done = args.seeds[:args.seeds.index(seed) + 1]  # (after every seed: a run cut short still has its figures)
+        print(f"seeds {done}, {args.fault_s:.0f} s faults, heal → first ack and longest gap in seconds, "
+              f"median / worst:\n{summary(runs)}\n", flush=True)
     for line in failed:
         print(f"could not run: {line}")
     sys.exit(1 if failed or any(r.anomalies for reports in runs.values() for r in reports) else 0)
