@@ -275,6 +275,9 @@ def report(best: dict, brokers: list[Broker], rss: dict) -> None:
     print(f"\n{'':36} {'logcore':>22} {'Apache Kafka':>22} {'ratio':>7} {'CPU-s/M msgs':>16}")
     for row, runs in best.items():
         mine, theirs = runs[logcore.name], runs[kafka.name]
+        if mine is None or theirs is None:
+            print(f"{row:36} {'failed' if mine is None else 'ran':>22} {'failed' if theirs is None else 'ran':>22}")
+            continue
         if isinstance(mine, float):
             print(f"{row:36} {mine:>20.2f} s {theirs:>20.2f} s {mine / theirs:>7.2f}  (lower is better)")
             continue
@@ -340,7 +343,11 @@ def main() -> None:
             best[row] = {b.name: None for b in brokers}
             for _ in range(args.rounds):
                 for broker in brokers:
-                    result = run(broker, topics.new(row))
+                    try:
+                        result = run(broker, topics.new(row))
+                    except SystemExit as failure:  # (a run that failed, a rate not held say: said, the rest go on)
+                        print(f"  {row} on {broker.name}: failed: {failure}", flush=True)
+                        continue
                     if isinstance(result, Result):
                         result.name = row
                     best[row][broker.name] = better(best[row][broker.name], result)
