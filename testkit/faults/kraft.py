@@ -26,6 +26,7 @@ from pathlib import Path
 from testkit.kraft import KraftCluster, Placement
 
 from .netns import Net, Node
+from .process_faults import ProcessFaults
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -102,7 +103,7 @@ class KafkaBroker:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-class KraftFaultCluster:
+class KraftFaultCluster(ProcessFaults):
     def __init__(self, base: Path, brokers: int = 3, config: dict[str, str] | None = None) -> None:
         self.base = Path(base)
         self.size = brokers
@@ -157,21 +158,6 @@ class KraftFaultCluster:
     def heal(self) -> None:
         for broker in self.brokers:
             broker.heal()
-
-    def pause(self, broker_id: int) -> None:
-        self.brokers[broker_id].signal(signal.SIGSTOP)
-        self.brokers[broker_id].paused = True
-
-    def resume(self, broker_id: int) -> None:
-        self.brokers[broker_id].signal(signal.SIGCONT)
-        self.brokers[broker_id].paused = False
-
-    def kill(self, broker_id: int) -> None:
-        self.brokers[broker_id].kill()
-
-    def restart(self, broker_id: int) -> None:
-        self.brokers[broker_id].kill()
-        self.brokers[broker_id].start()
 
     # -- what the cluster says -------------------------------------------------------------------
 
