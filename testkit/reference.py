@@ -11,6 +11,8 @@ has its own directory and free loopback ports and lives as long as its owner.
     kafka.stop()
     connect = start_connect(Path("/tmp/c"), kafka.address, connectors=[{...}])   # standalone
 
+A replicated Apache Kafka (three KRaft nodes, on loopback or in network namespaces): testkit/kraft.py.
+
 By hand: `python -m testkit.reference DIR [--port N]` runs one Apache Kafka until Ctrl-C.
 """
 
