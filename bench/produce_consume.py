@@ -238,9 +238,11 @@ def confluent_consume(address: str, topic: str, count: int, size: int, broker: B
 
 
 def confluent_latency(address: str, topic: str, rate: int, seconds: float, value: bytes,
-                      broker: BrokerUnderTest | None) -> Result:
-    """Produce at a fixed rate; latency = delivery callback time - produce time, per message."""
-    producer = Producer({"bootstrap.servers": address, **LATENCY_PRODUCER})
+                      broker: BrokerUnderTest | None, extra: dict | None = None) -> Result:
+    """Produce at a fixed rate; latency = delivery callback time - produce time, per message.
+    `extra` adds or overrides producer settings (acks=all on a replicated topic, say)."""
+    config = {**LATENCY_PRODUCER, **(extra or {})}
+    producer = Producer({"bootstrap.servers": address, **config})
     producer.list_topics(topic, timeout=10)
     latencies: list[float] = []
     errors = []
@@ -269,7 +271,7 @@ def confluent_latency(address: str, topic: str, rate: int, seconds: float, value
     latencies.sort()
     p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
     return meter.result(f"confluent latency @{rate:,}/s", total, len(value), p50_ms=p50 * 1e3, p99_ms=p99 * 1e3,
-                        settings=dict(LATENCY_PRODUCER))
+                        settings=config)
 
 
 def client_ceiling(count: int, value: bytes) -> list[Result]:

@@ -23,10 +23,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_answers(port: int, timeout_s: float = 1) -> bool:
-    """Something accepts TCP connections on 127.0.0.1:`port`."""
+def port_answers(port: int, timeout_s: float = 1, host: str = "127.0.0.1") -> bool:
+    """Something accepts TCP connections on `host`:`port`."""
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=timeout_s).close()
+        socket.create_connection((host, port), timeout=timeout_s).close()
         return True
     except OSError:
         return False

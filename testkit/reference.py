@@ -11,6 +11,8 @@ has its own directory and free loopback ports and lives as long as its owner.
     kafka.stop()
     connect = start_connect(Path("/tmp/c"), kafka.address, connectors=[{...}])   # standalone
 
+A replicated Apache Kafka (three KRaft nodes, on loopback or in network namespaces): testkit/kraft.py.
+
 By hand: `python -m testkit.reference DIR [--port N]` runs one Apache Kafka until Ctrl-C.
 """
 
@@ -121,18 +123,22 @@ def run_tool(tool: str, *args: str, timeout: float = 120, input: str | None = No
 
 @dataclass
 class ApacheKafka:
-    """A single-node Apache Kafka in KRaft mode (broker and controller in one process) on a formatted
-    log directory; `kill` and `start` SIGKILL it and bring it back on the same data and port."""
+    """An Apache Kafka node in KRaft mode (broker and controller in one process) on a formatted log
+    directory; `kill` and `start` SIGKILL it and bring it back on the same data and port. `host` is
+    the address it listens on, `prefix` a command it runs under (`ip netns exec NS` puts it in a
+    network namespace, testkit/kraft.py)."""
 
     base: Path
     port: int
     controller_port: int
     heap: str = "1g"
     proc: subprocess.Popen | None = None
+    host: str = "127.0.0.1"
+    prefix: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -140,27 +146,38 @@ class ApacheKafka:
 
     def start(self) -> "ApacheKafka":
         """Start the server; returns once it has registered with its controller and listens."""
+        self.wait_until(self.launch())
+        return self
+
+    def launch(self) -> int:
+        """Start the process and return at once (a node of a quorum cannot finish starting alone):
+        the log's size before it, for `wait_until`."""
         log4j = self.base / "log4j2.properties"
         log4j.write_text(FILE_LOG4J.format(path=self.log_path))
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.base / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [JAVA, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", f"-Dlog4j2.configurationFile={log4j}",
-                 "-cp", classpath(), "kafka.Kafka", str(self.base / "server.properties")],
+                [*self.prefix, JAVA, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC",
+                 f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), "kafka.Kafka",
+                 str(self.base / "server.properties")],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=partial(die_with_parent, os.getpid()))
-        wait_until_ready(self.proc, lambda: self._started_since(seen), "Apache Kafka", START_TIMEOUT_S,
+        return seen
+
+    def wait_until(self, seen: int, started: bool = True) -> None:
+        """Wait until the server has logged "Kafka Server started" since `seen` and its port answers
+        (with `started` false: until the port answers); SIGKILL it if it exits or times out first."""
+        def ready() -> bool:
+            return (not started or self._started_since(seen)) and port_answers(self.port, host=self.host)
+        wait_until_ready(self.proc, ready, f"Apache Kafka on {self.address}", START_TIMEOUT_S,
                          lambda: _tail(self), interval_s=0.2, stop=self.kill)
-        return self
 
     def _started_since(self, offset: int) -> bool:
         if not self.log_path.exists():
             return False
         with open(self.log_path, "rb") as log:
             log.seek(offset)
-            if b"Kafka Server started" not in log.read():
-                return False
-        return port_answers(self.port)
+            return b"Kafka Server started" in log.read()
 
     def describe(self) -> str:
         return f"Apache Kafka on {self.address} (KRaft, one node); log {self.log_path}"
@@ -176,13 +193,15 @@ class ApacheKafka:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
-def server_properties(base: Path, port: int, controller_port: int, extra: dict[str, str]) -> str:
-    """Kafka's defaults, but for one node: internal topics with one replica, no initial rebalance delay."""
+def server_properties(base: Path, port: int, controller_port: int, extra: dict[str, str],
+                      host: str = "127.0.0.1") -> str:
+    """Kafka's defaults, but for one node: internal topics with one replica, no initial rebalance delay.
+    `extra` adds or overrides settings (a quorum's node.id and controller.quorum.voters, say)."""
     settings = {
         "process.roles": "broker,controller", "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.quorum.voters": f"1@{host}:{controller_port}",
+        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(base / "logs"),
@@ -194,6 +213,20 @@ def server_properties(base: Path, port: int, controller_port: int, extra: dict[s
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
+def new_cluster_id() -> str:
+    cluster_id = "-"
+    while cluster_id.startswith("-"):  # the tool would read it as an option (Kafka's Uuid.randomUuid skips these too)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    return cluster_id
+
+
+def format_storage(properties: Path, cluster_id: str) -> None:
+    """`kafka-storage format`: the log directories named in `properties`, for cluster `cluster_id`."""
+    formatted = run_tool("kafka-storage", "format", "-t", cluster_id, "-c", str(properties))
+    if formatted.returncode != 0:
+        raise SandboxError(f"formatting Apache Kafka's log directory failed:\n{formatted.stdout}{formatted.stderr}")
+
+
 def start_kafka(base: Path, port: int | None = None, config: dict[str, str] | None = None,
                 heap: str = "1g") -> ApacheKafka:
     """Format a new log directory under `base` and start Apache Kafka on it. `config` adds or
@@ -202,12 +235,7 @@ def start_kafka(base: Path, port: int | None = None, config: dict[str, str] | No
     kafka = ApacheKafka(base, port or free_port(), free_port(), heap)
     properties = base / "server.properties"
     properties.write_text(server_properties(base, kafka.port, kafka.controller_port, config or {}))
-    cluster_id = "-"
-    while cluster_id.startswith("-"):  # the tool would read it as an option (Kafka's Uuid.randomUuid skips these too)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    formatted = run_tool("kafka-storage", "format", "-t", cluster_id, "-c", str(properties))
-    if formatted.returncode != 0:
-        raise SandboxError(f"formatting Apache Kafka's log directory failed:\n{formatted.stdout}{formatted.stderr}")
+    format_storage(properties, new_cluster_id())
     return kafka.start()
 
 

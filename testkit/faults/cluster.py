@@ -28,6 +28,7 @@ from sandbox.zookeeper import CLASSPATH, JAVA, LOG4J, MAIN
 from testkit.brokerproc import BINLAKE, ROOT
 
 from .netns import Net, Node
+from .process_faults import ProcessFaults
 
 BROKER_PORT = 9092
 ZK_PORT = 2181
@@ -95,7 +96,7 @@ class Broker:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-class FaultCluster:
+class FaultCluster(ProcessFaults):
     def __init__(self, base: Path, brokers: int = 3, config: dict[str, str] | None = None,
                  before_start=None) -> None:
         self.base = Path(base)
@@ -168,21 +169,6 @@ class FaultCluster:
 
     def heal(self) -> None:
         self.net.heal()
-
-    def pause(self, broker_id: int) -> None:
-        self.brokers[broker_id].signal(signal.SIGSTOP)
-        self.brokers[broker_id].paused = True
-
-    def resume(self, broker_id: int) -> None:
-        self.brokers[broker_id].signal(signal.SIGCONT)
-        self.brokers[broker_id].paused = False
-
-    def kill(self, broker_id: int) -> None:
-        self.brokers[broker_id].kill()
-
-    def restart(self, broker_id: int) -> None:
-        self.brokers[broker_id].kill()
-        self.brokers[broker_id].start()
 
     # -- what ZooKeeper says -------------------------------------------------------------------
 
