@@ -24,6 +24,12 @@ from .workloads import QueueWorkload, TxnWorkload, read_all
 
 FAULTS = ("leader-brokers", "leader-zookeeper", "leader-all", "follower-all", "controller-all", "split",
           "pause-leader", "kill-leader")
+# Every anomaly class a Report can hold (checkers.py), the transactional workload's prefixed "txn ".
+ANOMALY_CLASSES = ("lost", "duplicated", "inconsistent-offsets", "nonmonotonic-poll", "unseen",
+                   *(f"txn {kind}" for kind in ("lost", "duplicated", "aborted-read", "torn-transaction",
+                                                "uncommitted-read", "unknown-value", "inconsistent-offsets",
+                                                "nonmonotonic-poll")),
+                   "held-by-too-few", "diverged")
 
 
 @dataclass
