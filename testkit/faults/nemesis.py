@@ -56,9 +56,12 @@ class Report:
     acked: int = 0
     sent: int = 0
     txns: dict[str, int] = field(default_factory=dict)
+    producers_replaced: int = 0  # idempotent producers that failed fatally (workloads.QueueWorkload.errors)
 
     def summary(self) -> str:
-        lines = [f"seed {self.seed}: {self.acked} of {self.sent} writes acknowledged, transactions {self.txns}"]
+        lines = [f"seed {self.seed}: {self.acked} of {self.sent} writes acknowledged, transactions {self.txns}"
+                 + (f", {self.producers_replaced} producer(s) replaced after a fatal error"
+                    if self.producers_replaced else "")]
         lines += ["  " + c.line() for c in self.cycles]
         for kind, items in sorted(self.anomalies.items()):
             lines.append(f"  ANOMALY {kind}: {len(items)}, e.g. " + "; ".join(items[:3]))
@@ -196,6 +199,7 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
     for cycle in report.cycles:
         liveness(cycle, ack_times)
     report.anomalies = anomalies
+    report.producers_replaced = len(queue.errors)
     report.sent, report.acked = len(queue.sends), len(ack_times) + sum(
         1 for s in queue.sends if s.acked is not None and s.partition != 0)
     return report

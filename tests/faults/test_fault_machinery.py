@@ -41,6 +41,15 @@ def test_a_cut_drops_one_link_both_ways_and_a_heal_restores_it():
     assert not set(names) & set(namespaces())
 
 
+def test_a_net_after_another_in_one_process_has_other_addresses():
+    """A client of the first (a producer still closing when it was torn down) must not find the
+    second's nodes where the first's were: it auto-created topics there, once."""
+    with Net() as first:
+        old = first.add("a").address
+    with Net() as second:
+        assert second.add("a").address != old
+
+
 def test_the_namespaces_of_a_sigkilled_test_are_reaped():
     script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from testkit.faults.netns import Net\n"
               "net = Net().start(); node = net.add('x'); node.popen(['sleep', '600'])\n"
