@@ -182,7 +182,9 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
     nemesis.snapshot("the end")
     final = read_all(cluster.bootstrap, "queue", queue_partitions, read_committed=False)
     _catch_up(queue.poller, final)
-    anomalies = checkers.check_queue(queue.sends, queue.poller.polls, final)
+    replicas = {(topic, p): _quiet_replicas(cluster, topic, p) for topic, n in topics.items() for p in range(n)}
+    written = checkers.writers({p: next(iter(replicas["queue", p].values())) for p in range(queue_partitions)})
+    anomalies = checkers.check_queue(queue.sends, queue.poller.polls, final, written)
     anomalies.update(checkers.check_acks(queue.sends, nemesis.snapshots, min_isr))
     if txn:
         final_txn = read_all(cluster.bootstrap, "txn", txn_partitions, read_committed=True)
@@ -190,11 +192,9 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
         for kind, items in checkers.check_txns(txn.txns, txn.poller.polls, final_txn).items():
             anomalies.setdefault(f"txn {kind}", []).extend(items)
         report.txns = {o: sum(t.outcome == o for t in txn.txns) for o in ("committed", "aborted", "indeterminate")}
-    for topic, n in topics.items():
-        for p in range(n):
-            replicas = _quiet_replicas(cluster, topic, p)
-            for kind, items in checkers.check_replicas(replicas).items():
-                anomalies.setdefault(kind, []).extend(f"{topic}-{p}: {item}" for item in items)
+    for (topic, p), of_partition in replicas.items():
+        for kind, items in checkers.check_replicas(of_partition).items():
+            anomalies.setdefault(kind, []).extend(f"{topic}-{p}: {item}" for item in items)
     ack_times = sorted(s.acked for s in queue.sends if s.acked is not None and s.partition == 0)
     for cycle in report.cycles:
         liveness(cycle, ack_times)

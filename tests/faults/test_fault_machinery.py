@@ -76,6 +76,9 @@ def test_the_queue_checker_finds_each_anomaly():
     found = checkers.check_queue(sends, polls, final)
     assert set(found) == {"lost", "duplicated", "inconsistent-offsets", "nonmonotonic-poll", "unseen"}
     assert found["lost"] == ["b'c' acknowledged at 0/2, not in the log"]
+    writers = checkers.writers({0: [Entry(1, b"b", 1, False, 7, 0, 1), Entry(3, b"b", 2, False, 7, 1, 0)]})
+    assert checkers.check_queue(sends, polls, final, writers)["duplicated"] == [
+        "b'b' at [(0, 1), (0, 3)], written by ['producer 7 epoch 0 seq 1', 'producer 7 epoch 1 seq 0']"]
     assert checkers.check_queue(sends[:2], polls[:2], {0: [(0, b"a"), (1, b"b")]}) == {}
 
 
