@@ -57,11 +57,13 @@ class Report:
     sent: int = 0
     txns: dict[str, int] = field(default_factory=dict)
     producers_replaced: int = 0  # idempotent producers that failed fatally (workloads.QueueWorkload.errors)
+    timed_out: int = 0  # writes the producer gave up on (delivery.timeout.ms): it no longer dedups after one
 
     def summary(self) -> str:
         lines = [f"seed {self.seed}: {self.acked} of {self.sent} writes acknowledged, transactions {self.txns}"
                  + (f", {self.producers_replaced} producer(s) replaced after a fatal error"
-                    if self.producers_replaced else "")]
+                    if self.producers_replaced else "")
+                 + (f", {self.timed_out} write(s) timed out in the client" if self.timed_out else "")]
         lines += ["  " + c.line() for c in self.cycles]
         for kind, items in sorted(self.anomalies.items()):
             lines.append(f"  ANOMALY {kind}: {len(items)}, e.g. " + "; ".join(items[:3]))
@@ -200,6 +202,7 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
         liveness(cycle, ack_times)
     report.anomalies = anomalies
     report.producers_replaced = len(queue.errors)
+    report.timed_out = sum(1 for s in queue.sends if s.error and "_MSG_TIMED_OUT" in s.error)
     report.sent, report.acked = len(queue.sends), len(ack_times) + sum(
         1 for s in queue.sends if s.acked is not None and s.partition != 0)
     return report

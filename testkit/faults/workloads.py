@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+DELIVERY_TIMEOUT_MS = 300_000
+
 
 @dataclass
 class Send:
@@ -94,8 +96,12 @@ class QueueWorkload(threading.Thread):
         self.errors: list[str] = []  # fatal producer errors; a new producer took over after each
 
     def _producer(self) -> Producer:
+        # librdkafka's default delivery timeout (5 minutes), longer than any fault of a schedule: a
+        # producer that times messages out gives idempotence up (documented: it bumps its epoch and
+        # sends the possibly written messages queued behind them again, under new sequence numbers,
+        # so no broker can tell them from new ones; 60 s gave 47 duplicates in one seed at load 50).
         return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "delivery.timeout.ms": 60000, "request.timeout.ms": 5000,
+                         "linger.ms": 5, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS, "request.timeout.ms": 5000,
                          "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
                          "retry.backoff.max.ms": 200})
 
