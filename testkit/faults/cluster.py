@@ -66,7 +66,7 @@ class Broker:
     def address(self) -> str:
         return f"{self.node.address}:{BROKER_PORT}"
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 180) -> None:  # (a restart took over 60 s at load 50)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = {**self.cluster.config, "zookeeper.connect": self.cluster.zk_connect}
         args = [*BINLAKE, "broker", "--data-dir", str(self.data_dir), "--listen", self.address,
