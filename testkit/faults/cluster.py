@@ -145,7 +145,7 @@ class FaultCluster:
             self.zk_proc = self.zk_node.popen([JAVA, "-Xmx256m", "-cp", ":".join([str(base), *CLASSPATH]), MAIN,
                                                str(base / "zoo.cfg")], stdout=out, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL)
-        _wait_listening(self.zk_node.address, ZK_PORT, self.zk_proc, "ZooKeeper", log, 60)
+        _wait_listening(self.zk_node.address, ZK_PORT, self.zk_proc, "ZooKeeper", log, 180)
 
     # -- faults --------------------------------------------------------------------------------
 
