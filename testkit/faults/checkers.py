@@ -16,6 +16,14 @@ from .logs import Entry
 from .workloads import Poll, Send, Txn
 
 Final = dict[int, list[tuple[int, bytes]]]  # partition -> [(offset, value)] read at the end
+Writers = dict[tuple[int, int], str]  # (partition, offset) -> "producer P epoch E seq S", from a replica
+
+
+def writers(replicas: dict[int, list[Entry]]) -> Writers:
+    """partition -> one replica's entries: who wrote each offset (to tell a client's resend under a
+    new producer epoch from a batch the broker took twice)."""
+    return {(p, e.offset): f"producer {e.producer_id} epoch {e.producer_epoch} seq {e.sequence}"
+            for p, entries in replicas.items() for e in entries}
 
 
 def _where(final: Final) -> dict[bytes, list[tuple[int, int]]]:
@@ -26,11 +34,12 @@ def _where(final: Final) -> dict[bytes, list[tuple[int, int]]]:
     return where
 
 
-def _common(polls: list[Poll], final: Final) -> dict[str, list[str]]:
+def _common(polls: list[Poll], final: Final, writers: Writers | None = None) -> dict[str, list[str]]:
     found: dict[str, list[str]] = defaultdict(list)
     for value, places in _where(final).items():
         if len(places) > 1:
-            found["duplicated"].append(f"{value!r} at {places}")
+            by = f", written by {[writers.get(place) for place in places]}" if writers else ""
+            found["duplicated"].append(f"{value!r} at {places}{by}")
     final_at = {(p, o): v for p, records in final.items() for o, v in records}
     polled_at: dict[tuple[int, int], bytes] = {}
     last: dict[tuple[int, int], int] = {}
@@ -47,8 +56,9 @@ def _common(polls: list[Poll], final: Final) -> dict[str, list[str]]:
     return found
 
 
-def check_queue(sends: list[Send], polls: list[Poll], final: Final) -> dict[str, list[str]]:
-    found = _common(polls, final)
+def check_queue(sends: list[Send], polls: list[Poll], final: Final,
+                writers: Writers | None = None) -> dict[str, list[str]]:
+    found = _common(polls, final, writers)
     where = _where(final)
     polled = {poll.value for poll in polls}
     for send in sends:

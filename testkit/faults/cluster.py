@@ -67,7 +67,7 @@ class Broker:
     def address(self) -> str:
         return f"{self.node.address}:{BROKER_PORT}"
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 180) -> None:  # (a restart took over 60 s at load 50)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = {**self.cluster.config, "zookeeper.connect": self.cluster.zk_connect}
         args = [*BINLAKE, "broker", "--data-dir", str(self.data_dir), "--listen", self.address,
@@ -146,7 +146,7 @@ class FaultCluster(ProcessFaults):
             self.zk_proc = self.zk_node.popen([JAVA, "-Xmx256m", "-cp", ":".join([str(base), *CLASSPATH]), MAIN,
                                                str(base / "zoo.cfg")], stdout=out, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL)
-        _wait_listening(self.zk_node.address, ZK_PORT, self.zk_proc, "ZooKeeper", log, 60)
+        _wait_listening(self.zk_node.address, ZK_PORT, self.zk_proc, "ZooKeeper", log, 180)
 
     # -- faults --------------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ class Entry:
     leader_epoch: int
     control: bool
     producer_id: int
+    producer_epoch: int = -1
+    sequence: int = -1  # the record's sequence number (idempotent producers), else -1
 
 
 def read_replica(data_dir: Path, topic: str, partition: int) -> list[Entry]:
@@ -40,8 +42,10 @@ def read_replica(data_dir: Path, topic: str, partition: int) -> list[Entry]:
                 break  # a batch being written (or a torn tail a restart will truncate)
             batch = memoryview(data)[position:position + header.size]
             for record in decode_batch(batch):
+                sequence = header.base_sequence + record.offset - header.base_offset \
+                    if header.base_sequence >= 0 else -1
                 entries.append(Entry(record.offset, record.value, header.leader_epoch, header.is_control,
-                                     header.producer_id))
+                                     header.producer_id, header.producer_epoch, sequence))
             position += header.size
     entries.sort(key=lambda e: e.offset)
     deduped: list[Entry] = []

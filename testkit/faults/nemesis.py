@@ -24,6 +24,12 @@ from .workloads import QueueWorkload, TxnWorkload, read_all
 
 FAULTS = ("leader-brokers", "leader-zookeeper", "leader-all", "follower-all", "controller-all", "split",
           "pause-leader", "kill-leader")
+# Every anomaly class a Report can hold (checkers.py), the transactional workload's prefixed "txn ".
+ANOMALY_CLASSES = ("lost", "duplicated", "inconsistent-offsets", "nonmonotonic-poll", "unseen",
+                   *(f"txn {kind}" for kind in ("lost", "duplicated", "aborted-read", "torn-transaction",
+                                                "uncommitted-read", "unknown-value", "inconsistent-offsets",
+                                                "nonmonotonic-poll")),
+                   "held-by-too-few", "diverged")
 
 
 @dataclass
@@ -50,9 +56,14 @@ class Report:
     acked: int = 0
     sent: int = 0
     txns: dict[str, int] = field(default_factory=dict)
+    producers_replaced: int = 0  # idempotent producers that failed fatally (workloads.QueueWorkload.errors)
+    timed_out: int = 0  # writes the producer gave up on (delivery.timeout.ms): it no longer dedups after one
 
     def summary(self) -> str:
-        lines = [f"seed {self.seed}: {self.acked} of {self.sent} writes acknowledged, transactions {self.txns}"]
+        lines = [f"seed {self.seed}: {self.acked} of {self.sent} writes acknowledged, transactions {self.txns}"
+                 + (f", {self.producers_replaced} producer(s) replaced after a fatal error"
+                    if self.producers_replaced else "")
+                 + (f", {self.timed_out} write(s) timed out in the client" if self.timed_out else "")]
         lines += ["  " + c.line() for c in self.cycles]
         for kind, items in sorted(self.anomalies.items()):
             lines.append(f"  ANOMALY {kind}: {len(items)}, e.g. " + "; ".join(items[:3]))
@@ -173,7 +184,9 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
     nemesis.snapshot("the end")
     final = read_all(cluster.bootstrap, "queue", queue_partitions, read_committed=False)
     _catch_up(queue.poller, final)
-    anomalies = checkers.check_queue(queue.sends, queue.poller.polls, final)
+    replicas = {(topic, p): _quiet_replicas(cluster, topic, p) for topic, n in topics.items() for p in range(n)}
+    written = checkers.writers({p: next(iter(replicas["queue", p].values())) for p in range(queue_partitions)})
+    anomalies = checkers.check_queue(queue.sends, queue.poller.polls, final, written)
     anomalies.update(checkers.check_acks(queue.sends, nemesis.snapshots, min_isr))
     if txn:
         final_txn = read_all(cluster.bootstrap, "txn", txn_partitions, read_committed=True)
@@ -181,15 +194,15 @@ def run(cluster: FaultCluster, seed: int, cycles: int, queue_partitions: int = 2
         for kind, items in checkers.check_txns(txn.txns, txn.poller.polls, final_txn).items():
             anomalies.setdefault(f"txn {kind}", []).extend(items)
         report.txns = {o: sum(t.outcome == o for t in txn.txns) for o in ("committed", "aborted", "indeterminate")}
-    for topic, n in topics.items():
-        for p in range(n):
-            replicas = _quiet_replicas(cluster, topic, p)
-            for kind, items in checkers.check_replicas(replicas).items():
-                anomalies.setdefault(kind, []).extend(f"{topic}-{p}: {item}" for item in items)
+    for (topic, p), of_partition in replicas.items():
+        for kind, items in checkers.check_replicas(of_partition).items():
+            anomalies.setdefault(kind, []).extend(f"{topic}-{p}: {item}" for item in items)
     ack_times = sorted(s.acked for s in queue.sends if s.acked is not None and s.partition == 0)
     for cycle in report.cycles:
         liveness(cycle, ack_times)
     report.anomalies = anomalies
+    report.producers_replaced = len(queue.errors)
+    report.timed_out = sum(1 for s in queue.sends if s.error and "_MSG_TIMED_OUT" in s.error)
     report.sent, report.acked = len(queue.sends), len(ack_times) + sum(
         1 for s in queue.sends if s.acked is not None and s.partition != 0)
     return report

@@ -18,6 +18,7 @@ process (PR_SET_PDEATHSIG).
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import re
 import signal
@@ -31,6 +32,7 @@ PREFIX = "blf"
 STATE_DIR = Path("/run/binlake-faults")  # <pid>.mounts: mount points to undo if that pid dies
 _OWNED = re.compile(rf"^{PREFIX}-(\d+)-")
 _ROOT_VETH = re.compile(rf"^{PREFIX}(\d+)(@|$)")
+_NETS = itertools.count()  # Nets started by this process: each starts its search for a subnet elsewhere
 
 RULESET = """
 table inet fault {
@@ -126,9 +128,11 @@ def forget_mount(mount_point: str) -> None:
         state.write_text("".join(m + "\n" for m in kept))
 
 
-def _free_subnet(owner: int) -> ipaddress.IPv4Network:
+def _free_subnet(owner: int, turn: int) -> ipaddress.IPv4Network:
     """A /24 in 10.0.0.0/8 that no route of the machine overlaps, starting from one derived from
-    the owner's pid (so that concurrent tests rarely even try the same one)."""
+    the owner's pid (so that concurrent tests rarely even try the same one) and from how many Nets
+    it started before (so that a client left over from the last one, e.g. a producer still closing,
+    never reaches the nodes of the next at the same addresses)."""
     used = []
     for line in sh("ip", "-4", "route", "show", "table", "all").splitlines():
         word = line.split()[0] if line.split() else ""
@@ -139,7 +143,7 @@ def _free_subnet(owner: int) -> ipaddress.IPv4Network:
         except ValueError:
             pass
     for k in range(65536):
-        n = (owner + k * 7919) % 65536
+        n = (owner + (turn + k) * 7919) % 65536
         candidate = ipaddress.ip_network(f"10.{n >> 8}.{n & 255}.0/24")
         if not any(candidate.overlaps(u) for u in used if u.prefixlen > 0):
             return candidate
@@ -197,7 +201,7 @@ class Net:
         if reason := available():
             raise NetError(reason)
         reap()
-        self.subnet = _free_subnet(self.owner)
+        self.subnet = _free_subnet(self.owner, next(_NETS))
         try:
             self._ns(self.hub)
             sh("ip", "-n", self.hub, "link", "add", "br0", "type", "bridge")

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+DELIVERY_TIMEOUT_MS = 300_000
+
 
 @dataclass
 class Send:
@@ -91,26 +93,44 @@ class QueueWorkload(threading.Thread):
         self.sends: list[Send] = []
         self.stopping = threading.Event()
         self.poller = Poller(bootstrap, topic, partitions, read_committed=False)
+        self.errors: list[str] = []  # fatal producer errors; a new producer took over after each
+
+    def _producer(self) -> Producer:
+        # librdkafka's default delivery timeout (5 minutes), longer than any fault of a schedule: a
+        # producer that times messages out gives idempotence up (documented: it bumps its epoch and
+        # sends the possibly written messages queued behind them again, under new sequence numbers,
+        # so no broker can tell them from new ones; 60 s gave 47 duplicates in one seed at load 50).
+        return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS, "request.timeout.ms": 5000,
+                         "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
+                         "retry.backoff.max.ms": 200})
 
     def run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                             "linger.ms": 5, "delivery.timeout.ms": 60000, "request.timeout.ms": 5000,
-                             "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
-                             "retry.backoff.max.ms": 200})
+        producer = self._producer()
         self.poller.start()
         interval, n, next_at = 1.0 / self.rate, 0, time.monotonic()
         while not self.stopping.is_set():
-            now = time.monotonic()
-            if now >= next_at:
-                send = Send(f"{self.prefix}{n}".encode(), n % self.partitions, now)
-                self.sends.append(send)
-                try:
-                    producer.produce(self.topic, send.value, partition=send.partition,
-                                     on_delivery=lambda err, msg, s=send: self._delivered(s, err, msg))
-                except BufferError as exc:
-                    send.error = f"not sent: {exc}"
-                n, next_at = n + 1, next_at + interval
-            producer.poll(max(0.0, min(interval, next_at - time.monotonic())))
+            try:
+                now = time.monotonic()
+                if now >= next_at:
+                    send = Send(f"{self.prefix}{n}".encode(), n % self.partitions, now)
+                    self.sends.append(send)
+                    n, next_at = n + 1, next_at + interval
+                    try:
+                        producer.produce(self.topic, send.value, partition=send.partition,
+                                         on_delivery=lambda err, msg, s=send: self._delivered(s, err, msg))
+                    except BufferError as exc:
+                        send.error = f"not sent: {exc}"
+                    except KafkaException as exc:
+                        send.error = f"not sent: {exc}"
+                        raise
+                producer.poll(max(0.0, min(interval, next_at - time.monotonic())))
+            except KafkaException as exc:
+                # A fatal error: librdkafka's idempotent producer gives up (seen: _INCONSISTENT, a retried
+                # batch it could not rebuild after a long unavailability). As a crashed client: what it
+                # had not acknowledged stays indeterminate, a new producer (a new producer id) goes on.
+                self.errors.append(str(exc))
+                producer = self._producer()
         producer.flush(90)
 
     @staticmethod

@@ -11,6 +11,8 @@ import random
 import time
 from pathlib import Path
 
+import pymysql
+
 from e2e_harness import mysql_config, read_committed, write_config
 
 from binlake.demo import warehouse
@@ -26,6 +28,7 @@ TABLES = {
     "pairs": "CREATE TABLE {db}.pairs (a INT, b VARCHAR(10), v INT, PRIMARY KEY (a, b))",
 }
 MARKER = "CREATE TABLE {db}.marker (id INT PRIMARY KEY)"
+ER_LOCK_DEADLOCK = 1213
 
 
 class Workload:
@@ -63,6 +66,17 @@ class Workload:
                 for _ in range(self.rng.randint(1, 4)):
                     self._one(cur, self.rng.choice(list(TABLES)))
                 conn.commit()
+
+    def keep_running(self, stop) -> None:
+        """Small transactions until `stop` (a threading.Event) is set: for a writer thread. A deadlock
+        with another writer (the test's own DDL and updates) rolls one transaction back: go on."""
+        while not stop.is_set():
+            try:
+                self.run(5)
+            except pymysql.err.OperationalError as exc:
+                if exc.args[0] != ER_LOCK_DEADLOCK:
+                    raise
+            stop.wait(0.2)
 
     def _one(self, cur, table: str) -> None:
         key = "a" if table == "pairs" else "id"
@@ -110,9 +124,9 @@ async def wait_for_mark(address: str, name: str, db: str, mark: int, timeout: fl
         await asyncio.sleep(0.3)
 
 
-def connector_config(tmp_path: Path, name: str, broker, server, db: str, fmt: str) -> Path:
+def connector_config(tmp_path: Path, name: str, broker, server, db: str, fmt: str, **keys) -> Path:
     return write_config(tmp_path / f"{name}.yaml", **mysql_config(name, broker, server, [rf"{db}\..*"], format=fmt,
-                                                                   topic_partitions=3))
+                                                                   topic_partitions=3, **keys))
 
 
 def sink_config(name: str, broker, db: str, fmt: str, checkpoint: Path, target: dict, **extra) -> dict:
@@ -162,3 +176,12 @@ def delta_rs_reads_the_same(path: str, spark_records: list[dict], live_only: boo
 def assert_same(expected: dict, actual: dict, where: str) -> None:
     difference = warehouse.differences(expected, actual)
     assert not difference, f"{where}: {difference}"
+
+
+def assert_targets_equal_mysql(spark, postgres, server, db: str, delta_root, schema: str, when: str = "") -> None:
+    """Every table of the workload: Delta's and PostgreSQL's equal MySQL's, row for row."""
+    for table in TABLES:
+        columns, key, expected = mysql_table(server, db, table)
+        assert_same(expected, delta_table(spark, f"{delta_root}/{db}/{table}", key, columns), f"Delta {db}.{table}{when}")
+        assert_same(expected, postgres_table(postgres, schema, table, key, columns),
+                    f"PostgreSQL {schema}.{table}{when}")

@@ -7,15 +7,8 @@ import asyncio
 
 import pytest
 
-from sink_harness import (TABLES, Workload, assert_same, connector_config, delta_table, mysql_table, postgres_table,
-                          run_sink, sink_config, wait_for_mark)
-
-
-def assert_targets_equal_mysql(spark, postgres, server, db: str, delta_root, schema: str) -> None:
-    for table in TABLES:
-        columns, key, expected = mysql_table(server, db, table)
-        assert_same(expected, delta_table(spark, f"{delta_root}/{db}/{table}", key, columns), f"Delta {db}.{table}")
-        assert_same(expected, postgres_table(postgres, schema, table, key, columns), f"PostgreSQL {schema}.{table}")
+from sink_harness import (Workload, assert_targets_equal_mysql, connector_config, run_sink, sink_config,
+                          wait_for_mark)
 
 
 # The Canal variant is `slow` for suite time: what differs from Debezium is decoding, which

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from testkit.brokerproc import ROOT
-from sink_harness import (TABLES, Workload, assert_same, connector_config, delta_table, mysql_table, postgres_table,
-                          run_sink, sink_config, wait_for_mark)
+from sink_harness import (Workload, assert_targets_equal_mysql, connector_config, run_sink, sink_config,
+                          wait_for_mark)
 
 
 class SinkProcess:
@@ -70,7 +70,7 @@ def crash_run(kills: int, spark, postgres, server, broker, connector, tmp_path) 
                for kind, target in [("delta", {"delta": {"path": str(delta_root), "optimize_every": 3}}),
                                     ("jdbc", {"jdbc": {"url": postgres.url, "user": "binlake", "schema": schema}})]}
     stop = threading.Event()
-    writer = threading.Thread(target=lambda: [workload.run(5) or time.sleep(0.2) for _ in iter(stop.is_set, True)])
+    writer = threading.Thread(target=workload.keep_running, args=(stop,))
     writer.start()
     rng = random.Random(kills)
     sinks = [SinkProcess(config, tmp_path / f"sink-{kind}") for kind, config in configs.items()]
@@ -102,12 +102,7 @@ def crash_run(kills: int, spark, postgres, server, broker, connector, tmp_path) 
     asyncio.run(wait_for_mark(broker.address, name, db, mark, timeout=120))
     for config in configs.values():
         run_sink(spark, {**config, "trigger": "available_now", "max_offsets_per_trigger": None})
-    for table in TABLES:
-        columns, key, expected = mysql_table(server, db, table)
-        assert_same(expected, delta_table(spark, f"{delta_root}/{db}/{table}", key, columns),
-                    f"Delta {db}.{table} after {kills} sink kills")
-        assert_same(expected, postgres_table(postgres, schema, table, key, columns),
-                    f"PostgreSQL {schema}.{table} after {kills} sink kills")
+    assert_targets_equal_mysql(spark, postgres, server, db, delta_root, schema, f" after {kills} sink kills")
 
 
 @pytest.mark.timeout(900)  # four JVM starts on two shared cores; a timeout inside Spark would break the shared session

@@ -1,6 +1,7 @@
 """Fault tests (issue 34): brokers and ZooKeeper in network namespaces of their own, faults from
 testkit/faults. They need root (namespaces, nftables, mounts); elsewhere they are skipped with the
-reason."""
+reason. The whole-pipeline test takes MariaDB (tests/sql_fixtures.py) and the end-to-end harness
+(tests/e2e: the connector process, the sink workload and comparisons)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # testkit/, a test-only package of this tree
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
+from sql_fixtures import mariadb, mariadb_template  # noqa: E402, F401 (fixtures)
 from testkit.faults.cluster import FaultCluster  # noqa: E402
 from testkit.faults.netns import available  # noqa: E402
 

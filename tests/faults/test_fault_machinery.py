@@ -41,6 +41,15 @@ def test_a_cut_drops_one_link_both_ways_and_a_heal_restores_it():
     assert not set(names) & set(namespaces())
 
 
+def test_a_net_after_another_in_one_process_has_other_addresses():
+    """A client of the first (a producer still closing when it was torn down) must not find the
+    second's nodes where the first's were: it auto-created topics there, once."""
+    with Net() as first:
+        old = first.add("a").address
+    with Net() as second:
+        assert second.add("a").address != old
+
+
 def test_the_namespaces_of_a_sigkilled_test_are_reaped():
     script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from testkit.faults.netns import Net\n"
               "net = Net().start(); node = net.add('x'); node.popen(['sleep', '600'])\n"
@@ -67,6 +76,9 @@ def test_the_queue_checker_finds_each_anomaly():
     found = checkers.check_queue(sends, polls, final)
     assert set(found) == {"lost", "duplicated", "inconsistent-offsets", "nonmonotonic-poll", "unseen"}
     assert found["lost"] == ["b'c' acknowledged at 0/2, not in the log"]
+    writers = checkers.writers({0: [Entry(1, b"b", 1, False, 7, 0, 1), Entry(3, b"b", 2, False, 7, 1, 0)]})
+    assert checkers.check_queue(sends, polls, final, writers)["duplicated"] == [
+        "b'b' at [(0, 1), (0, 3)], written by ['producer 7 epoch 0 seq 1', 'producer 7 epoch 1 seq 0']"]
     assert checkers.check_queue(sends[:2], polls[:2], {0: [(0, b"a"), (1, b"b")]}) == {}
 
 
