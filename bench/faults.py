@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree (testkit/ is not installed)
 
-from testkit.faults import nemesis  # noqa: E402
+from testkit.faults import liveness, nemesis  # noqa: E402
 from testkit.faults.cluster import FaultCluster  # noqa: E402
 
 
@@ -34,25 +33,14 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def by_kind(reports: list[nemesis.Report]) -> dict[str, list[nemesis.Cycle]]:
-    kinds: dict[str, list[nemesis.Cycle]] = {}
-    for report in reports:
-        for cycle in report.cycles:
-            kinds.setdefault(cycle.kind, []).append(cycle)
-    return kinds
-
-
 def liveness_table(reports: list[nemesis.Report], fault_s: float) -> str:
     """Per fault kind over every cycle of every seed: heal → first ack and longest gap, median and worst."""
     lines = [f"| fault ({fault_s:.0f} s) | cycles | heal → first ack, median / worst (s) | "
              "longest gap, median / worst (s) |", "| --- | --- | --- | --- |"]
-    for kind, cycles in sorted(by_kind(reports).items(), key=lambda item: nemesis.FAULTS.index(item[0])):
-        acks = [c.heal_to_ack for c in cycles if c.heal_to_ack is not None]
-        gaps = [c.longest_gap for c in cycles]
-        ack = f"{statistics.median(acks):.2f} / {max(acks):.2f}" if acks else "none"
-        missing = f" ({len(cycles) - len(acks)} with no ack)" if len(acks) < len(cycles) else ""
-        lines.append(f"| {kind} | {len(cycles)} | {ack}{missing} | "
-                     f"{statistics.median(gaps):.2f} / {max(gaps):.2f} |")
+    for kind in nemesis.FAULTS:
+        if cycles := liveness.cycles_of(reports, kind):
+            ack, gap = liveness.cells(cycles)
+            lines.append(f"| {kind} | {len(cycles)} | {ack} | {gap} |")
     return "\n".join(lines)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree (testkit/ is not installed)
 
-from testkit.faults import nemesis  # noqa: E402
+from testkit.faults import liveness, nemesis  # noqa: E402
 from testkit.faults.cluster import FaultCluster  # noqa: E402
 from testkit.faults.kraft import KraftFaultCluster  # noqa: E402
 
@@ -80,17 +79,9 @@ def summary(runs: dict[str, list[nemesis.Report]]) -> str:
     head = " | ".join(f"{t} heal → ack | {t} longest gap" for t in targets)
     lines = [f"| fault | cycles | {head} |", "| --- | --- |" + " --- |" * 2 * len(targets)]
     for kind in nemesis.FAULTS:
-        cells, count = [], 0
-        for target in targets:
-            cycles = [c for report in runs[target] for c in report.cycles if c.kind == kind]
-            acks = [c.heal_to_ack for c in cycles if c.heal_to_ack is not None]
-            gaps = [c.longest_gap for c in cycles if c.longest_gap is not None]
-            missing = f" ({len(cycles) - len(acks)} none)" if len(acks) < len(cycles) else ""
-            cells.append(f"{statistics.median(acks):.2f} / {max(acks):.2f}{missing}" if acks else "none")
-            cells.append(f"{statistics.median(gaps):.2f} / {max(gaps):.2f}" if gaps else "-")
-            count = max(count, len(cycles))
-        if count:
-            lines.append(f"| {kind} | {count} | {' | '.join(cells)} |")
+        per_target = [liveness.cycles_of(runs[target], kind) for target in targets]
+        if count := max(map(len, per_target)):
+            lines.append(f"| {kind} | {count} | {' | '.join(c for cycles in per_target for c in liveness.cells(cycles))} |")
     for target in targets:
         found: dict[str, int] = {}
         for report in runs[target]:
