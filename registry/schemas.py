@@ -1,0 +1,112 @@
+"""The three schema languages, parsed and checked by their own libraries.
+
+`parse(schema_type, text, references)` turns a schema as a client sends it into a `ParsedSchema`:
+its text as the registry stores and returns it (`canonical`: compact JSON for Avro and JSON Schema,
+the text as given for Protobuf), its normalized form (`normalized`, what `normalize=true` stores and
+compares), and the model the compatibility rules read (`model`). `references` are the already
+resolved schemas the text refers to, by reference name, in the order they were given.
+
+- AVRO: fastavro's `parse_schema` (named types, defaults checked against their types); the model is
+  the parsed schema with full names and the named types it may refer to.
+- JSON: jsonschema's validator for the schema's `$schema` (draft 2020-12 when absent) and its
+  `check_schema` (references must exist in the registry; the checks do not follow them).
+- PROTOBUF: `.proto` text through proto-schema-parser (an ANTLR grammar of the language: syntax and
+  structure, not type resolution), or a base64 `FileDescriptorProto` (the form confluent-kafka's
+  ProtobufSerializer registers) through protobuf's own decoder.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidSchema
+
+TYPES = ("AVRO", "JSON", "PROTOBUF")
+
+
+@dataclass(frozen=True)
+class ParsedSchema:
+    schema_type: str
+    canonical: str
+    normalized: str
+    model: Any = field(compare=False, repr=False)
+
+
+def parse(schema_type: str, text: str, references: list[ParsedSchema] | None = None) -> ParsedSchema:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidSchema("Invalid schema: the request has no schema text")
+    refs = references or []
+    if schema_type == "AVRO":
+        return _avro(text, refs)
+    if schema_type == "JSON":
+        return _json_schema(text)
+    if schema_type == "PROTOBUF":
+        return _protobuf(text)
+    raise InvalidSchema(f"Invalid schema type {schema_type!r}: this registry serves {', '.join(TYPES)}")
+
+
+def _compact(obj: Any, sort: bool = False) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=sort, ensure_ascii=False)
+
+
+def _load_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidSchema(f"Invalid schema {text[:200]}: {what} is not JSON: {exc}") from None
+
+
+@dataclass(frozen=True)
+class AvroModel:
+    schema: Any                  # fastavro's parsed schema: full names, named types referred to by name
+    named: dict[str, Any]        # every named type it may refer to (its own and its references')
+
+
+def _avro(text: str, refs: list[ParsedSchema]) -> ParsedSchema:
+    from fastavro.schema import SchemaParseException, UnknownType, parse_schema
+    obj = _load_json(text, "an Avro schema") if text.lstrip()[:1] in "{[\"" else text.strip()
+    named: dict[str, Any] = {}
+    for ref in refs:
+        if ref.schema_type != "AVRO":
+            raise InvalidSchema(f"Invalid schema {text[:200]}: an Avro schema can only refer to Avro schemas")
+        named.update(ref.model.named)
+    try:
+        parsed = parse_schema(obj, named_schemas=named, _write_hint=False)
+    except UnknownType as exc:
+        raise InvalidSchema(f"Invalid schema {text[:200]}, details: unknown type {exc.name!r} (a missing "
+                            "reference?)") from None
+    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise InvalidSchema(f"Invalid schema {text[:200]}, details: {exc}") from None
+    canonical = _compact(obj) if not isinstance(obj, str) else json.dumps(obj)
+    if isinstance(obj, dict) and set(obj) == {"type"} and isinstance(obj["type"], str):
+        canonical = json.dumps(obj["type"])  # {"type": "string"} is "string", as Avro prints it
+    return ParsedSchema("AVRO", canonical, _compact(parsed, sort=True), AvroModel(parsed, named))
+
+
+def _json_schema(text: str) -> ParsedSchema:
+    import jsonschema
+    obj = _load_json(text, "a JSON schema")
+    if not isinstance(obj, (dict, bool)):
+        raise InvalidSchema(f"Invalid schema {text[:200]}: a JSON schema is an object or a boolean")
+    try:
+        jsonschema.validators.validator_for(obj, default=jsonschema.Draft202012Validator).check_schema(obj)
+    except jsonschema.SchemaError as exc:
+        raise InvalidSchema(f"Invalid schema {text[:200]}, details: {exc.message}") from None
+    return ParsedSchema("JSON", _compact(obj), _compact(obj, sort=True), obj)
+
+
+def _protobuf(text: str) -> ParsedSchema:
+    from .protobuf import parse_descriptor, parse_text
+    stripped = text.strip()
+    descriptor = None
+    if "{" not in stripped and ";" not in stripped:
+        try:
+            descriptor = base64.b64decode(stripped, validate=True)
+        except (binascii.Error, ValueError):
+            descriptor = None
+    model = parse_descriptor(descriptor, text) if descriptor is not None else parse_text(text)
+    return ParsedSchema("PROTOBUF", stripped, model.normalized, model)
