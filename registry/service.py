@@ -208,7 +208,8 @@ class Registry:
     async def delete_version(self, subject: str, raw: str, permanent: bool) -> int:
         async with self._writing:
             self._writable(subject, self.state.mode(subject))
-            record = self.version(subject, raw, deleted=permanent)
+            # "latest" is the latest live version, or for a permanent delete the latest soft-deleted one
+            record = self.version(subject, raw, deleted=permanent or parse_version(raw) != LATEST)
             if not permanent:
                 if record.deleted:
                     raise VersionSoftDeleted(subject, record.version)
