@@ -16,6 +16,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from testkit.registryproc import RegistryProcess
 from waiting import wait_for
 
 
@@ -214,3 +215,46 @@ def test_avro_round_trip_through_the_broker_with_confluents_serializers(sr_broke
         consumer.close()
     assert got == users
     assert deserializer(payloads[1], context) == users[1]
+
+
+def leads(process) -> bool:
+    return "schema_registry_leader 1.0" in httpx.get(f"{process.url}/metrics").text
+
+
+@pytest.mark.parametrize("how", ["stop", pytest.param("kill", marks=pytest.mark.slow)])
+def test_another_instance_takes_over_when_the_leader_goes(registry_factory, how):
+    """Stopped, the leader leaves the group and the other leads at once; SIGKILLed, after its session
+    times out (10 s). Writes sent to the survivor meanwhile are refused with 5000x, never lost."""
+    first = registry_factory("first")
+    client(first).register_schema("h-value", Schema(V1, "AVRO"))
+    second = registry_factory("second")
+    wait_for(lambda: not leads(second) and leads(first), "the first instance to stay the leader")
+    first.stop() if how == "stop" else first.kill()
+
+    def registered():
+        try:
+            return client(second).register_schema("h-value", Schema(V2, "AVRO"))
+        except SchemaRegistryError as exc:
+            assert exc.error_code in (50003, 50004), exc
+            return None
+    schema_id = wait_for(registered, "the second instance to lead and take the write", timeout=40)
+    assert leads(second)
+    assert client(second).get_latest_version("h-value").schema_id == schema_id
+    assert client(second).get_versions("h-value") == [1, 2]
+
+
+@pytest.mark.kafka
+def test_on_apache_kafka(apache_kafka_factory, tmp_path):
+    """The registry on Apache Kafka instead of logcore: the same topic, group and records."""
+    kafka = apache_kafka_factory({"group.initial.rebalance.delay.ms": "0"})
+    first = RegistryProcess(kafka.address, tmp_path / "first.log").start()
+    try:
+        ids = [client(first).register_schema("k-value", Schema(s, "AVRO")) for s in (V1, V2)]
+        assert refused(client(first).register_schema, "k-value", Schema(NO_DEFAULT, "AVRO"))[:2] == (409, 409)
+    finally:
+        first.stop()
+    second = RegistryProcess(kafka.address, tmp_path / "second.log").start()
+    try:
+        assert [client(second).get_version("k-value", v).schema_id for v in (1, 2)] == ids
+    finally:
+        second.kill()
