@@ -244,6 +244,7 @@ def test_another_instance_takes_over_when_the_leader_goes(registry_factory, how)
 
 
 @pytest.mark.kafka
+@pytest.mark.slow
 def test_on_apache_kafka(apache_kafka_factory, tmp_path):
     """The registry on Apache Kafka instead of logcore: the same topic, group and records."""
     kafka = apache_kafka_factory({"group.initial.rebalance.delay.ms": "0"})
