@@ -15,7 +15,8 @@ import time
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
+                               generate_latest)
 
 from . import schemas
 from .election import Election
@@ -36,16 +37,17 @@ def _json(body, status: int = 200) -> web.Response:
 class Metrics:
     def __init__(self, registry: Registry, election: Election) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("schema_registry_requests", "REST requests served", ["method", "route", "status"],
+        self.requests = Counter("binlake_registry_requests", "REST requests served", ["method", "route", "status"],
                                 registry=self.registry)
-        self.latency = Histogram("schema_registry_request_seconds", "REST request latency", ["method", "route"],
+        self.latency = Histogram("binlake_registry_request_seconds", "REST request latency", ["method", "route"],
                                  registry=self.registry)
-        Gauge("schema_registry_subjects", "subjects with a live version", registry=self.registry).set_function(
+        Gauge("binlake_registry_subjects", "subjects with a live version", registry=self.registry).set_function(
             lambda: len(registry.subjects()))
-        Gauge("schema_registry_max_schema_id", "the highest schema id", registry=self.registry).set_function(
+        Gauge("binlake_registry_max_schema_id", "the highest schema id", registry=self.registry).set_function(
             lambda: registry.state.max_id)
-        Gauge("schema_registry_leader", "1 when this instance is the elected leader",
+        Gauge("binlake_registry_leader", "1 when this instance is the elected leader",
               registry=self.registry).set_function(lambda: int(election.is_leader))
+        ProcessCollector(registry=self.registry)
 
 
 def _flag(request: web.Request, name: str, default: bool = False) -> bool:

@@ -183,8 +183,8 @@ def test_a_follower_forwards_writes_to_the_leader(registry_factory):
     wait_for(lambda: httpx.get(f"{follower.url}/subjects/f-value/versions").json() == [1, 2],
              "the follower to read the forwarded write back from the topic")
     metrics = httpx.get(f"{leader.url}/metrics").text
-    assert "schema_registry_leader 1.0" in metrics
-    assert "schema_registry_leader 0.0" in httpx.get(f"{follower.url}/metrics").text
+    assert "binlake_registry_leader 1.0" in metrics
+    assert "binlake_registry_leader 0.0" in httpx.get(f"{follower.url}/metrics").text
 
 
 def test_avro_round_trip_through_the_broker_with_confluents_serializers(sr_broker, registry):
@@ -218,7 +218,7 @@ def test_avro_round_trip_through_the_broker_with_confluents_serializers(sr_broke
 
 
 def leads(process) -> bool:
-    return "schema_registry_leader 1.0" in httpx.get(f"{process.url}/metrics").text
+    return "binlake_registry_leader 1.0" in httpx.get(f"{process.url}/metrics").text
 
 
 @pytest.mark.parametrize("how", ["stop", pytest.param("kill", marks=pytest.mark.slow)])
