@@ -180,12 +180,7 @@ def make_app(registry: Registry, election: Election) -> web.Application:
 
     @routes.get("/schemas/guids/{guid}")
     async def schema_by_guid(request):
-        guid = request.match_info["guid"]
-        for subject in registry.subjects(deleted=True):
-            for record in registry.state.versions(subject, deleted=True):
-                if registry.state.guid(record) == guid:
-                    return _json(registry.schema_response(record))
-        raise SchemaNotFound(f"Schema {guid} not found")
+        return _json(registry.schema_response(registry.schema_by_guid(request.match_info["guid"])))
 
     @routes.get("/subjects")
     async def subjects(request):

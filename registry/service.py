@@ -84,6 +84,13 @@ class Registry:
             raise SchemaNotFound(f"Schema {schema_id} not found")
         return records[0]
 
+    def schema_by_guid(self, guid: str) -> SchemaVersion:
+        found = next((r for versions in self.state.subjects.values() for r in versions.values()
+                      if self.state.guid(r) == guid), None)
+        if found is None:
+            raise SchemaNotFound(f"Schema {guid} not found")
+        return found
+
     def schema_response(self, record: SchemaVersion) -> dict[str, Any]:
         return {**record.as_response(with_subject=False), "guid": self.state.guid(record)}
 
@@ -171,8 +178,8 @@ class Registry:
                 if reasons := compat.is_compatible(parsed, olds, self.state.level(subject)):
                     raise Incompatible(subject, reasons)
             record = SchemaVersion(subject, 0, 0, stored_text, schema_type, references)
-            same = self.state.find_identity(record.identity)
-            record.id = asked_id if asked_id is not None else same.id if same else self.state.max_id + 1
+            same = self.state.id_of(record.identity)
+            record.id = asked_id if asked_id is not None else same if same is not None else self.state.max_id + 1
             known = self.state.versions(subject, deleted=True)
             record.version = asked_version or (known[-1].version + 1 if known else 1)
             if asked_id is not None and any(r.identity != record.identity for r in self.state.by_id(asked_id)):

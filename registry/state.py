@@ -27,6 +27,8 @@ class RegistryState:
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
         self._parsed: dict[int, ParsedSchema] = {}   # by schema id, parsed on first use
+        self._ids: dict[int, dict[tuple[str, int], SchemaVersion]] = {}   # id -> (subject, version) -> record
+        self._identities: dict[tuple, int] = {}      # SchemaVersion.identity -> id
 
     # -- the only mutator -------------------------------------------------------------------------
 
@@ -37,13 +39,16 @@ class RegistryState:
         value = json.loads(raw_value) if raw_value is not None else None
         if key.keytype == "SCHEMA":
             versions = self.subjects.setdefault(key.subject, {})
+            if (old := versions.pop(key.version, None)) is not None:
+                self._unindex(old)
             if value is None:
-                versions.pop(key.version, None)
                 if not versions:
                     del self.subjects[key.subject]
                 return
             record = SchemaVersion.decode(value)
             versions[record.version] = record
+            self._ids.setdefault(record.id, {})[(record.subject, record.version)] = record
+            self._identities[record.identity] = record.id
             self.max_id = max(self.max_id, record.id)
         elif key.keytype == "CONFIG":
             self._set(self.configs, key.subject, value and value.get("compatibilityLevel"))
@@ -59,6 +64,13 @@ class RegistryState:
         else:
             raise ValueError(f"_schemas record with keytype {key.keytype!r}, which this registry does not know: "
                              "is another kind of registry writing to this topic?")
+
+    def _unindex(self, record: SchemaVersion) -> None:
+        users = self._ids[record.id]
+        del users[(record.subject, record.version)]
+        if not users:
+            del self._ids[record.id]
+            self._identities.pop(record.identity, None)
 
     @staticmethod
     def _set(table: dict, subject: str | None, level: str | None) -> None:
@@ -81,11 +93,11 @@ class RegistryState:
         return [found[v] for v in sorted(found) if deleted or not found[v].deleted]
 
     def by_id(self, schema_id: int) -> list[SchemaVersion]:
-        return [r for versions in self.subjects.values() for r in versions.values() if r.id == schema_id]
+        return list(self._ids.get(schema_id, {}).values())
 
-    def find_identity(self, identity: tuple) -> SchemaVersion | None:
-        return next((r for versions in self.subjects.values() for r in versions.values()
-                     if r.identity == identity), None)
+    def id_of(self, identity: tuple) -> int | None:
+        """The id of the schema with this identity, if some subject version holds it."""
+        return self._identities.get(identity)
 
     def referenced_by(self, subject: str, version: int) -> list[int]:
         return sorted({r.id for versions in self.subjects.values() for r in versions.values() if not r.deleted

@@ -51,6 +51,7 @@ def test_register_lookup_and_read_back(registry):
     assert "users-value" in sr.get_subjects()
     latest = sr.get_latest_version("users-value")
     assert (latest.version, latest.schema_id, json.loads(latest.schema.schema_str)) == (2, second, json.loads(V2))
+    assert json.loads(sr.get_schema_by_guid(latest.guid).schema_str) == json.loads(V2)
     found = sr.lookup_schema("users-value", Schema(V1, "AVRO"))
     assert (found.version, found.schema_id) == (1, first)
     # the same schema in another subject keeps its id; the id names both subjects
