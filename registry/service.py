@@ -9,7 +9,6 @@ replays them (`KafkaStore.append` returns after that).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from . import compat, schemas
@@ -142,7 +141,7 @@ class Registry:
         parsed = self._parse(schema_type, text, references)
         level = self.state.level(subject)
         if raw_version is None:
-            olds = self._live(subject)
+            olds = self._against(self.state.versions(subject), level)
         else:
             version = parse_version(raw_version)
             if version == LATEST and not self.state.versions(subject):
@@ -174,8 +173,8 @@ class Registry:
             if existing is not None and asked_id in (None, existing.id):
                 return {"id": existing.id, "version": existing.version, "guid": self.state.guid(existing)}
             if mode != "IMPORT":
-                olds = [(r.version, self.state.parsed(r)) for r in reversed(live)]
-                if reasons := compat.is_compatible(parsed, olds, self.state.level(subject)):
+                level = self.state.level(subject)
+                if reasons := compat.is_compatible(parsed, self._against(live, level), level):
                     raise Incompatible(subject, reasons)
             record = SchemaVersion(subject, 0, 0, stored_text, schema_type, references)
             same = self.state.id_of(record.identity)
@@ -279,8 +278,12 @@ class Registry:
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _live(self, subject: str) -> list[tuple[int, ParsedSchema]]:
-        return [(r.version, self.state.parsed(r)) for r in reversed(self.state.versions(subject))]
+    def _against(self, live: list[SchemaVersion], level: str) -> list[tuple[int, ParsedSchema]]:
+        """(version, parsed schema) of the live versions `level` checks a new schema against, newest first."""
+        if level == "NONE":
+            return []
+        checked = live if level.endswith("_TRANSITIVE") else live[-1:]
+        return [(r.version, self.state.parsed(r)) for r in reversed(checked)]
 
     @staticmethod
     def _writable(subject: str, mode: str) -> None:
@@ -296,9 +299,8 @@ class Registry:
 
     def _matching(self, records: list[SchemaVersion], parsed: ParsedSchema, references: list[dict],
                   normalize: bool) -> SchemaVersion | None:
-        refs = json.dumps(references, sort_keys=True)
         for record in reversed(records):
-            if record.schema_type != parsed.schema_type or json.dumps(record.references, sort_keys=True) != refs:
+            if record.schema_type != parsed.schema_type or record.references != references:
                 continue
             if record.schema in (parsed.canonical, parsed.normalized):
                 return record
