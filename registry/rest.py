@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import ssl
 import time
 
 import aiohttp
@@ -81,7 +82,10 @@ def _schema_id(request: web.Request) -> int:
     return int(raw)
 
 
-def make_app(registry: Registry, election: Election) -> web.Application:
+def make_app(registry: Registry, election: Election, *, authenticate=None,
+             forward_tls: ssl.SSLContext | None = None) -> web.Application:
+    """`authenticate`: a middleware every request passes after it is counted (listener.basic_auth);
+    `forward_tls`: how writes are forwarded to a leader listening with TLS."""
     metrics = Metrics(registry, election)
 
     @web.middleware
@@ -101,7 +105,8 @@ def make_app(registry: Registry, election: Election) -> web.Application:
         metrics.latency.labels(request.method, route).observe(time.monotonic() - started)
         return response
 
-    app = web.Application(middlewares=[observe], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[observe, *([authenticate] if authenticate else [])],
+                          client_max_size=MAX_BODY_BYTES)
     routes = web.RouteTableDef()
     session: dict[str, aiohttp.ClientSession] = {}
 
@@ -124,8 +129,11 @@ def make_app(registry: Registry, election: Election) -> web.Application:
 
     async def _forward(request: web.Request, leader_url: str) -> web.Response:
         if "client" not in session:
-            session["client"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
-        headers = {FORWARDED: "1", "Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)}
+            session["client"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                      connector=aiohttp.TCPConnector(ssl=forward_tls or True))
+        headers = {FORWARDED: "1", "Content-Type": request.headers.get("Content-Type", CONTENT_TYPE),
+                   **({"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers
+                      else {})}
         try:
             async with session["client"].request(request.method, f"{leader_url}{request.rel_url}",
                                                  data=await request.read(), headers=headers) as answer:

@@ -5,21 +5,12 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from common.lifetime import die_with_parent
-from sandbox.process import end_process, free_port, log_tail, wait_until_ready
+from sandbox.process import end_process, free_port, log_tail, port_answers, wait_until_ready
 
 from .brokerproc import BINLAKE, ROOT
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 class RegistryProcess:
@@ -32,7 +23,7 @@ class RegistryProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if '--tls-cert' in self.args else 'http'}://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60) -> "RegistryProcess":
         args = [*BINLAKE, "schema-registry", "--bootstrap-servers", self.bootstrap_servers,
@@ -40,7 +31,8 @@ class RegistryProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                          preexec_fn=functools.partial(die_with_parent, os.getpid()))
-        wait_until_ready(self.proc, lambda: _answers(f"{self.url}/"), "schema registry", timeout_s, self.log,
+        # (the REST listener opens last, once _schemas is read and the instance has joined its group)
+        wait_until_ready(self.proc, lambda: port_answers(self.port, 0.2), "schema registry", timeout_s, self.log,
                          stop=self.kill)
         return self
 
