@@ -171,7 +171,8 @@ def make_app(registry: Registry, election: Election, *, authenticate=None,
 
     @routes.get("/schemas/ids/{id}")
     async def schema_by_id(request):
-        return _json(registry.schema_response(registry.schema_by_id(_schema_id(request))))
+        return _json(registry.schema_response(registry.schema_by_id(_schema_id(request)),
+                                              request.query.get("format")))
 
     @routes.get("/schemas/ids/{id}/schema")
     async def raw_schema_by_id(request):
@@ -219,7 +220,7 @@ def make_app(registry: Registry, election: Election, *, authenticate=None,
     async def version(request):
         record = registry.version(request.match_info["subject"], request.match_info["version"],
                                   _flag(request, "deleted"))
-        return _json(registry.version_response(record))
+        return _json(registry.version_response(record, request.query.get("format")))
 
     @routes.get("/subjects/{subject}/versions/{version}/schema")
     async def raw_version(request):

@@ -4,21 +4,19 @@
 its text as the registry stores and returns it (`canonical`: compact JSON for Avro and JSON Schema,
 the text as given for Protobuf), its normalized form (`normalized`, what `normalize=true` stores and
 compares), and the model the compatibility rules read (`model`). `references` are the already
-resolved schemas the text refers to, by reference name, in the order they were given.
+resolved schemas the text refers to, as (reference name, schema), in the order they were given.
 
 - AVRO: fastavro's `parse_schema` (named types, defaults checked against their types); the model is
   the parsed schema with full names and the named types it may refer to.
 - JSON: jsonschema's validator for the schema's `$schema` (draft 2020-12 when absent) and its
   `check_schema` (references must exist in the registry; the checks do not follow them).
-- PROTOBUF: `.proto` text through proto-schema-parser (an ANTLR grammar of the language: syntax and
-  structure, not type resolution), or a base64 `FileDescriptorProto` (the form confluent-kafka's
-  ProtobufSerializer registers) through protobuf's own decoder.
+- PROTOBUF: `.proto` text compiled by protoc (grpcio-tools' protoc: syntax, type names, imports
+  served from the references), or a base64 `FileDescriptorProto` (the form confluent-kafka's
+  ProtobufSerializer registers) decoded by protobuf (registry/protobuf.py).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +34,7 @@ class ParsedSchema:
     model: Any = field(compare=False, repr=False)
 
 
-def parse(schema_type: str, text: str, references: list[ParsedSchema] | None = None) -> ParsedSchema:
+def parse(schema_type: str, text: str, references: list[tuple[str, ParsedSchema]] | None = None) -> ParsedSchema:
     if not isinstance(text, str) or not text.strip():
         raise InvalidSchema("Invalid schema: the request has no schema text")
     refs = references or []
@@ -45,7 +43,7 @@ def parse(schema_type: str, text: str, references: list[ParsedSchema] | None = N
     if schema_type == "JSON":
         return _json_schema(text)
     if schema_type == "PROTOBUF":
-        return _protobuf(text)
+        return _protobuf(text, refs)
     raise InvalidSchema(f"Invalid schema type {schema_type!r}: this registry serves {', '.join(TYPES)}")
 
 
@@ -66,11 +64,11 @@ class AvroModel:
     named: dict[str, Any]        # every named type it may refer to (its own and its references')
 
 
-def _avro(text: str, refs: list[ParsedSchema]) -> ParsedSchema:
+def _avro(text: str, refs: list[tuple[str, ParsedSchema]]) -> ParsedSchema:
     from fastavro.schema import SchemaParseException, UnknownType, parse_schema
     obj = _load_json(text, "an Avro schema") if text.lstrip()[:1] in "{[\"" else text.strip()
     named: dict[str, Any] = {}
-    for ref in refs:
+    for _name, ref in refs:
         if ref.schema_type != "AVRO":
             raise InvalidSchema(f"Invalid schema {text[:200]}: an Avro schema can only refer to Avro schemas")
         named.update(ref.model.named)
@@ -99,14 +97,9 @@ def _json_schema(text: str) -> ParsedSchema:
     return ParsedSchema("JSON", _compact(obj), _compact(obj, sort=True), obj)
 
 
-def _protobuf(text: str) -> ParsedSchema:
-    from .protobuf import parse_descriptor, parse_text
-    stripped = text.strip()
-    descriptor = None
-    if "{" not in stripped and ";" not in stripped:
-        try:
-            descriptor = base64.b64decode(stripped, validate=True)
-        except (binascii.Error, ValueError):
-            descriptor = None
-    model = parse_descriptor(descriptor, text) if descriptor is not None else parse_text(text)
-    return ParsedSchema("PROTOBUF", stripped, model.normalized, model)
+def _protobuf(text: str, refs: list[tuple[str, ParsedSchema]]) -> ParsedSchema:
+    from . import protobuf
+    if any(ref.schema_type != "PROTOBUF" for _name, ref in refs):
+        raise InvalidSchema("Invalid schema: a Protobuf schema can only import Protobuf schemas")
+    model = protobuf.parse(text, [(name, ref.model) for name, ref in refs])
+    return ParsedSchema("PROTOBUF", text.strip(), model.normalized, model)

@@ -9,6 +9,7 @@ replays them (`KafkaStore.append` returns after that).
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 from . import compat, schemas
@@ -90,11 +91,19 @@ class Registry:
             raise SchemaNotFound(f"Schema {guid} not found")
         return found
 
-    def schema_response(self, record: SchemaVersion) -> dict[str, Any]:
-        return {**record.as_response(with_subject=False), "guid": self.state.guid(record)}
+    def schema_response(self, record: SchemaVersion, fmt: str | None = None) -> dict[str, Any]:
+        return {**record.as_response(with_subject=False), **self._formatted(record, fmt),
+                "guid": self.state.guid(record)}
 
-    def version_response(self, record: SchemaVersion) -> dict[str, Any]:
-        return {**record.as_response(), "guid": self.state.guid(record)}
+    def version_response(self, record: SchemaVersion, fmt: str | None = None) -> dict[str, Any]:
+        return {**record.as_response(), **self._formatted(record, fmt), "guid": self.state.guid(record)}
+
+    def _formatted(self, record: SchemaVersion, fmt: str | None) -> dict[str, str]:
+        """`format=serialized` of a Protobuf schema: its FileDescriptorProto in base64, as the
+        ProtobufDeserializer asks. Other formats are served as stored (docs/registry.md)."""
+        if fmt == "serialized" and record.schema_type == "PROTOBUF":
+            return {"schema": base64.b64encode(self.state.parsed(record).model.descriptor).decode()}
+        return {}
 
     def subjects_of(self, schema_id: int, deleted: bool = False) -> list[dict[str, Any]]:
         records = [r for r in self.state.by_id(schema_id) if deleted or not r.deleted]
@@ -292,7 +301,7 @@ class Registry:
 
     def _parse(self, schema_type: str, text: str, references: list[dict]) -> ParsedSchema:
         try:
-            resolved = [self.state.parsed(self.state.resolve_reference(ref)) for ref in references]
+            resolved = [(ref["name"], self.state.parsed(self.state.resolve_reference(ref))) for ref in references]
         except SchemaNotFound as exc:
             raise InvalidSchema(f"Invalid schema {text[:200]}, details: {exc}") from None
         return schemas.parse(schema_type, text, resolved)

@@ -110,7 +110,7 @@ class RegistryState:
     def parsed(self, record: SchemaVersion) -> ParsedSchema:
         """The version's schema parsed (its references first); cached by id."""
         if record.id not in self._parsed:
-            refs = [self.parsed(self.resolve_reference(ref)) for ref in record.references]
+            refs = [(ref["name"], self.parsed(self.resolve_reference(ref))) for ref in record.references]
             self._parsed[record.id] = schemas.parse(record.schema_type, record.schema, refs)
         return self._parsed[record.id]
 

@@ -135,3 +135,15 @@ def test_protobuf_rules_on_text_and_on_descriptors():
 def test_invalid_schemas_are_refused_with_the_reason(schema_type, text):
     with pytest.raises(InvalidSchema, match="Invalid schema"):
         parse(schema_type, text)
+
+
+def test_protoc_resolves_types_and_imports_through_references():
+    common = parse("PROTOBUF", 'syntax = "proto3"; package shop; message Money { int64 cents = 1; }')
+    order = 'syntax = "proto3"; package shop; import "money.proto"; import "google/protobuf/timestamp.proto";\n' \
+            "message Order { Money total = 1; google.protobuf.Timestamp at = 2; }"
+    parsed = parse("PROTOBUF", order, [("money.proto", common)])
+    assert parsed.model.messages["shop.Order"][1].type == "shop.Money"
+    with pytest.raises(InvalidSchema, match="money.proto"):  # the import is not a reference
+        parse("PROTOBUF", order)
+    with pytest.raises(InvalidSchema, match='"Missing" is not defined'):
+        parse("PROTOBUF", 'syntax = "proto3"; message M { Missing m = 1; }')

@@ -5,6 +5,7 @@ produced and consumed through the broker."""
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 
@@ -15,6 +16,7 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2
 
 from testkit.registryproc import RegistryProcess
 from waiting import wait_for
@@ -131,7 +133,11 @@ def test_json_and_protobuf_schemas(registry):
     narrowed = {**closed, "properties": {"id": {"type": "string"}}}
     assert refused(sr.register_schema, "events-value", Schema(json.dumps(narrowed), "JSON"))[:2] == (409, 409)
     proto = 'syntax = "proto3"; package shop; message Order { int64 id = 1; string note = 2; }'
-    sr.register_schema("proto-value", Schema(proto, "PROTOBUF"))
+    proto_id = sr.register_schema("proto-value", Schema(proto, "PROTOBUF"))
+    # the ProtobufDeserializer asks for the compiled descriptor (format=serialized)
+    serialized = httpx.get(f"{registry.url}/schemas/ids/{proto_id}", params={"format": "serialized"}).json()
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized["schema"]))
+    assert [m.name for m in descriptor.message_type] == ["Order"] and descriptor.package == "shop"
     changed = proto.replace("string note", "double note")
     assert refused(sr.register_schema, "proto-value", Schema(changed, "PROTOBUF"))[:2] == (409, 409)
     assert refused(sr.register_schema, "proto-value", Schema("message {", "PROTOBUF"))[:2] == (422, 42201)
