@@ -40,6 +40,9 @@ def parse_version(raw: str) -> int:
 
 
 class Registry:
+    """The operations. Event loop only; writes hold `_writing` from their first check to the replay of
+    their records, so two writes never compute against the same state."""
+
     def __init__(self, state: RegistryState, store: KafkaStore) -> None:
         self.state = state
         self.store = store
@@ -190,6 +193,9 @@ class Registry:
             record.id = asked_id if asked_id is not None else same if same is not None else self.state.max_id + 1
             known = self.state.versions(subject, deleted=True)
             record.version = asked_version or (known[-1].version + 1 if known else 1)
+            if asked_version is not None and any(r.version == asked_version for r in known):
+                raise OperationNotPermitted(f"Overwrite of version {asked_version} of subject {subject} is not "
+                                            "permitted: it exists")
             if asked_id is not None and any(r.identity != record.identity for r in self.state.by_id(asked_id)):
                 raise OperationNotPermitted(f"Overwrite new schema with id {asked_id} is not permitted: that id "
                                             "holds another schema")

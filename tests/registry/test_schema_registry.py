@@ -76,6 +76,27 @@ def test_incompatible_schema_is_409_and_levels_are_configurable(registry):
     assert sr.test_compatibility("orders-value", Schema(NO_DEFAULT, "AVRO")) is False
     assert sr.test_compatibility("orders-value", Schema(V2, "AVRO")) is True
     assert sr.get_compatibility() == "BACKWARD"
+
+
+def test_import_mode_keeps_the_ids_and_versions_it_is_given(registry):
+    sr = client(registry)
+    outside = httpx.post(f"{registry.url}/subjects/imported-value/versions",
+                         json={"schema": V1, "id": 5000, "version": 7})
+    assert (outside.status_code, outside.json()["error_code"]) == (422, 42205)  # not in IMPORT mode
+    assert sr.update_mode("imported-value", "IMPORT") == "IMPORT"
+    answer = httpx.post(f"{registry.url}/subjects/imported-value/versions", json={"schema": V1, "id": 5000,
+                                                                                   "version": 7})
+    assert answer.json()["id"] == 5000
+    assert (sr.get_version("imported-value", 7).schema_id, sr.get_versions("imported-value")) == (5000, [7])
+    again = httpx.post(f"{registry.url}/subjects/imported-value/versions", json={"schema": V2, "id": 5001,
+                                                                                  "version": 7})
+    assert (again.status_code, again.json()["error_code"]) == (422, 42205)  # version 7 exists
+    taken = httpx.post(f"{registry.url}/subjects/imported-value/versions", json={"schema": V2, "id": 5000,
+                                                                                  "version": 8})
+    assert (taken.status_code, taken.json()["error_code"]) == (422, 42205)  # id 5000 holds another schema
+    sr.delete_mode("imported-value")
+    fresh = record(NAME, {"name": "imported_at", "type": "long", "default": 0})
+    assert sr.register_schema("imported-value", Schema(fresh, "AVRO")) == 5001  # ids go on past the imported
     sr.set_compatibility("orders-value", "FORWARD")  # readers of v1 ignore the new field: allowed now
     assert sr.get_compatibility("orders-value") == "FORWARD"
     assert sr.register_schema("orders-value", Schema(NO_DEFAULT, "AVRO")) > 0
