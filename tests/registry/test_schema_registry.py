@@ -18,6 +18,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 
+from conftest import NO_REBALANCE_DELAY
 from testkit.registryproc import RegistryProcess
 from waiting import wait_for
 
@@ -287,3 +288,24 @@ def test_on_apache_kafka(apache_kafka_factory, tmp_path):
         assert [client(second).get_version("k-value", v).schema_id for v in (1, 2)] == ids
     finally:
         second.kill()
+
+
+def test_the_registry_rides_out_a_broker_restart(broker_factory, tmp_path):
+    broker = broker_factory(NO_REBALANCE_DELAY)
+    registry = RegistryProcess(broker.address, tmp_path / "registry.log").start()
+    try:
+        first = client(registry).register_schema("r-value", Schema(V1, "AVRO"))
+        broker.kill()
+        broker.start(timeout=60)
+
+        def registered():
+            try:
+                return client(registry).register_schema("r-value", Schema(V2, "AVRO"))
+            except SchemaRegistryError as exc:
+                assert exc.error_code in (50001, 50002, 50003, 50004), exc
+                return None
+        second = wait_for(registered, "a write after the broker's restart")
+        assert second > first and client(registry).get_versions("r-value") == [1, 2]
+        assert registry.proc.poll() is None
+    finally:
+        registry.kill()
