@@ -147,3 +147,20 @@ def test_protoc_resolves_types_and_imports_through_references():
         parse("PROTOBUF", order)
     with pytest.raises(InvalidSchema, match='"Missing" is not defined'):
         parse("PROTOBUF", 'syntax = "proto3"; message M { Missing m = 1; }')
+
+
+def test_json_schema_local_references_are_followed_and_other_subjects_compared_by_name():
+    def doc(id_type, recursive=False):
+        node = {"type": "object", "properties": {"id": {"type": id_type}}}
+        if recursive:
+            node["properties"]["next"] = {"$ref": "#/$defs/Node"}
+        return json.dumps({"$defs": {"Node": node}, "$ref": "#/$defs/Node"})
+    assert check(doc("number"), [doc("integer")], "BACKWARD", "JSON") == []
+    [reason, *_] = check(doc("string"), [doc("integer")], "BACKWARD", "JSON")
+    assert "TYPE_CHANGED" in reason and "#/properties/id" in reason
+    assert check(doc("integer", True), [doc("integer", True)], "FULL", "JSON") == []   # recursion ends
+    broken = json.dumps({"$ref": "#/$defs/Missing"})
+    assert "REFERENCE_UNRESOLVED" in check(broken, [doc("integer")], "BACKWARD", "JSON")[0]
+    assert "REFERENCE_CHANGED" in check(json.dumps({"$ref": "b.json"}), [json.dumps({"$ref": "a.json"})],
+                                        "BACKWARD", "JSON")[0]
+    assert check(json.dumps({"$ref": "a.json"}), [json.dumps({"$ref": "a.json"})], "BACKWARD", "JSON") == []
