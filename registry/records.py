@@ -9,6 +9,9 @@ last value):
     {"keytype":"DELETE_SUBJECT","subject":"s","magic":0}           value: {"subject","version"}: soft delete up to version
     {"keytype":"NOOP","magic":0}                                   value: null; a new leader reads up to it
 
+Read but never written: CLEAR_SUBJECT ({"subject"}: Confluent's permanent delete of a subject's
+soft-deleted versions in one record) and CONTEXT (Confluent's contexts, not served here).
+
 A SCHEMA value: {"subject","version","id","schema","schemaType","references","deleted"}.
 """
 

@@ -59,7 +59,14 @@ class RegistryState:
                 for record in self.subjects.get(key.subject, {}).values():
                     if record.version <= value["version"]:
                         record.deleted = True
-        elif key.keytype in ("NOOP", "CLEAR_SUBJECT", "CONTEXT"):
+        elif key.keytype == "CLEAR_SUBJECT":
+            if value is not None:  # Confluent's permanent delete of a subject's soft-deleted versions at once
+                versions = self.subjects.get(key.subject, {})
+                for record in [r for r in versions.values() if r.deleted]:
+                    self._unindex(versions.pop(record.version))
+                if not versions:
+                    self.subjects.pop(key.subject, None)
+        elif key.keytype in ("NOOP", "CONTEXT"):  # a leader's marker; Confluent's context registrations
             return
         else:
             raise ValueError(f"_schemas record with keytype {key.keytype!r}, which this registry does not know: "

@@ -39,6 +39,14 @@ def test_versions_ids_and_deletes_replayed():
     assert state.max_id == 2                                            # ids never go back while running
 
 
+def test_confluents_clear_subject_drops_the_soft_deleted_versions():
+    state = RegistryState()
+    for record in (version("s", 1, 1, A, deleted=True), version("s", 2, 2, B)):
+        replay(state, *record)
+    replay(state, Key("CLEAR_SUBJECT", "s"), encode_value({"subject": "s"}))
+    assert [r.version for r in state.versions("s", deleted=True)] == [2] and state.by_id(1) == []
+
+
 def test_configs_and_modes_with_their_tombstones():
     state = RegistryState()
     assert (state.level("s"), state.mode("s")) == ("BACKWARD", "READWRITE")
