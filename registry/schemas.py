@@ -66,7 +66,7 @@ class AvroModel:
 
 def _avro(text: str, refs: list[tuple[str, ParsedSchema]]) -> ParsedSchema:
     from fastavro.schema import SchemaParseException, UnknownType, parse_schema
-    obj = _load_json(text, "an Avro schema") if text.lstrip()[:1] in "{[\"" else text.strip()
+    obj = _load_json(text, "an Avro schema")  # (a primitive is a JSON string: "\"long\"")
     named: dict[str, Any] = {}
     for _name, ref in refs:
         if ref.schema_type != "AVRO":
@@ -79,7 +79,7 @@ def _avro(text: str, refs: list[tuple[str, ParsedSchema]]) -> ParsedSchema:
                             "reference?)") from None
     except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidSchema(f"Invalid schema {text[:200]}, details: {exc}") from None
-    canonical = _compact(obj) if not isinstance(obj, str) else json.dumps(obj)
+    canonical = _compact(obj)
     if isinstance(obj, dict) and set(obj) == {"type"} and isinstance(obj["type"], str):
         canonical = json.dumps(obj["type"])  # {"type": "string"} is "string", as Avro prints it
     return ParsedSchema("AVRO", canonical, _compact(parsed, sort=True), AvroModel(parsed, named))
