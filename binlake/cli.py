@@ -21,6 +21,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                 "Run source connectors: standalone (`run`, configured in YAML) or on distributed workers (`worker`)."),
     "canal": ("canal.cli:canal_command",
               "Run a Canal 1.1.x conf directory (canal.properties, <destination>/instance.properties) on binlake."),
+    "schema-registry": ("registry.cli:schema_registry_command",
+                        "Serve Confluent Schema Registry's REST API, the schemas kept in a compacted topic."),
     "demo": ("binlake.demo.command:demo_command", "Run the whole pipeline on this machine, no Docker needed."),
     "produce": ("logcore.tools.console:produce_command", "Send each line of standard input as one message."),
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
