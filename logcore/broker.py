@@ -72,7 +72,8 @@ class Broker:
         self.metrics = BrokerMetrics(self.replicas, self.groups, self.transactions)
         self.services = Services(self.broker_id, self.config, self.replicas, self.metadata, self.cluster,
                                  self.topic_admin, self.groups, self.transactions, self.txn_markers,
-                                 self.fetch_sessions, self.authorizer, self.credentials, self.metrics)
+                                 self.fetch_sessions, self.authorizer, self.credentials, self.metrics,
+                                 self.mode.group_configs)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self.services, listener.host, listener.port, handlers, limits, listener.name,
                                                    tls_context(self.config, listener),
