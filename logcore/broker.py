@@ -58,7 +58,7 @@ class Broker:
         self.topic_admin = TopicAdmin(self.config, self.metadata, self.replicas, self.mode.placement)
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
-                                       alone=self.mode.alone)
+                                       self.mode.group_configs, alone=self.mode.alone)
         self.mode.add_deletion_listener(self.groups)
         self.listeners, inter_broker = listeners_from(self.config, host, port)
         self.peer_security = peer_security(self.config, inter_broker)  # (None: PLAINTEXT between brokers)

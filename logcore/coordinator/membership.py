@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..protocol.errors import BrokerError, ErrorCode
+from .consumer_group import end_records
 from .group import FencedByNewMember, Group, GroupState, Member
 from .group_store import GroupStore
 from .offsets_codec import GroupKey, GroupValue
@@ -81,6 +82,8 @@ class Membership:
         low, high = self.config.get("group.min.session.timeout.ms"), self.config.get("group.max.session.timeout.ms")
         if not low <= req.session_timeout_ms <= high:
             return JoinResult(ErrorCode.invalid_session_timeout, req.member_id)
+        if (error := self._take_over_consumer_group(req.group_id)) is not None:
+            return JoinResult(error, req.member_id)
         group = self.store.groups.get(req.group_id)
         if group is None:
             if req.member_id:
@@ -102,6 +105,20 @@ class Membership:
             return await waiter
         except FencedByNewMember:
             return JoinResult(ErrorCode.fenced_instance_id, req.member_id)
+
+    def _take_over_consumer_group(self, group_id: str) -> ErrorCode | None:
+        """A KIP-848 group of that id: refused while it has members (INCONSISTENT_GROUP_PROTOCOL, as
+        Kafka answers a classic member there), ended when it has none so the classic group starts."""
+        consumer = self.store.consumer_groups.get(group_id)
+        if consumer is None:
+            return None
+        if consumer.members:
+            return ErrorCode.inconsistent_group_protocol
+        try:
+            self.store.append(group_id, end_records(group_id))
+        except BrokerError as exc:
+            return exc.code
+        return None
 
     def _join_new(self, group: Group, req: JoinRequest, waiter: asyncio.Future) -> JoinResult | None:
         if len(group.members) + len(group.pending_members) >= self.config.get("group.max.size"):

@@ -1,0 +1,185 @@
+"""The `__consumer_offsets` records of KIP-848 consumer groups, in Kafka's own byte layout.
+
+kio generates the client protocol, not the group coordinator's record schemas, so these are declared
+here in kio's style from Kafka's JSON definitions
+(group-coordinator/src/main/resources/common/message/ConsumerGroup*.json) and written and read by
+kio's own serializers. A record is a key and a value, each an int16 version followed by the struct;
+the key's version says which record it is. Keys are non-flexible, values flexible (compact strings
+and arrays, tagged fields):
+
+    key 3  ConsumerGroupMetadataKey(GroupId)                  value: Epoch (the group epoch)
+    key 4  ConsumerGroupPartitionMetadataKey(GroupId)         value: the subscribed topics' metadata
+    key 5  ConsumerGroupMemberMetadataKey(GroupId, MemberId)  value: the member's subscription
+    key 6  ConsumerGroupTargetAssignmentMetadataKey(GroupId)  value: AssignmentEpoch
+    key 7  ConsumerGroupTargetAssignmentMemberKey(GroupId, MemberId)   value: its target partitions
+    key 8  ConsumerGroupCurrentMemberAssignmentKey(GroupId, MemberId)  value: its epochs, state, partitions
+
+A null value is a tombstone. Key 4 is read and dropped (Kafka 4.1 stopped writing it; the
+coordinator recomputes subscribed topics' metadata from the cluster's).
+"""
+
+# (no `from __future__ import annotations`: kio reads the field types at runtime)
+
+import io
+import struct
+import uuid
+from dataclasses import dataclass, field
+from functools import cache
+from typing import ClassVar
+
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+from kio.static.primitive import i8, i16, i32  # (re-exported: the coordinator builds values with them)
+
+__all__ = ["i8", "i32", "CONSUMER_KEY_VERSIONS", "ConsumerGroupKey", "MemberKey", "TopicPartitions", "GroupMetadataValue",
+           "MemberMetadataValue", "TargetAssignmentMetadataValue", "TargetAssignmentMemberValue",
+           "CurrentAssignmentValue", "PartitionMetadataValue", "encode_key", "decode_key", "encode_value",
+           "decode_value"]
+
+
+class _Flexible:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitions(_Flexible):
+    __type__: ClassVar = EntityType.nested
+    topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMetadataValue(_Flexible):
+    epoch: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberMetadataValue(_Flexible):
+    instance_id: str | None = field(metadata={"kafka_type": "string"})
+    rack_id: str | None = field(metadata={"kafka_type": "string"})
+    client_id: str = field(metadata={"kafka_type": "string"})
+    client_host: str = field(metadata={"kafka_type": "string"})
+    subscribed_topic_names: tuple[str, ...] = field(metadata={"kafka_type": "string"})
+    subscribed_topic_regex: str | None = field(metadata={"kafka_type": "string"})
+    rebalance_timeout_ms: i32 = field(metadata={"kafka_type": "int32"})
+    server_assignor: str | None = field(metadata={"kafka_type": "string"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetAssignmentMetadataValue(_Flexible):
+    assignment_epoch: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetAssignmentMemberValue(_Flexible):
+    topic_partitions: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CurrentAssignmentValue(_Flexible):
+    member_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    previous_member_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    state: i8 = field(metadata={"kafka_type": "int8"})
+    assigned_partitions: tuple[TopicPartitions, ...]
+    partitions_pending_revocation: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionMetadata(_Flexible):
+    __type__: ClassVar = EntityType.nested
+    partition: i32 = field(metadata={"kafka_type": "int32"})
+    racks: tuple[str, ...] = field(metadata={"kafka_type": "string"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicMetadata(_Flexible):
+    __type__: ClassVar = EntityType.nested
+    topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
+    topic_name: str = field(metadata={"kafka_type": "string"})
+    num_partitions: i32 = field(metadata={"kafka_type": "int32"})
+    partition_metadata: tuple[PartitionMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionMetadataValue(_Flexible):
+    topics: tuple[TopicMetadata, ...]
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """Keys 3, 4 and 6: one per group."""
+    version: int
+    group: str
+
+
+@dataclass(frozen=True)
+class MemberKey:
+    """Keys 5, 7 and 8: one per member."""
+    version: int
+    group: str
+    member_id: str
+
+
+GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 4, 5, 6, 7, 8
+CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
+VALUE_CLASSES = {GROUP_EPOCH: GroupMetadataValue, PARTITION_METADATA: PartitionMetadataValue,
+                 MEMBER_METADATA: MemberMetadataValue, TARGET_METADATA: TargetAssignmentMetadataValue,
+                 TARGET_MEMBER: TargetAssignmentMemberValue, CURRENT_ASSIGNMENT: CurrentAssignmentValue}
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def encode_key(key: ConsumerGroupKey | MemberKey) -> bytes:
+    out = struct.pack(">h", key.version) + _string(key.group)
+    return out + _string(key.member_id) if isinstance(key, MemberKey) else out
+
+
+def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
+    """The key after its version (`data` is the whole key); ValueError when it is cut short."""
+    strings, position = [], 2
+    for _ in range(2 if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT) else 1):
+        if position + 2 > len(data):
+            raise ValueError(f"consumer group record key version {version} ends early")
+        (size,) = struct.unpack_from(">h", data, position)
+        if size < 0 or position + 2 + size > len(data):
+            raise ValueError(f"consumer group record key version {version}: bad string length {size}")
+        strings.append(data[position + 2:position + 2 + size].decode())
+        position += 2 + size
+    return MemberKey(version, *strings) if len(strings) == 2 else ConsumerGroupKey(version, strings[0])
+
+
+@cache
+def _writer(cls: type):
+    return entity_writer(cls)
+
+
+@cache
+def _reader(cls: type):
+    return entity_reader(cls)
+
+
+def encode_value(value) -> bytes:
+    buf = io.BytesIO()
+    buf.write(struct.pack(">h", 0))
+    _writer(type(value))(buf, value)
+    return buf.getvalue()
+
+
+def decode_value(key_version: int, data: bytes):
+    """The value of a record whose key has `key_version`; ValueError when it is not one we know."""
+    (version,) = struct.unpack_from(">h", data)
+    if version != 0:
+        raise ValueError(f"unknown value version {version} for consumer group record key version {key_version}")
+    try:
+        value, _size = _reader(VALUE_CLASSES[key_version])(memoryview(data), 2)
+    except Exception as exc:  # kio's reader raises what its parser meets: a short or malformed value
+        raise ValueError(f"undecodable value of consumer group record key version {key_version}: {exc}") from exc
+    return value
