@@ -269,3 +269,24 @@ def test_offset_commits_carry_the_member_epoch(broker):
         outsider = Consumer({"bootstrap.servers": broker.address, "group.id": "g"})
         outsider.commit(offsets=[TopicPartition("epochs", 0, 7)], asynchronous=False)
     members.consumers[0].close()
+
+
+def test_a_member_commits_its_offsets_in_a_transaction(broker):
+    create_topic(broker.address, "eos-in", 1)
+    create_topic(broker.address, "eos-out", 1)
+    source = Producer({"bootstrap.servers": broker.address})
+    for n in range(10):
+        source.produce("eos-in", str(n).encode(), partition=0)
+    source.flush(15)
+    members = Members([consumer(broker.address, "g", ["eos-in"], **{"isolation.level": "read_committed"})])
+    members.poll_until(lambda: len(members.received[0]) == 10, "the member to read the input")
+    c = members.consumers[0]
+    c.commit(offsets=[TopicPartition("eos-in", 0, 5)], asynchronous=False)  # (the group has offsets already)
+    producer = Producer({"bootstrap.servers": broker.address, "transactional.id": "copier"})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce("eos-out", b"copied", partition=0)
+    producer.send_offsets_to_transaction([TopicPartition("eos-in", 0, 10)], c.consumer_group_metadata(), 15)
+    producer.commit_transaction(15)
+    assert c.committed([TopicPartition("eos-in", 0)], timeout=15)[0].offset == 10
+    c.close()

@@ -138,6 +138,10 @@ class GroupCoordinator:
     def consumer_assignor(self, group: ConsumerGroup) -> str:
         return self.consumer.assignor_name(group.members.values())
 
+    def check_consumer_commit(self, group_id: str, member_epoch: int, member_id: str) -> ErrorCode | None:
+        """A commit's check in a KIP-848 group (None: `group_id` is not one)."""
+        return self.consumer.check_commit(group_id, member_epoch, member_id)
+
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         return self.consumer.check_fetch(group_id, member_id, member_epoch)
 
