@@ -481,6 +481,16 @@ class ConfigEntry:
     read_only: bool
 
 
+def overridable_entry(broker: BrokerConfig, definition: ConfigDef, value: Any, overrides: dict[str, Any],
+                      source: ConfigSource) -> ConfigEntry:
+    """A topic's or a group's config as DescribeConfigs shows it: its own override (from `source`), then
+    the broker's synonyms and Kafka's default."""
+    synonyms = broker.topic_synonyms(definition)
+    if definition.name in overrides:
+        synonyms.insert(0, (definition.name, overrides[definition.name], source))
+    return ConfigEntry(definition, value, synonyms[0][2], tuple(synonyms), read_only=False)
+
+
 class AlterOp(enum.IntEnum):
     """IncrementalAlterConfigs operations, numbered as on the wire."""
 
@@ -499,9 +509,14 @@ def validate_topic_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def _topic_definition(key: str) -> ConfigDef:
-    definition = TOPIC_CONFIGS.get(key)
+    return known_definition(TOPIC_CONFIGS, "topic", key)
+
+
+def known_definition(definitions: dict[str, ConfigDef], kind: str, key: str) -> ConfigDef:
+    """`definitions[key]`; InvalidConfig naming the known keys when `key` is not one of them."""
+    definition = definitions.get(key)
     if definition is None:
-        raise InvalidConfig(f"unknown topic config {key!r}; known: {', '.join(sorted(TOPIC_CONFIGS))}")
+        raise InvalidConfig(f"unknown {kind} config {key!r}; known: {', '.join(sorted(definitions))}")
     return definition
 
 
@@ -520,11 +535,7 @@ class TopicConfig:
         return self._values[key]
 
     def describe(self, key: str) -> ConfigEntry:
-        definition = TOPIC_CONFIGS[key]
-        synonyms = self.broker.topic_synonyms(definition)
-        if key in self.overrides:
-            synonyms.insert(0, (key, self.overrides[key], ConfigSource.TOPIC_CONFIG))
-        return ConfigEntry(definition, self[key], synonyms[0][2], tuple(synonyms), read_only=False)
+        return overridable_entry(self.broker, TOPIC_CONFIGS[key], self[key], self.overrides, ConfigSource.TOPIC_CONFIG)
 
     def altered(self, ops: list[tuple[str, AlterOp, str | None]]) -> dict[str, str]:
         """The override set after IncrementalAlterConfigs `ops` (validated; nothing is changed here).

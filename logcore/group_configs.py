@@ -17,7 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .config import (AlterOp, BrokerConfig, ConfigDef, ConfigEntry, ConfigSource, _one_of, parse_value)
+from .config import (AlterOp, BrokerConfig, ConfigDef, ConfigEntry, ConfigSource, _one_of, known_definition,
+                     overridable_entry, parse_value)
 from .protocol.errors import InvalidConfig, InvalidRequest
 from .storage.files import write_atomically
 
@@ -74,10 +75,7 @@ def validate_group_id(group: str) -> None:
 
 
 def _definition(key: str) -> ConfigDef:
-    definition = GROUP_CONFIGS.get(key)
-    if definition is None:
-        raise InvalidConfig(f"unknown group config {key!r}; known: {', '.join(sorted(GROUP_CONFIGS))}")
-    return definition
+    return known_definition(GROUP_CONFIGS, "group", key)
 
 
 class GroupConfig:
@@ -104,11 +102,7 @@ class GroupConfig:
         return self._values[key]
 
     def describe(self, key: str) -> ConfigEntry:
-        definition = GROUP_CONFIGS[key]
-        synonyms = self.broker.topic_synonyms(definition)
-        if key in self.overrides:
-            synonyms.insert(0, (key, self.overrides[key], ConfigSource.GROUP_CONFIG))
-        return ConfigEntry(definition, self[key], synonyms[0][2], tuple(synonyms), read_only=False)
+        return overridable_entry(self.broker, GROUP_CONFIGS[key], self[key], self.overrides, ConfigSource.GROUP_CONFIG)
 
     def altered(self, ops: list[tuple[str, AlterOp, str | None]]) -> dict[str, str]:
         """The override set after IncrementalAlterConfigs `ops`; none of the group configs is a list."""

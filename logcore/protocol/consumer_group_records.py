@@ -24,12 +24,12 @@ import io
 import struct
 import uuid
 from dataclasses import dataclass, field
-from functools import cache
 from typing import ClassVar
 
-from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32  # (re-exported: the coordinator builds values with them)
+
+from .codec import _reader, _writer  # (kio's serializers, cached per class)
 
 __all__ = ["i8", "i32", "CONSUMER_KEY_VERSIONS", "ConsumerGroupKey", "MemberKey", "TopicPartitions", "GroupMetadataValue",
            "MemberMetadataValue", "TargetAssignmentMetadataValue", "TargetAssignmentMemberValue",
@@ -154,16 +154,6 @@ def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
         strings.append(data[position + 2:position + 2 + size].decode())
         position += 2 + size
     return MemberKey(version, *strings) if len(strings) == 2 else ConsumerGroupKey(version, strings[0])
-
-
-@cache
-def _writer(cls: type):
-    return entity_writer(cls)
-
-
-@cache
-def _reader(cls: type):
-    return entity_reader(cls)
 
 
 def encode_value(value) -> bytes:
