@@ -14,7 +14,7 @@ from . import handles
 READ, DESCRIBE, DELETE = Operation.READ, Operation.DESCRIBE, Operation.DELETE
 GROUP = ResourceType.GROUP
 NO_OPERATIONS = -2147483648
-CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 
 def _ms(value: datetime.timedelta | int) -> int:
@@ -78,7 +78,8 @@ async def consumer_group_describe(ctx, request) -> dict:
                           "subscribed_topic_regex": m.subscribed_topic_regex,
                           "assignment": _topic_partitions(ctx, m.assigned),
                           "target_assignment": _topic_partitions(ctx, group.target.get(m.member_id, {})),
-                          "member_type": CONSUMER_MEMBER} for m in group.members.values()],
+                          "member_type": CLASSIC_MEMBER if m.classic else CONSUMER_MEMBER}
+                         for m in group.members.values()],
                 authorized_operations=ctx.authorized_operations((READ, DESCRIBE, DELETE), GROUP, group_id)
                 if request.include_authorized_operations else NO_OPERATIONS)
         described.append(answer)

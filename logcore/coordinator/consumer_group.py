@@ -55,6 +55,14 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # A member speaking the classic protocol (JoinGroup/SyncGroup) in this group: its session timeout
+    # and its (protocol name, metadata)s; None for a KIP-848 member.
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+
+    @property
+    def classic(self) -> bool:
+        return self.classic_protocols is not None
 
     def same_subscription(self, other: "ConsumerMember") -> bool:
         return (self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.rack_id) == (
@@ -190,12 +198,15 @@ def topic_partitions(assignment: Assignment) -> tuple[records.TopicPartitions, .
                  for topic, ps in sorted(assignment.items(), key=lambda item: str(item[0])) if ps)
 
 
-def member_metadata_value(member: ConsumerMember) -> records.MemberMetadataValue:
-    return records.MemberMetadataValue(
+def member_metadata_value(member: ConsumerMember) -> records.MemberMetadata:
+    classic = None if member.classic_protocols is None else records.ClassicMemberMetadata(
+        session_timeout_ms=i32(member.classic_session_timeout_ms), supported_protocols=tuple(
+            records.ClassicProtocol(name=name, metadata=metadata) for name, metadata in member.classic_protocols))
+    return records.MemberMetadata(records.MemberMetadataValue(
         instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
         client_host=member.client_host, subscribed_topic_names=member.subscribed_topic_names,
         subscribed_topic_regex=member.subscribed_topic_regex, rebalance_timeout_ms=i32(member.rebalance_timeout_ms),
-        server_assignor=member.server_assignor)
+        server_assignor=member.server_assignor), classic)
 
 
 def current_assignment_value(member: ConsumerMember) -> records.CurrentAssignmentValue:
@@ -238,11 +249,15 @@ def replay(groups: dict[str, ConsumerGroup], key: records.ConsumerGroupKey | rec
         group.target[key.member_id] = _assignment(value.topic_partitions)
     elif key.version == records.MEMBER_METADATA:
         member = group.members.get(key.member_id) or ConsumerMember(key.member_id)
+        value, classic = value.value, value.classic
         group.members[key.member_id] = replace(
             member, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
             client_host=value.client_host, subscribed_topic_names=tuple(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor)
+            server_assignor=value.server_assignor,
+            classic_session_timeout_ms=None if classic is None else classic.session_timeout_ms,
+            classic_protocols=None if classic is None else tuple((p.name, p.metadata)
+                                                                 for p in classic.supported_protocols))
     elif key.version == records.CURRENT_ASSIGNMENT:
         member = group.members.get(key.member_id) or ConsumerMember(key.member_id)
         try:

@@ -37,12 +37,16 @@ from ..group_configs import GroupConfig
 from ..protocol import consumer_group_records as records
 from ..protocol.codec import ErrorCode
 from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, i32
-from ..protocol.errors import (BrokerError, FencedInstanceId, FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached,
+from ..protocol.consumer_protocol import decode_assignment, decode_subscription
+from ..protocol.errors import (BrokerError, CoordinatorNotAvailable, FencedInstanceId, FencedMemberEpoch,
+                               GroupIdNotFound, GroupMaxSizeReached,
                                InvalidConfig, InvalidRegularExpression, InvalidRequest, NotCoordinator,
                                UnknownMemberId, UnreleasedInstanceId, UnsupportedAssignor, UnsupportedVersion)
 from .assignors import ASSIGNORS, Assignment
 from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, MemberState,
                              current_assignment_value, member_metadata_value, reconcile, topic_partitions)
+from .group import Group, GroupState
+from .offsets_codec import GroupKey
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +116,23 @@ class ConsumerGroups:
                                     else member.subscribed_topic_names),
             subscribed_topic_regex=(hb.subscribed_topic_regex or None if hb.subscribed_topic_regex is not None
                                     else member.subscribed_topic_regex),
-            client_id=hb.client_id, client_host=hb.client_host)
+            client_id=hb.client_id, client_host=hb.client_host, classic_session_timeout_ms=None,
+            classic_protocols=None)  # (a classic member that restarted with the consumer protocol)
+        reconciled = self.update(group, member, updated, new, replaced, hb.owned, out)
+        group = self.groups[hb.group_id]
+        config = self.group_config(group.group_id)
+        self.touch(group, member_id, config["consumer.session.timeout.ms"])
+        full = hb.member_epoch == 0 or (hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None
+                                        and hb.owned is not None)
+        return HeartbeatResult(member_id, reconciled.member_epoch, config["consumer.heartbeat.interval.ms"],
+                               reconciled.assigned if full or reconciled.assigned != member.assigned else None)
+
+    def update(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, new: bool,
+               replaced: str | None, owned: Assignment | None, out: list[Record]) -> ConsumerMember:
+        """Steps 2-5 for `member` (`updated`: with its request's changes): the group epoch, the target
+        assignment, the member's next step; the records (after those already in `out`) appended and
+        replayed. The member as reconciled."""
+        member_id = updated.member_id
         if new or replaced or member_metadata_value(updated) != member_metadata_value(member):
             out.append((MemberKey(records.MEMBER_METADATA, group.group_id, member_id), member_metadata_value(updated)))
         others = {m: other for m, other in group.members.items() if m not in (member_id, replaced)}
@@ -133,25 +153,20 @@ class ConsumerGroups:
             target, target_epoch = targets[member_id], epoch
         elif replaced:  # a static member's new incarnation inherits its target
             out += self._target_records(group.group_id, {}, {member_id: target}, None)
-        reconciled = reconcile(updated, target_epoch, target, hb.owned, group.partition_epoch)
+        reconciled = reconcile(updated, target_epoch, target, owned, group.partition_epoch)
         if new or replaced or not reconciled.same_assignment(member):
             out.append((MemberKey(records.CURRENT_ASSIGNMENT, group.group_id, member_id),
                         current_assignment_value(reconciled)))
         if out:
             self.store.append(group.group_id, out)
-        group = self.groups[hb.group_id]
+        group = self.groups[group.group_id]
         group.subscribed_metadata = subscribed
-        config = self.group_config(group.group_id)
-        self._touch(group, member_id, config["consumer.session.timeout.ms"])
         self._watch_revocation(group, reconciled)
         if reconciled.member_epoch != member.member_epoch or reconciled.state is not member.state:
             log.info("group %s (epoch %d): member %s at epoch %d, %s, %d partition(s)", group.group_id,
                      group.group_epoch, member_id, reconciled.member_epoch, reconciled.state.name,
                      sum(map(len, reconciled.assigned.values())))
-        full = hb.member_epoch == 0 or (hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None
-                                        and hb.owned is not None)
-        return HeartbeatResult(member_id, reconciled.member_epoch, config["consumer.heartbeat.interval.ms"],
-                               reconciled.assigned if full or reconciled.assigned != member.assigned else None)
+        return reconciled
 
     def _validate(self, hb: Heartbeat) -> None:
         if "consumer" not in self.config.get("group.coordinator.rebalance.protocols"):
@@ -193,11 +208,63 @@ class ConsumerGroups:
             return group
         classic = self.store.groups.get(group_id)
         if classic is not None and classic.members:
-            raise GroupIdNotFound(f"group {group_id!r} is a classic group with members (JoinGroup/SyncGroup); "
-                                  f"its members must leave before it can use the consumer protocol")
+            if not create:
+                raise GroupIdNotFound(f"group {group_id!r} is a classic group; join it with member epoch 0")
+            self._upgrade(classic)
+            return self.groups[group_id]
         if not create:
             raise GroupIdNotFound(f"consumer group {group_id!r} does not exist; join with member epoch 0")
         return ConsumerGroup(group_id)  # (exists once its first records are replayed)
+
+    def _upgrade(self, classic: Group) -> None:
+        """KIP-848's online upgrade: a consumer-protocol member joins a live classic group of
+        consumers. The group becomes a consumer group at its generation: each classic member a member
+        at that epoch with the partitions it has, the target what they have; they go on speaking the
+        classic protocol (classic_members.py) until each restarts with the consumer protocol. The
+        classic group's metadata is tombstoned; its offsets stay."""
+        if classic.protocol_type != "consumer":
+            raise GroupIdNotFound(f"group {classic.group_id!r} is a classic group of protocol type "
+                                  f"{classic.protocol_type!r}, not of consumers: it cannot take a consumer member")
+        if not classic.is_(GroupState.STABLE):
+            raise CoordinatorNotAvailable(f"classic group {classic.group_id!r} is rebalancing "
+                                          f"({classic.state.value}); it is upgraded once stable: retry")
+        if len(classic.members) >= self.config.get("group.consumer.max.size"):
+            raise GroupMaxSizeReached(f"group {classic.group_id!r} has more members than group.consumer.max.size")
+        epoch, group_id, out = classic.generation, classic.group_id, []
+        out.append((GroupKey(group_id), None))
+        for m in classic.members.values():
+            try:
+                topics = decode_subscription(m.metadata(classic.protocol)).topics
+                assigned = self.topic_ids(decode_assignment(m.assignment))
+            except ValueError as exc:
+                raise GroupIdNotFound(f"group {group_id!r}: member {m.member_id}'s subscription or assignment "
+                                      f"cannot be read ({exc}); the group cannot be upgraded") from None
+            member = ConsumerMember(
+                m.member_id, instance_id=m.group_instance_id, client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(topics)), rebalance_timeout_ms=m.rebalance_timeout_ms,
+                member_epoch=epoch, previous_member_epoch=epoch, assigned=assigned,
+                classic_session_timeout_ms=m.session_timeout_ms, classic_protocols=tuple(m.protocols))
+            out += [(MemberKey(records.MEMBER_METADATA, group_id, m.member_id), member_metadata_value(member)),
+                    (MemberKey(records.TARGET_MEMBER, group_id, m.member_id),
+                     records.TargetAssignmentMemberValue(topic_partitions=topic_partitions(assigned))),
+                    (MemberKey(records.CURRENT_ASSIGNMENT, group_id, m.member_id), current_assignment_value(member))]
+        out += [(ConsumerGroupKey(records.GROUP_EPOCH, group_id), records.GroupMetadataValue(epoch=i32(epoch))),
+                (ConsumerGroupKey(records.TARGET_METADATA, group_id),
+                 records.TargetAssignmentMetadataValue(assignment_epoch=i32(epoch)))]
+        self.store.append(group_id, out)
+        log.info("group %s: upgraded from the classic protocol at generation %d with %d member(s)", group_id, epoch,
+                 len(self.groups[group_id].members))
+
+    def topic_ids(self, by_name: dict[str, frozenset[int]]) -> Assignment:
+        topics = self.metadata.topics
+        return {topics[name].topic_id: ps for name, ps in by_name.items() if name in topics and ps}
+
+    def topic_names(self, assignment: Assignment) -> dict[str, frozenset[int]]:
+        named = {}
+        for topic_id, ps in assignment.items():
+            if (info := self.metadata.by_id(topic_id)) is not None:
+                named[info.name] = ps
+        return named
 
     def _member(self, group: ConsumerGroup, hb: Heartbeat,
                 out: list[Record]) -> tuple[ConsumerMember, bool, str | None]:
@@ -223,7 +290,7 @@ class ConsumerGroups:
             if existing.member_epoch != STATIC_LEAVE_EPOCH:
                 raise UnreleasedInstanceId(f"instance id {hb.instance_id} of group {group.group_id!r} is held by "
                                            f"member {existing.member_id}, which has not left")
-            out += self._removal(group, existing.member_id)
+            out += self.removal(group, existing.member_id)
             return replace(existing, member_id=hb.member_id, member_epoch=0, previous_member_epoch=0), False, \
                 existing.member_id
         if existing is None:
@@ -307,7 +374,7 @@ class ConsumerGroups:
     def fence(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
         """Remove a member: its records tombstoned, the group epoch bumped and the target recomputed for
         the others, who reconcile at their next heartbeats."""
-        out = self._removal(group, member_id)
+        out = self.removal(group, member_id)
         members = {m: member for m, member in group.members.items() if m != member_id}
         epoch = group.group_epoch + 1
         out.append((ConsumerGroupKey(records.GROUP_EPOCH, group.group_id), records.GroupMetadataValue(epoch=i32(epoch))))
@@ -322,14 +389,14 @@ class ConsumerGroups:
         group.subscribed_metadata = subscribed
         log.info("group %s: member %s %s; group epoch %d", group.group_id, member_id, reason, epoch)
 
-    def _removal(self, group: ConsumerGroup, member_id: str) -> list[Record]:
+    def removal(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         return [(MemberKey(records.CURRENT_ASSIGNMENT, group.group_id, member_id), None),
                 (MemberKey(records.TARGET_MEMBER, group.group_id, member_id), None),
                 (MemberKey(records.MEMBER_METADATA, group.group_id, member_id), None)]
 
     # -- sessions --------------------------------------------------------------------------------
 
-    def _touch(self, group: ConsumerGroup, member_id: str, session_ms: int) -> None:
+    def touch(self, group: ConsumerGroup, member_id: str, session_ms: int) -> None:
         group.deadlines[member_id] = time.monotonic() + session_ms / 1000
         self.sweep_by(group.deadlines[member_id])
 
@@ -348,10 +415,10 @@ class ConsumerGroups:
             if not self.store.owns(group.group_id):
                 continue
             session_ms = None
-            for member_id in list(group.members):
+            for member_id, member in list(group.members.items()):
                 if member_id not in group.deadlines:
                     session_ms = session_ms or self.group_config(group.group_id)["consumer.session.timeout.ms"]
-                    group.deadlines[member_id] = now + session_ms / 1000
+                    group.deadlines[member_id] = now + (member.classic_session_timeout_ms or session_ms) / 1000
                 if now >= group.deadlines[member_id]:
                     self.fence(group, member_id, "session timed out")
                 elif now >= group.revocation_deadlines.get(member_id, float("inf")):

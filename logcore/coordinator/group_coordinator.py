@@ -5,6 +5,7 @@ is done by
     group_store.py        the groups and offsets as the topic records them (load, replay, append)
     membership.py         JoinGroup, SyncGroup, Heartbeat, LeaveGroup: members and rebalances
     consumer_groups.py    ConsumerGroupHeartbeat, ConsumerGroupDescribe: KIP-848 groups
+    classic_members.py    the classic requests of a KIP-848 group's classic members (online upgrade)
     committed_offsets.py  OffsetCommit / Fetch / Delete, DeleteGroups, expiry, deleted topics' offsets
     sweeper.py            one timer at the earliest deadline of any of them
 
@@ -18,6 +19,7 @@ import time
 
 from ..protocol.errors import ErrorCode
 from ..replication.partition import Partition
+from .classic_members import ClassicMembers
 from .committed_offsets import CommittedOffsets, OffsetCommit
 from .consumer_group import ConsumerGroup, end_records
 from .consumer_groups import ConsumerGroups, Heartbeat, HeartbeatResult
@@ -42,6 +44,7 @@ class GroupCoordinator:
         self.sweeper = Sweeper(lambda now: self.sweep(now), self._next_sweep)
         self.membership = Membership(self.store, config, self.sweeper.by)
         self.consumer = ConsumerGroups(self.store, metadata, config, group_configs, self.sweeper.by)
+        self.classic_members = ClassicMembers(self.consumer)
         self.offsets = CommittedOffsets(self.store, metadata, config, self.membership.touch, self.consumer.check_commit)
         self.topic = self.store.topic
         self.groups: dict[str, Group] = self.store.groups
@@ -101,18 +104,31 @@ class GroupCoordinator:
 
     # -- membership ----------------------------------------------------------------------------
 
+    # (a KIP-848 group with members answers classic requests itself: its classic members)
+
+    def _classic_in_consumer_group(self, group_id: str) -> bool:
+        return self.owns(group_id) and self.classic_members.serves(group_id)
+
     async def join(self, req: JoinRequest) -> JoinResult:
+        if self._classic_in_consumer_group(req.group_id):
+            return self.classic_members.join(req)
         return await self.membership.join(req)
 
     async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol: str | None, assignments: dict[str, bytes]) -> SyncResult:
+        if self._classic_in_consumer_group(group_id):
+            return self.classic_members.sync(group_id, generation, member_id, instance_id, protocol_type, protocol)
         return await self.membership.sync(group_id, generation, member_id, instance_id, protocol_type, protocol,
                                           assignments)
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        if self._classic_in_consumer_group(group_id):
+            return self.classic_members.heartbeat(group_id, generation, member_id, instance_id)
         return self.membership.heartbeat(group_id, generation, member_id, instance_id)
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        if self._classic_in_consumer_group(group_id):
+            return self.classic_members.leave(group_id, identities)
         return self.membership.leave(group_id, identities)
 
     def group(self, group_id: str) -> Group | None:

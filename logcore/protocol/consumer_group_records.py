@@ -30,11 +30,12 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32  # (re-exported: the coordinator builds values with them)
 
 from .codec import _reader, _writer  # (kio's serializers, cached per class)
+from .varint import uvarint
 
-__all__ = ["i8", "i32", "CONSUMER_KEY_VERSIONS", "ConsumerGroupKey", "MemberKey", "TopicPartitions", "GroupMetadataValue",
+__all__ = ["i8", "i32", "ClassicMemberMetadata", "ClassicProtocol", "CONSUMER_KEY_VERSIONS", "ConsumerGroupKey", "MemberKey", "TopicPartitions", "GroupMetadataValue",
            "MemberMetadataValue", "TargetAssignmentMetadataValue", "TargetAssignmentMemberValue",
            "CurrentAssignmentValue", "PartitionMetadataValue", "encode_key", "decode_key", "encode_value",
-           "decode_value"]
+           "decode_value", "MemberMetadata"]
 
 
 class _Flexible:
@@ -53,6 +54,21 @@ class TopicPartitions(_Flexible):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupMetadataValue(_Flexible):
     epoch: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicProtocol(_Flexible):
+    __type__: ClassVar = EntityType.nested
+    name: str = field(metadata={"kafka_type": "string"})
+    metadata: bytes = field(metadata={"kafka_type": "bytes"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicMemberMetadata(_Flexible):
+    """A member that speaks the classic protocol in a consumer group (an online upgrade)."""
+    __type__: ClassVar = EntityType.nested
+    session_timeout_ms: i32 = field(metadata={"kafka_type": "int32"})
+    supported_protocols: tuple[ClassicProtocol, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,19 +172,92 @@ def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
     return MemberKey(version, *strings) if len(strings) == 2 else ConsumerGroupKey(version, strings[0])
 
 
+@dataclass(frozen=True)
+class MemberMetadata:
+    """The value of key 5: MemberMetadataValue and its tagged field 0, ClassicMemberMetadata (kio's
+    native reader cannot read an entity in a tagged field, so this module writes and reads that one)."""
+    value: MemberMetadataValue
+    classic: ClassicMemberMetadata | None = None
+
+
 def encode_value(value) -> bytes:
+    """A value with its version."""
+    classic = None
+    if isinstance(value, MemberMetadata):
+        value, classic = value.value, value.classic
     buf = io.BytesIO()
     buf.write(struct.pack(">h", 0))
     _writer(type(value))(buf, value)
-    return buf.getvalue()
+    data = buf.getvalue()
+    if classic is None:
+        return data
+    nested = io.BytesIO()
+    _writer(ClassicMemberMetadata)(nested, classic)
+    return data[:-1] + uvarint(1) + uvarint(0) + uvarint(len(nested.getvalue())) + nested.getvalue()
+
+
+def decode_member_metadata(data: bytes) -> MemberMetadata:
+    r = _FlexibleReader(data, 2)
+    fields = dict(instance_id=r.string(), rack_id=r.string(), client_id=r.string() or "",
+                  client_host=r.string() or "", subscribed_topic_names=tuple(r.string() or "" for _ in range(r.count())),
+                  subscribed_topic_regex=r.string(), rebalance_timeout_ms=i32(r.int32()), server_assignor=r.string())
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag == 0:
+            classic, _size = _reader(ClassicMemberMetadata)(memoryview(data), r.position)
+        r.position += size
+    if r.position != len(data):
+        raise ValueError(f"member metadata value: {len(data) - r.position} byte(s) after its end")
+    return MemberMetadata(MemberMetadataValue(**fields), classic)
+
+
+class _FlexibleReader:
+    def __init__(self, data: bytes, position: int) -> None:
+        self.data, self.position = data, position
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            if self.position >= len(self.data):
+                raise ValueError("member metadata value ends inside a varint")
+            byte = self.data[self.position]
+            self.position += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def count(self) -> int:
+        return self.uvarint() - 1
+
+    def string(self) -> str | None:
+        size = self.uvarint() - 1
+        if size < 0:
+            return None
+        if self.position + size > len(self.data):
+            raise ValueError("member metadata value: a string runs past its end")
+        text = self.data[self.position:self.position + size].decode()
+        self.position += size
+        return text
+
+    def int32(self) -> int:
+        if self.position + 4 > len(self.data):
+            raise ValueError("member metadata value ends inside an int32")
+        (value,) = struct.unpack_from(">i", self.data, self.position)
+        self.position += 4
+        return value
 
 
 def decode_value(key_version: int, data: bytes):
-    """The value of a record whose key has `key_version`; ValueError when it is not one we know."""
+    """The value of a record whose key has `key_version` (for key 5 a MemberMetadata); ValueError when
+    it is not one we know."""
     (version,) = struct.unpack_from(">h", data)
     if version != 0:
         raise ValueError(f"unknown value version {version} for consumer group record key version {key_version}")
     try:
+        if key_version == MEMBER_METADATA:
+            return decode_member_metadata(data)
         value, _size = _reader(VALUE_CLASSES[key_version])(memoryview(data), 2)
     except Exception as exc:  # kio's reader raises what its parser meets: a short or malformed value
         raise ValueError(f"undecodable value of consumer group record key version {key_version}: {exc}") from exc
