@@ -1,10 +1,15 @@
 """Group configs (ConfigResource type GROUP, 32) and the empty-users DescribeUserScramCredentials,
-through confluent-kafka's AdminClient."""
+through confluent-kafka's AdminClient; `binlake configs --entity-type groups` and `binlake groups
+list --type`."""
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ScramCredentialInfo,
-                                   ScramMechanism, UserScramCredentialUpsertion)
+from click.testing import CliRunner
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                   ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+
+from binlake.cli import main
+from waiting import wait_for
 
 TIMEOUT = 15
 GROUP_CONFIG, DEFAULT_CONFIG, STATIC_BROKER_CONFIG = 8, 5, 4
@@ -81,3 +86,28 @@ def test_describe_user_scram_credentials_with_no_users_named_lists_every_user(br
     described = admin.describe_user_scram_credentials().result(TIMEOUT)  # (sends an empty users array)
     assert sorted(described) == ["alice", "bob"]
     assert described["alice"].scram_credential_infos[0].iterations == 4096
+
+
+def test_binlake_configs_and_groups_tools_handle_groups(broker):
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(main, list(args))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("configs", "--bootstrap-server", broker.address, "--alter", "--entity-type", "groups", "--entity-name", "g9",
+        "--add-config", "share.auto.offset.reset=earliest")
+    out = run("configs", "--bootstrap-server", broker.address, "--describe", "--entity-type", "groups",
+              "--entity-name", "g9")
+    assert out.splitlines()[1].startswith("  share.auto.offset.reset=earliest ")
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    admin.create_topics([NewTopic("tg", 1, 1)])["tg"].result(15)
+    consumers = []
+    for group, protocol in (("g-modern", "consumer"), ("g-classic", "classic")):
+        c = Consumer({"bootstrap.servers": broker.address, "group.id": group, "group.protocol": protocol})
+        c.subscribe(["tg"])
+        consumers.append(c)
+    wait_for(lambda: all(c.poll(0.05) is None and c.assignment() for c in consumers), "both groups to form")
+    rows = [line.split() for line in run("groups", "list", "--bootstrap-server", broker.address, "--type").splitlines()]
+    assert ["g-classic", "CLASSIC"] in rows and ["g-modern", "CONSUMER"] in rows
+    for c in consumers:
+        c.close()
