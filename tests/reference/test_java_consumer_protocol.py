@@ -29,11 +29,12 @@ def tools(java_broker) -> KafkaTools:
 
 
 class VerifiableConsumer:
-    def __init__(self, tools: KafkaTools, log, topic: str, group: str) -> None:
+    def __init__(self, tools: KafkaTools, log, topic: str, group: str, protocol: str = "consumer") -> None:
         self.log = log
+        classic = ["--session-timeout", "10000"] if protocol == "classic" else []
         self.proc = tools.start("kafka-verifiable-consumer", "--bootstrap-server", tools.address, "--topic", topic,
-                                "--group-id", group, "--group-protocol", "consumer", "--reset-policy", "earliest",
-                                "--verbose", out=open(log, "w"))
+                                "--group-id", group, "--group-protocol", protocol, "--reset-policy", "earliest",
+                                "--verbose", *classic, out=open(log, "w"))
 
     def events(self) -> list[dict]:
         return json_lines(self.log.read_text())
@@ -105,19 +106,58 @@ def test_java_consumers_share_move_incrementally_survive_a_kill_and_keep_offsets
         c.proc.send_signal(signal.SIGTERM)
         c.proc.wait(60)
 
-    def committed() -> dict[int, int]:
-        reader = Consumer({"bootstrap.servers": t.address, "group.id": "jg"})
-        try:
-            return {tp.partition: tp.offset for tp in reader.committed(
-                [TopicPartition("kip848", p) for p in range(6)], timeout=30)}
-        finally:
-            reader.close()
-
-    offsets = committed()
+    offsets = committed(t.address, "jg", "kip848", 6)
     assert sum(offsets.values()) == 24000  # every partition committed to its end
     java_broker.kill()
     java_broker.start()
-    assert committed() == offsets
+    assert committed(t.address, "jg", "kip848", 6) == offsets
+
+
+def committed(address: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    reader = Consumer({"bootstrap.servers": address, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in reader.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=30)}
+    finally:
+        reader.close()
+
+
+def test_a_classic_java_group_upgrades_member_by_member_without_losing_a_record(tools, tmp_path):
+    """KIP-848's online upgrade with Kafka's own consumer: three classic members restarted one by one with
+    group.protocol=consumer; the group turns into a consumer group at the first and serves the classic
+    ones until they go; every partition owned once at each step, every record consumed, offsets kept."""
+    t = tools
+    t.admin("kafka-topics", "--create", "--topic", "upgrade", "--partitions", "6")
+    producer = t.start("kafka-verifiable-producer", "--bootstrap-server", t.address, "--topic", "upgrade",
+                       "--max-messages", "30000", "--throughput", "300", "--acks", "-1",
+                       out=open(tmp_path / "producer.jsonl", "w"))
+    live = [VerifiableConsumer(t, tmp_path / f"classic-{i}.jsonl", "upgrade", "ug", "classic") for i in range(3)]
+    gone: list[VerifiableConsumer] = []
+
+    def settled() -> bool:
+        shares = [c.owned() for c in live]
+        return sorted(p for s in shares for p in s) == list(range(6)) and sorted(map(len, shares)) == [2, 2, 2]
+
+    wait_for(lambda: settled() and all(c.records() for c in live), "three classic Java members sharing the topic", 120)
+    for i in range(3):
+        old = live[i]
+        old.proc.send_signal(signal.SIGTERM)  # (a clean shutdown: it commits and leaves)
+        old.proc.wait(60)
+        gone.append(old)
+        live[i] = VerifiableConsumer(t, tmp_path / f"consumer-{i}.jsonl", "upgrade", "ug", "consumer")
+        wait_for(settled, f"member {i} back on the consumer protocol, the group settled", 120)
+        groups = [line.split() for line in t.admin("kafka-consumer-groups", "--list", "--type").splitlines()]
+        assert ["ug", "Consumer"] in groups
+    assert producer.wait(240) == 0
+    acked = {(e["partition"], e["offset"]) for e in json_lines((tmp_path / "producer.jsonl").read_text())
+             if e["name"] == "producer_send_success"}
+    assert len(acked) == 30000
+    wait_for(lambda: acked <= {(r["partition"], r["offset"]) for c in live + gone for r in c.records()},
+             "every acknowledged record consumed", 120)
+    for c in live:
+        c.proc.send_signal(signal.SIGTERM)
+        c.proc.wait(60)
+    assert sum(committed(t.address, "ug", "upgrade", 6).values()) == 30000
 
 
 def test_console_consumer_and_groups_tool_with_the_consumer_protocol(tools):
