@@ -1,6 +1,7 @@
 """KIP-848's online upgrade with confluent-kafka: a live classic group whose members restart one by
 one with `group.protocol=consumer` becomes a consumer group, its classic members served by it until
-they restart, every partition owned exactly once at each stage, no record or committed offset lost."""
+they restart, every partition owned exactly once at each stage, no record or committed offset lost;
+and the downgrade, when the last KIP-848 member leaves classic members behind."""
 
 from __future__ import annotations
 
@@ -80,6 +81,41 @@ def test_a_classic_group_upgrades_member_by_member_and_keeps_its_offsets(broker)
     members.poll_until(lambda: all((p, ends[p] - 1) in consumed() for p in range(PARTITIONS)), "the end of every partition")
     assert {(p, o) for p in range(PARTITIONS) for o in range(ends[p])} <= consumed()  # nothing skipped
     for c in members.consumers:
+        c.close()
+    check = Consumer({"bootstrap.servers": broker.address, "group.id": "up"})
+    committed = check.committed([TopicPartition("up", p) for p in range(PARTITIONS)], timeout=15)
+    check.close()
+    assert {tp.partition: tp.offset for tp in committed} == ends
+
+
+@pytest.mark.slow
+def test_the_group_goes_back_to_classic_when_its_last_consumer_member_leaves(broker):
+    create_topic(broker.address, "up", PARTITIONS)
+    traffic = Traffic(broker.address, "up", PARTITIONS)
+    members = Committing([member(broker.address, "classic") for _ in range(3)])
+    admin = AdminClient({"bootstrap.servers": broker.address})
+
+    def group_type():
+        return admin.describe_consumer_groups(["up"])["up"].result(15).type
+
+    try:
+        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "a classic group of three")
+        members.replace(0, member(broker.address, "consumer"))
+        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "the upgraded group to settle")
+        assert group_type() == ConsumerGroupType.CONSUMER
+        members.consumers[0].close()  # the only KIP-848 member leaves: the classic members take the group back
+        members.consumers[0] = None
+        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [3, 3]), "the two classic members to share it")
+        assert group_type() == ConsumerGroupType.CLASSIC
+    finally:
+        traffic.stop()
+    reader = Consumer({"bootstrap.servers": broker.address, "group.id": "reader"})
+    ends = {p: reader.get_watermark_offsets(TopicPartition("up", p), timeout=15)[1] for p in range(PARTITIONS)}
+    reader.close()
+    consumed = lambda: {(p, o) for r in members.received for p, o in r}  # noqa: E731
+    members.poll_until(lambda: all((p, ends[p] - 1) in consumed() for p in range(PARTITIONS)), "the end of every partition")
+    assert {(p, o) for p in range(PARTITIONS) for o in range(ends[p])} <= consumed()
+    for c in members.consumers[1:]:
         c.close()
     check = Consumer({"bootstrap.servers": broker.address, "group.id": "up"})
     committed = check.committed([TopicPartition("up", p) for p in range(PARTITIONS)], timeout=15)

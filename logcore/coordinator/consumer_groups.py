@@ -37,16 +37,17 @@ from ..group_configs import GroupConfig
 from ..protocol import consumer_group_records as records
 from ..protocol.codec import ErrorCode
 from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, i32
-from ..protocol.consumer_protocol import decode_assignment, decode_subscription
+from ..protocol.consumer_protocol import decode_assignment, decode_subscription, encode_assignment
 from ..protocol.errors import (BrokerError, CoordinatorNotAvailable, FencedInstanceId, FencedMemberEpoch,
                                GroupIdNotFound, GroupMaxSizeReached,
                                InvalidConfig, InvalidRegularExpression, InvalidRequest, NotCoordinator,
                                UnknownMemberId, UnreleasedInstanceId, UnsupportedAssignor, UnsupportedVersion)
 from .assignors import ASSIGNORS, Assignment
 from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, MemberState,
-                             current_assignment_value, member_metadata_value, reconcile, topic_partitions)
+                             current_assignment_value, end_records, member_metadata_value, reconcile,
+                             topic_partitions)
 from .group import Group, GroupState
-from .offsets_codec import GroupKey
+from .offsets_codec import GroupKey, GroupValue, MemberValue
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,10 @@ class HeartbeatResult:
 
 
 class ConsumerGroups:
-    def __init__(self, store, metadata, config: BrokerConfig, group_configs, sweep_by: Callable[[float], None]) -> None:
+    def __init__(self, store, metadata, config: BrokerConfig, group_configs, sweep_by: Callable[[float], None],
+                 classic_rebalance: Callable[[str, str], None]) -> None:
         self.store = store
+        self.classic_rebalance = classic_rebalance  # (group id, reason): a classic group starts a rebalance
         self.groups: dict[str, ConsumerGroup] = store.consumer_groups
         self.metadata = metadata
         self.config = config
@@ -373,7 +376,10 @@ class ConsumerGroups:
 
     def fence(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
         """Remove a member: its records tombstoned, the group epoch bumped and the target recomputed for
-        the others, who reconcile at their next heartbeats."""
+        the others, who reconcile at their next heartbeats. If the last KIP-848 member goes and classic
+        members remain, the group goes back to the classic protocol instead (`_downgrade`)."""
+        if self._downgrade(group, member_id, reason):
+            return
         out = self.removal(group, member_id)
         members = {m: member for m, member in group.members.items() if m != member_id}
         epoch = group.group_epoch + 1
@@ -388,6 +394,38 @@ class ConsumerGroups:
             return
         group.subscribed_metadata = subscribed
         log.info("group %s: member %s %s; group epoch %d", group.group_id, member_id, reason, epoch)
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str, reason: str) -> bool:
+        """KIP-848's online downgrade: the last KIP-848 member leaves a group whose other members all
+        speak the classic protocol. The group becomes a classic group at the next epoch, each member with
+        the partitions it has and the protocol they all support; the consumer group's records are
+        tombstoned, and a rebalance starts (`classic_rebalance`). False when that is not the case."""
+        rest = [m for m_id, m in group.members.items() if m_id != leaving]
+        if not rest or group.members[leaving].classic or not all(m.classic for m in rest):
+            return False
+        supported = set.intersection(*({name for name, _ in m.classic_protocols} for m in rest))
+        protocol = next((name for name, _ in rest[0].classic_protocols if name in supported), None)
+        if protocol is None:
+            return False
+        epoch, group_id = group.group_epoch + 1, group.group_id
+        out = [record for m_id in group.members for record in self.removal(group, m_id)] + end_records(group_id)
+        out.append((GroupKey(group_id), GroupValue("consumer", epoch, protocol, rest[0].member_id, int(time.time() * 1000),
+                                                   tuple(MemberValue(
+                                                       m.member_id, m.instance_id, m.client_id, m.client_host,
+                                                       m.rebalance_timeout_ms, m.classic_session_timeout_ms,
+                                                       dict(m.classic_protocols)[protocol],
+                                                       encode_assignment(self.topic_names(m.assigned)))
+                                                       for m in rest))))
+        try:
+            self.store.append(group_id, out)
+        except BrokerError as exc:
+            log.error("group %s: cannot go back to the classic protocol as member %s %s: %s", group_id, leaving,
+                      reason, exc)
+            return True
+        log.info("group %s: member %s %s; its %d other member(s) all classic: back to a classic group at "
+                 "generation %d", group_id, leaving, reason, len(rest), epoch)
+        self.classic_rebalance(group_id, "the group came back from the consumer protocol")
+        return True
 
     def removal(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         return [(MemberKey(records.CURRENT_ASSIGNMENT, group.group_id, member_id), None),
@@ -416,6 +454,8 @@ class ConsumerGroups:
                 continue
             session_ms = None
             for member_id, member in list(group.members.items()):
+                if member_id not in group.members or group.group_id not in self.groups:
+                    continue  # (gone with one fenced before it: the group went back to classic)
                 if member_id not in group.deadlines:
                     session_ms = session_ms or self.group_config(group.group_id)["consumer.session.timeout.ms"]
                     group.deadlines[member_id] = now + (member.classic_session_timeout_ms or session_ms) / 1000

@@ -43,7 +43,8 @@ class GroupCoordinator:
         # (`self.sweep` looked up at each run: tests replace it to watch the sweeps)
         self.sweeper = Sweeper(lambda now: self.sweep(now), self._next_sweep)
         self.membership = Membership(self.store, config, self.sweeper.by)
-        self.consumer = ConsumerGroups(self.store, metadata, config, group_configs, self.sweeper.by)
+        self.consumer = ConsumerGroups(self.store, metadata, config, group_configs, self.sweeper.by,
+                                       self.membership.rebalance)
         self.classic_members = ClassicMembers(self.consumer)
         self.offsets = CommittedOffsets(self.store, metadata, config, self.membership.touch, self.consumer.check_commit)
         self.topic = self.store.topic

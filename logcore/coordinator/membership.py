@@ -200,6 +200,14 @@ class Membership:
         return JoinResult(ErrorCode.none, member.member_id, group.generation, group.protocol_type, group.protocol,
                           group.leader_id or "", members)
 
+    def rebalance(self, group_id: str, reason: str) -> None:
+        """A group just written as a stable generation (a KIP-848 group come back to the classic
+        protocol) rebalances: its members get a session from now and rejoin."""
+        group = self.store.groups[group_id]
+        for member in group.members.values():
+            self.touch(member)
+        self._prepare_rebalance(group, reason)
+
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.is_(S.COMPLETING_REBALANCE):
             for member in group.members.values():
