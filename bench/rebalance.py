@@ -117,8 +117,11 @@ class Traffic(threading.Thread):
     def run(self) -> None:
         n = 0
         while not self.stopped.is_set():
-            for p in range(self.partitions):
-                self.producer.produce(self.topic, b"x", partition=p)
+            try:
+                for p in range(self.partitions):
+                    self.producer.produce(self.topic, b"x", partition=p)
+            except BufferError:  # (librdkafka's queue is full: let deliveries drain, then go on)
+                self.producer.poll(0.1)
             self.producer.poll(0)
             n += 1
             time.sleep(0.001)
