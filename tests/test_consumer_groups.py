@@ -4,6 +4,7 @@ static members, regex subscriptions, the group surviving its coordinator's SIGKI
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
@@ -287,3 +288,27 @@ def test_a_member_commits_its_offsets_in_a_transaction(broker):
     producer.commit_transaction(15)
     assert c.committed([TopicPartition("eos-in", 0)], timeout=15)[0].offset == 10
     c.close()
+
+
+def api_versions(address: str):
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    with WireClient(address) as client:
+        return client.call(ApiVersionsRequest(client_software_name="test", client_software_version="1.0"))
+
+
+def test_api_versions_lists_the_consumer_protocol_and_group_version_only_while_it_is_on(broker, broker_factory):
+    on = api_versions(broker.address)
+    listed = {k.api_key: (k.min_version, k.max_version) for k in on.api_keys}
+    assert listed[68] == (0, 1) and listed[69] == (0, 1)  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
+    assert [(f.name, f.min_version, f.max_version) for f in on.supported_features] == [("group.version", 0, 1)]
+    assert [(f.name, f.max_version_level) for f in on.finalized_features] == [("group.version", 1)]
+
+    classic_only = broker_factory({"group.coordinator.rebalance.protocols": "classic"}, name="classic-only")
+    off = api_versions(classic_only.address)
+    assert not {68, 69} & {k.api_key for k in off.api_keys} and not off.finalized_features
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+    with WireClient(classic_only.address) as client:  # (a client that sends it anyway)
+        answer = client.call(ConsumerGroupHeartbeatRequest(
+            group_id="g", member_id="m", member_epoch=0, rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=("t",), topic_partitions=()))
+    assert answer.error_code.name == "unsupported_version" and "rebalance.protocols" in answer.error_message
