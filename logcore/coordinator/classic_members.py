@@ -24,7 +24,7 @@ from dataclasses import replace
 from ..protocol.codec import ErrorCode
 from ..protocol.consumer_protocol import decode_subscription, encode_assignment
 from ..protocol.errors import BrokerError
-from .consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from .consumer_group import ConsumerGroup, ConsumerMember, MemberState, removal_records
 from .consumer_groups import ConsumerGroups
 from .membership import JoinRequest, JoinResult, SyncResult
 
@@ -56,7 +56,7 @@ class ClassicMembers:
         if static is not None and static.member_id != member_id:  # a static member's new incarnation
             if req.member_id:
                 return JoinResult(ErrorCode.fenced_instance_id, member_id)
-            out += self.consumer.removal(group, static.member_id)
+            out += removal_records(group.group_id, static.member_id)
             member, replaced = replace(static, member_id=member_id, member_epoch=0, previous_member_epoch=0), \
                 static.member_id
         elif member is None:  # (a new member, or one the group fenced meanwhile: it joins again)

@@ -216,6 +216,13 @@ def current_assignment_value(member: ConsumerMember) -> records.CurrentAssignmen
         partitions_pending_revocation=topic_partitions(member.pending_revocation))
 
 
+def removal_records(group_id: str, member_id: str) -> list[tuple[records.MemberKey, None]]:
+    """The tombstones that remove a member, in Kafka's order."""
+    return [(records.MemberKey(records.CURRENT_ASSIGNMENT, group_id, member_id), None),
+            (records.MemberKey(records.TARGET_MEMBER, group_id, member_id), None),
+            (records.MemberKey(records.MEMBER_METADATA, group_id, member_id), None)]
+
+
 def end_records(group_id: str) -> list[tuple[records.ConsumerGroupKey, None]]:
     """The tombstones that end an empty consumer group (deleted, or taken over by a classic group)."""
     return [(records.ConsumerGroupKey(records.TARGET_METADATA, group_id), None),

@@ -37,17 +37,16 @@ from ..group_configs import GroupConfig
 from ..protocol import consumer_group_records as records
 from ..protocol.codec import ErrorCode
 from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, i32
-from ..protocol.consumer_protocol import decode_assignment, decode_subscription, encode_assignment
 from ..protocol.errors import (BrokerError, CoordinatorNotAvailable, FencedInstanceId, FencedMemberEpoch,
                                GroupIdNotFound, GroupMaxSizeReached,
                                InvalidConfig, InvalidRegularExpression, InvalidRequest, NotCoordinator,
                                UnknownMemberId, UnreleasedInstanceId, UnsupportedAssignor, UnsupportedVersion)
 from .assignors import ASSIGNORS, Assignment
 from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, MemberState,
-                             current_assignment_value, end_records, member_metadata_value, reconcile,
+                             current_assignment_value, member_metadata_value, reconcile, removal_records,
                              topic_partitions)
 from .group import Group, GroupState
-from .offsets_codec import GroupKey, GroupValue, MemberValue
+from .group_migration import downgrade_records, upgrade_records
 
 log = logging.getLogger(__name__)
 
@@ -233,27 +232,11 @@ class ConsumerGroups:
                                           f"({classic.state.value}); it is upgraded once stable: retry")
         if len(classic.members) >= self.config.get("group.consumer.max.size"):
             raise GroupMaxSizeReached(f"group {classic.group_id!r} has more members than group.consumer.max.size")
-        epoch, group_id, out = classic.generation, classic.group_id, []
-        out.append((GroupKey(group_id), None))
-        for m in classic.members.values():
-            try:
-                topics = decode_subscription(m.metadata(classic.protocol)).topics
-                assigned = self.topic_ids(decode_assignment(m.assignment))
-            except ValueError as exc:
-                raise GroupIdNotFound(f"group {group_id!r}: member {m.member_id}'s subscription or assignment "
-                                      f"cannot be read ({exc}); the group cannot be upgraded") from None
-            member = ConsumerMember(
-                m.member_id, instance_id=m.group_instance_id, client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=tuple(sorted(topics)), rebalance_timeout_ms=m.rebalance_timeout_ms,
-                member_epoch=epoch, previous_member_epoch=epoch, assigned=assigned,
-                classic_session_timeout_ms=m.session_timeout_ms, classic_protocols=tuple(m.protocols))
-            out += [(MemberKey(records.MEMBER_METADATA, group_id, m.member_id), member_metadata_value(member)),
-                    (MemberKey(records.TARGET_MEMBER, group_id, m.member_id),
-                     records.TargetAssignmentMemberValue(topic_partitions=topic_partitions(assigned))),
-                    (MemberKey(records.CURRENT_ASSIGNMENT, group_id, m.member_id), current_assignment_value(member))]
-        out += [(ConsumerGroupKey(records.GROUP_EPOCH, group_id), records.GroupMetadataValue(epoch=i32(epoch))),
-                (ConsumerGroupKey(records.TARGET_METADATA, group_id),
-                 records.TargetAssignmentMetadataValue(assignment_epoch=i32(epoch)))]
+        try:
+            out = upgrade_records(classic, self.topic_ids)
+        except ValueError as exc:
+            raise GroupIdNotFound(f"group {classic.group_id!r} cannot be upgraded: {exc}") from None
+        epoch, group_id = classic.generation, classic.group_id
         self.store.append(group_id, out)
         log.info("group %s: upgraded from the classic protocol at generation %d with %d member(s)", group_id, epoch,
                  len(self.groups[group_id].members))
@@ -293,7 +276,7 @@ class ConsumerGroups:
             if existing.member_epoch != STATIC_LEAVE_EPOCH:
                 raise UnreleasedInstanceId(f"instance id {hb.instance_id} of group {group.group_id!r} is held by "
                                            f"member {existing.member_id}, which has not left")
-            out += self.removal(group, existing.member_id)
+            out += removal_records(group.group_id, existing.member_id)
             return replace(existing, member_id=hb.member_id, member_epoch=0, previous_member_epoch=0), False, \
                 existing.member_id
         if existing is None:
@@ -380,7 +363,7 @@ class ConsumerGroups:
         members remain, the group goes back to the classic protocol instead (`_downgrade`)."""
         if self._downgrade(group, member_id, reason):
             return
-        out = self.removal(group, member_id)
+        out = removal_records(group.group_id, member_id)
         members = {m: member for m, member in group.members.items() if m != member_id}
         epoch = group.group_epoch + 1
         out.append((ConsumerGroupKey(records.GROUP_EPOCH, group.group_id), records.GroupMetadataValue(epoch=i32(epoch))))
@@ -400,22 +383,11 @@ class ConsumerGroups:
         speak the classic protocol. The group becomes a classic group at the next epoch, each member with
         the partitions it has and the protocol they all support; the consumer group's records are
         tombstoned, and a rebalance starts (`classic_rebalance`). False when that is not the case."""
-        rest = [m for m_id, m in group.members.items() if m_id != leaving]
-        if not rest or group.members[leaving].classic or not all(m.classic for m in rest):
+        planned = downgrade_records(group, leaving, self.topic_names)
+        if planned is None:
             return False
-        supported = set.intersection(*({name for name, _ in m.classic_protocols} for m in rest))
-        protocol = next((name for name, _ in rest[0].classic_protocols if name in supported), None)
-        if protocol is None:
-            return False
-        epoch, group_id = group.group_epoch + 1, group.group_id
-        out = [record for m_id in group.members for record in self.removal(group, m_id)] + end_records(group_id)
-        out.append((GroupKey(group_id), GroupValue("consumer", epoch, protocol, rest[0].member_id, int(time.time() * 1000),
-                                                   tuple(MemberValue(
-                                                       m.member_id, m.instance_id, m.client_id, m.client_host,
-                                                       m.rebalance_timeout_ms, m.classic_session_timeout_ms,
-                                                       dict(m.classic_protocols)[protocol],
-                                                       encode_assignment(self.topic_names(m.assigned)))
-                                                       for m in rest))))
+        out, epoch = planned
+        group_id, others = group.group_id, len(group.members) - 1
         try:
             self.store.append(group_id, out)
         except BrokerError as exc:
@@ -423,14 +395,9 @@ class ConsumerGroups:
                       reason, exc)
             return True
         log.info("group %s: member %s %s; its %d other member(s) all classic: back to a classic group at "
-                 "generation %d", group_id, leaving, reason, len(rest), epoch)
+                 "generation %d", group_id, leaving, reason, others, epoch)
         self.classic_rebalance(group_id, "the group came back from the consumer protocol")
         return True
-
-    def removal(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        return [(MemberKey(records.CURRENT_ASSIGNMENT, group.group_id, member_id), None),
-                (MemberKey(records.TARGET_MEMBER, group.group_id, member_id), None),
-                (MemberKey(records.MEMBER_METADATA, group.group_id, member_id), None)]
 
     # -- sessions --------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ is done by
     membership.py         JoinGroup, SyncGroup, Heartbeat, LeaveGroup: members and rebalances
     consumer_groups.py    ConsumerGroupHeartbeat, ConsumerGroupDescribe: KIP-848 groups
     classic_members.py    the classic requests of a KIP-848 group's classic members (online upgrade)
+    group_migration.py    the records of an online upgrade (classic → consumer) and downgrade
     committed_offsets.py  OffsetCommit / Fetch / Delete, DeleteGroups, expiry, deleted topics' offsets
     sweeper.py            one timer at the earliest deadline of any of them
 
