@@ -51,17 +51,41 @@ class Committing(Members):
         self.consumers[i] = c
 
 
-def test_a_classic_group_upgrades_member_by_member_and_keeps_its_offsets(broker):
+def classic_group_of_three(broker):
+    """(traffic, members, group_type()): three classic members sharing `up` while a producer writes."""
     create_topic(broker.address, "up", PARTITIONS)
     traffic = Traffic(broker.address, "up", PARTITIONS)
     members = Committing([member(broker.address, "classic") for _ in range(3)])
     admin = AdminClient({"bootstrap.servers": broker.address})
-
-    def group_type():
-        return admin.describe_consumer_groups(["up"])["up"].result(15).type
-
     try:
         members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "a classic group of three")
+    except AssertionError:
+        traffic.stop()
+        raise
+    return traffic, members, lambda: admin.describe_consumer_groups(["up"])["up"].result(15).type
+
+
+def assert_nothing_lost(broker, members: Committing) -> None:
+    """Once the traffic stopped: every record consumed (at least once), and, the members closed, the
+    group's committed offsets at the log ends."""
+    reader = Consumer({"bootstrap.servers": broker.address, "group.id": "reader"})
+    ends = {p: reader.get_watermark_offsets(TopicPartition("up", p), timeout=15)[1] for p in range(PARTITIONS)}
+    reader.close()
+    consumed = lambda: {(p, o) for r in members.received for p, o in r}  # noqa: E731
+    members.poll_until(lambda: all((p, ends[p] - 1) in consumed() for p in range(PARTITIONS)), "the end of every partition")
+    assert {(p, o) for p in range(PARTITIONS) for o in range(ends[p])} <= consumed()  # nothing skipped
+    for c in members.consumers:
+        if c is not None:
+            c.close()
+    check = Consumer({"bootstrap.servers": broker.address, "group.id": "up"})
+    committed = check.committed([TopicPartition("up", p) for p in range(PARTITIONS)], timeout=15)
+    check.close()
+    assert {tp.partition: tp.offset for tp in committed} == ends
+
+
+def test_a_classic_group_upgrades_member_by_member_and_keeps_its_offsets(broker):
+    traffic, members, group_type = classic_group_of_three(broker)
+    try:
         assert group_type() == ConsumerGroupType.CLASSIC
         for i in range(3):
             members.replace(i, member(broker.address, "consumer"))
@@ -72,34 +96,13 @@ def test_a_classic_group_upgrades_member_by_member_and_keeps_its_offsets(broker)
             assert len(described.members) == 3 and described.group_state == "Stable"
     finally:
         traffic.stop()
-    ends = {}
-    reader = Consumer({"bootstrap.servers": broker.address, "group.id": "reader"})
-    for p in range(PARTITIONS):
-        ends[p] = reader.get_watermark_offsets(TopicPartition("up", p), timeout=15)[1]
-    reader.close()
-    consumed = lambda: {(p, o) for r in members.received for p, o in r}  # noqa: E731
-    members.poll_until(lambda: all((p, ends[p] - 1) in consumed() for p in range(PARTITIONS)), "the end of every partition")
-    assert {(p, o) for p in range(PARTITIONS) for o in range(ends[p])} <= consumed()  # nothing skipped
-    for c in members.consumers:
-        c.close()
-    check = Consumer({"bootstrap.servers": broker.address, "group.id": "up"})
-    committed = check.committed([TopicPartition("up", p) for p in range(PARTITIONS)], timeout=15)
-    check.close()
-    assert {tp.partition: tp.offset for tp in committed} == ends
+    assert_nothing_lost(broker, members)
 
 
 @pytest.mark.slow
 def test_the_group_goes_back_to_classic_when_its_last_consumer_member_leaves(broker):
-    create_topic(broker.address, "up", PARTITIONS)
-    traffic = Traffic(broker.address, "up", PARTITIONS)
-    members = Committing([member(broker.address, "classic") for _ in range(3)])
-    admin = AdminClient({"bootstrap.servers": broker.address})
-
-    def group_type():
-        return admin.describe_consumer_groups(["up"])["up"].result(15).type
-
+    traffic, members, group_type = classic_group_of_three(broker)
     try:
-        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "a classic group of three")
         members.replace(0, member(broker.address, "consumer"))
         members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "the upgraded group to settle")
         assert group_type() == ConsumerGroupType.CONSUMER
@@ -109,15 +112,4 @@ def test_the_group_goes_back_to_classic_when_its_last_consumer_member_leaves(bro
         assert group_type() == ConsumerGroupType.CLASSIC
     finally:
         traffic.stop()
-    reader = Consumer({"bootstrap.servers": broker.address, "group.id": "reader"})
-    ends = {p: reader.get_watermark_offsets(TopicPartition("up", p), timeout=15)[1] for p in range(PARTITIONS)}
-    reader.close()
-    consumed = lambda: {(p, o) for r in members.received for p, o in r}  # noqa: E731
-    members.poll_until(lambda: all((p, ends[p] - 1) in consumed() for p in range(PARTITIONS)), "the end of every partition")
-    assert {(p, o) for p in range(PARTITIONS) for o in range(ends[p])} <= consumed()
-    for c in members.consumers[1:]:
-        c.close()
-    check = Consumer({"bootstrap.servers": broker.address, "group.id": "up"})
-    committed = check.committed([TopicPartition("up", p) for p in range(PARTITIONS)], timeout=15)
-    check.close()
-    assert {tp.partition: tp.offset for tp in committed} == ends
+    assert_nothing_lost(broker, members)
