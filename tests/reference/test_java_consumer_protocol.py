@@ -122,6 +122,7 @@ def committed(address: str, group: str, topic: str, partitions: int) -> dict[int
         reader.close()
 
 
+@pytest.mark.slow  # (three minutes: six JVMs started one after the other)
 def test_a_classic_java_group_upgrades_member_by_member_without_losing_a_record(tools, tmp_path):
     """KIP-848's online upgrade with Kafka's own consumer: three classic members restarted one by one with
     group.protocol=consumer; the group turns into a consumer group at the first and serves the classic
