@@ -23,7 +23,7 @@ from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
 from . import consumer_group
 from .consumer_group import ConsumerGroup
 from .group import VALID_PREVIOUS, Group, GroupState, Member
-from .offsets_codec import (OFFSETS_TOPIC, GroupKey, GroupValue, Key, OffsetKey, decode, encode_key, encode_value,
+from .offsets_codec import (OFFSETS_TOPIC, GroupValue, Key, OffsetKey, decode, encode_key, encode_value,
                             partition_for)
 from .state_topic import StateTopic
 
