@@ -28,7 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "consume": ("logcore.tools.console:consume_command", "Print messages to standard output, one line each."),
     "broker-api-versions": ("logcore.tools.api_versions_cmd:broker_api_versions_command",
                             "Print the API versions each live broker supports."),
-    "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics and brokers, and users' SCRAM credentials."),
+    "configs": ("logcore.tools.configs_cmd:configs_command", "Describe or alter the configs of topics, groups and brokers, and users' SCRAM credentials."),
     "console": ("binlake.console.command:console_command",
                 "Serve a web console: brokers, topics, messages, groups, transactions, connectors, the sink."),
     "acls": ("logcore.tools.acls_cmd:acls_command", "Add, remove or list ACLs, as kafka-acls does."),
