@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -39,6 +38,12 @@ class SparkDaemon:
 
     def start(self) -> "SparkDaemon":
         """Start the JVM; returns once its log says `ready_line` (since this start)."""
+        self.wait_ready(self.launch())
+        return self
+
+    def launch(self) -> int:
+        """Start the JVM and return at once: the log's size before it, for `wait_ready`. (On the thread that
+        stays: a child's parent-death signal follows the thread that started it.)"""
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_DAEMON_MEMORY": "512m", "SPARK_LOG_DIR": str(self.base)}
@@ -46,9 +51,11 @@ class SparkDaemon:
             self.proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *self.args], env=env,
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True, preexec_fn=partial(die_with_parent, os.getpid()))
+        return seen
+
+    def wait_ready(self, seen: int) -> None:
         wait_until_ready(self.proc, lambda: self._logged_since(seen), f"Spark {self.name}", START_TIMEOUT_S,
                          lambda: log_tail(self.log_path), interval_s=0.2, stop=self.kill)
-        return self
 
     def _logged_since(self, offset: int) -> bool:
         with open(self.log_path, "rb") as log:
@@ -84,8 +91,9 @@ class SparkStandalone:
         try:
             self.master.start()
             assert port_answers(self.port), f"the Spark master does not listen on {self.port}"
-            with ThreadPoolExecutor(len(self.workers)) as pool:   # (JVM starts overlap)
-                list(pool.map(SparkDaemon.start, self.workers))
+            seen = [worker.launch() for worker in self.workers]       # (their JVM starts overlap)
+            for worker, offset in zip(self.workers, seen):
+                worker.wait_ready(offset)
         except BaseException:
             self.stop()
             raise

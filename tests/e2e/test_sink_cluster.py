@@ -17,8 +17,9 @@ from testkit.spark_cluster import SparkStandalone
 
 @pytest.mark.slow  # three JVMs besides the driver's and two executor starts: minutes on two cores
 @pytest.mark.timeout(1200)
-def test_the_sink_on_a_standalone_cluster_survives_a_worker_sigkilled_twice(spark, postgres, server, broker,
+def test_the_sink_on_a_standalone_cluster_survives_a_worker_sigkilled_twice(spark, postgres, mysql, broker,
                                                                             connector, tmp_path):
+    server = mysql                               # (one server: the cluster's part is past the source)
     db, name, fmt = server.new_database(), "cluster", "debezium"
     workload = Workload(server, db, seed=39)
     workload.create()
