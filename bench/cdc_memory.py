@@ -89,15 +89,15 @@ def main() -> None:
     timeout_ms = args.transaction_timeout_s * 1000
     base = Path(tempfile.mkdtemp(prefix="binlake-cdc-memory-"))
     print(f"work directory {base}")
-    options = {"max-binlog-size": "1G", "innodb-buffer-pool-size": "512M"}
-    server = start_server(args.server, base / args.server, options={
-        **({"log-bin": "binlog", "server-id": "1", "gtid-mode": "ON", "enforce-gtid-consistency": "ON"}
-           if args.server == "mysql" else {"log-bin": "binlog", "binlog-format": "ROW", "binlog-row-image": "FULL",
-                                           "binlog-row-metadata": "FULL", "server-id": "1"}), **options})
     (base / "broker").mkdir()
     broker = BrokerUnderTest(str(base / "broker" / "data"), ["transaction.state.log.num.partitions=5",
                                                               "offsets.topic.num.partitions=5",
                                                               f"transaction.max.timeout.ms={timeout_ms}"])
+    options = {"max-binlog-size": "1G", "innodb-buffer-pool-size": "512M"}
+    server = start_server(args.server, base / args.server, options={   # (after the broker, which may fail to start)
+        **({"log-bin": "binlog", "server-id": "1", "gtid-mode": "ON", "enforce-gtid-consistency": "ON"}
+           if args.server == "mysql" else {"log-bin": "binlog", "binlog-format": "ROW", "binlog-row-image": "FULL",
+                                           "binlog-row-metadata": "FULL", "server-id": "1"}), **options})
     connect = None
     try:
         started = time.monotonic()
