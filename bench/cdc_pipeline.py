@@ -53,7 +53,7 @@ import yaml  # noqa: E402
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
 from sandbox.sql import SqlServer, start_server  # noqa: E402
-from connect.topics import LogTopics  # noqa: E402
+from common.log_topics import LogTopics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 6

@@ -40,7 +40,7 @@ from produce_consume import BrokerUnderTest  # noqa: E402
 import yaml  # noqa: E402
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
-from connect.topics import LogTopics  # noqa: E402
+from common.log_topics import LogTopics  # noqa: E402
 from sandbox.sql import start_server  # noqa: E402
 from testkit.cpu import tree_cpu_seconds  # noqa: E402
 

@@ -22,7 +22,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from common.kafka_security import KafkaSecurity
-from connect.topics import LogTopics
+from common.log_topics import LogTopics
 
 from . import auth
 from .batches import BatchError, LogEntry, Stream, table_filter

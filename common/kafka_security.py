@@ -95,10 +95,11 @@ class KafkaSecurity(BaseModel):
 
     def java(self) -> dict:
         """The Java client's settings (Spark's Kafka source takes them prefixed with `kafka.`); PEM
-        files are passed as PEM stores (KIP-651)."""
+        files are passed inline as PEM stores (KIP-651), so executors on other hosts need no copy of them."""
         settings = {"security.protocol": self.protocol}
         if self.ca_file:
-            settings.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
+            settings.update({"ssl.truststore.type": "PEM",
+                             "ssl.truststore.certificates": Path(self.ca_file).read_text()})
         if self.cert_file:
             settings.update({"ssl.keystore.type": "PEM",
                              "ssl.keystore.certificate.chain": Path(self.cert_file).read_text(),

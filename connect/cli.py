@@ -16,10 +16,11 @@ import urllib.request
 import click
 from aiokafka.errors import KafkaError
 
+from common.log_topics import TopicError
+
 from . import config, plugins, worker_config
 from .herder import Standalone
 from .runtime import Worker
-from .topics import TopicError
 
 log = logging.getLogger(__name__)
 

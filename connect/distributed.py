@@ -26,15 +26,16 @@ from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 
+from common.kafka_group import GroupMember, MembershipLost
+from common.log_topics import LogTopics
+
 from . import config as connect_config
 from .api import ConnectorConfig
 from .assignor import Assignment, LeaderMemory, MemberState, Unit, assign, unit_label, unit_order
 from .cluster_state import StateTopics, split_config_key
 from .herder import BadRequest, Conflict, NotFound
-from .membership import GroupMember, MembershipLost
 from .producer import make_producer, start_producer
 from .runtime import State, TaskRunner, offset_store, split_tasks
-from .topics import LogTopics
 from .worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)

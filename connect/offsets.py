@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from common.kafka_security import KafkaSecurity
+from common.log_topics import LogTopics
 
 from .api import Json
-from .topics import LogTopics
 
 log = logging.getLogger(__name__)
 

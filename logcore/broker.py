@@ -58,7 +58,7 @@ class Broker:
         self.topic_admin = TopicAdmin(self.config, self.metadata, self.replicas, self.mode.placement)
         self.fetch_sessions = FetchSessionCache()  # KIP-227 incremental fetch sessions
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
-                                       alone=self.mode.alone)
+                                       self.mode.group_configs, alone=self.mode.alone)
         self.mode.add_deletion_listener(self.groups)
         self.listeners, inter_broker = listeners_from(self.config, host, port)
         self.peer_security = peer_security(self.config, inter_broker)  # (None: PLAINTEXT between brokers)
@@ -72,7 +72,8 @@ class Broker:
         self.metrics = BrokerMetrics(self.replicas, self.groups, self.transactions)
         self.services = Services(self.broker_id, self.config, self.replicas, self.metadata, self.cluster,
                                  self.topic_admin, self.groups, self.transactions, self.txn_markers,
-                                 self.fetch_sessions, self.authorizer, self.credentials, self.metrics)
+                                 self.fetch_sessions, self.authorizer, self.credentials, self.metrics,
+                                 self.mode.group_configs)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self.services, listener.host, listener.port, handlers, limits, listener.name,
                                                    tls_context(self.config, listener),

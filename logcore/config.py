@@ -26,6 +26,7 @@ class ConfigSource(enum.IntEnum):
     TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 Synonym = tuple[str, Any, ConfigSource]  # (config name, typed value, where it is set)
@@ -247,6 +248,45 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.max.session.timeout.ms", "int", 1800000, "largest session.timeout.ms a member may ask for",
               check=_at_least(0)),
     ConfigDef("group.max.size", "int", INT_MAX, "most members one group may have", check=_at_least(1)),
+    # the consumer group protocol (KIP-848, logcore/coordinator/consumer_*.py) and the group configs'
+    # defaults and bounds (logcore/group_configs.py)
+    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
+              "the group protocols the coordinator serves: classic (JoinGroup/SyncGroup) and consumer "
+              "(ConsumerGroupHeartbeat)", check=_one_of("classic", "consumer")),
+    ConfigDef("group.consumer.assignors", "list", ["uniform", "range"],
+              "the server-side assignors of consumer groups, the first the default", check=_one_of("uniform", "range")),
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45000, "a consumer group member's session timeout",
+              check=_at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45000,
+              "smallest consumer.session.timeout.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60000,
+              "largest consumer.session.timeout.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000,
+              "how often a consumer group member heartbeats", check=_at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000,
+              "smallest consumer.heartbeat.interval.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000,
+              "largest consumer.heartbeat.interval.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.consumer.max.size", "int", INT_MAX, "most members one consumer group may have",
+              check=_at_least(1)),
+    ConfigDef("group.share.session.timeout.ms", "int", 45000, "a share group member's session timeout",
+              check=_at_least(1)),
+    ConfigDef("group.share.min.session.timeout.ms", "int", 45000,
+              "smallest share.session.timeout.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.share.max.session.timeout.ms", "int", 60000,
+              "largest share.session.timeout.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, "how often a share group member heartbeats",
+              check=_at_least(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", "int", 5000,
+              "smallest share.heartbeat.interval.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15000,
+              "largest share.heartbeat.interval.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.share.record.lock.duration.ms", "int", 30000,
+              "how long a share group member holds the records it acquired", check=_at_least(1)),
+    ConfigDef("group.share.min.record.lock.duration.ms", "int", 15000,
+              "smallest share.record.lock.duration.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.share.max.record.lock.duration.ms", "int", 60000,
+              "largest share.record.lock.duration.ms a group config may set", check=_at_least(1)),
     ConfigDef("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", check=_at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets",
               check=_at_least(14)),
@@ -441,6 +481,16 @@ class ConfigEntry:
     read_only: bool
 
 
+def overridable_entry(broker: BrokerConfig, definition: ConfigDef, value: Any, overrides: dict[str, Any],
+                      source: ConfigSource) -> ConfigEntry:
+    """A topic's or a group's config as DescribeConfigs shows it: its own override (from `source`), then
+    the broker's synonyms and Kafka's default."""
+    synonyms = broker.topic_synonyms(definition)
+    if definition.name in overrides:
+        synonyms.insert(0, (definition.name, overrides[definition.name], source))
+    return ConfigEntry(definition, value, synonyms[0][2], tuple(synonyms), read_only=False)
+
+
 class AlterOp(enum.IntEnum):
     """IncrementalAlterConfigs operations, numbered as on the wire."""
 
@@ -459,9 +509,14 @@ def validate_topic_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def _topic_definition(key: str) -> ConfigDef:
-    definition = TOPIC_CONFIGS.get(key)
+    return known_definition(TOPIC_CONFIGS, "topic", key)
+
+
+def known_definition(definitions: dict[str, ConfigDef], kind: str, key: str) -> ConfigDef:
+    """`definitions[key]`; InvalidConfig naming the known keys when `key` is not one of them."""
+    definition = definitions.get(key)
     if definition is None:
-        raise InvalidConfig(f"unknown topic config {key!r}; known: {', '.join(sorted(TOPIC_CONFIGS))}")
+        raise InvalidConfig(f"unknown {kind} config {key!r}; known: {', '.join(sorted(definitions))}")
     return definition
 
 
@@ -480,11 +535,7 @@ class TopicConfig:
         return self._values[key]
 
     def describe(self, key: str) -> ConfigEntry:
-        definition = TOPIC_CONFIGS[key]
-        synonyms = self.broker.topic_synonyms(definition)
-        if key in self.overrides:
-            synonyms.insert(0, (key, self.overrides[key], ConfigSource.TOPIC_CONFIG))
-        return ConfigEntry(definition, self[key], synonyms[0][2], tuple(synonyms), read_only=False)
+        return overridable_entry(self.broker, TOPIC_CONFIGS[key], self[key], self.overrides, ConfigSource.TOPIC_CONFIG)
 
     def altered(self, ops: list[tuple[str, AlterOp, str | None]]) -> dict[str, str]:
         """The override set after IncrementalAlterConfigs `ops` (validated; nothing is changed here).

@@ -142,8 +142,8 @@ class BrokerState(Collector):
         groups = GaugeMetricFamily("binlake_broker_groups", "Groups this broker coordinates, by state",
                                    labels=["state"])
         by_state: dict[str, int] = {}
-        for group in self.groups.groups.values():
-            by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
+        for state in [g.state.value for g in self.groups.listed()] + [g.state for g in self.groups.consumer_groups()]:
+            by_state[state] = by_state.get(state, 0) + 1
         for state, count in sorted(by_state.items()):
             groups.add_metric([state], count)
         yield groups

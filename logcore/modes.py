@@ -2,9 +2,9 @@
 partition hosted and led here) or a member of a ZooKeeper cluster (docs/cluster.md).
 
 `mode_for` is the one place that asks which. A mode builds what differs between the two — the
-metadata store, the cluster view the APIs answer from, where producer-id blocks, SCRAM credentials
-and ACLs are kept, how a new topic's partitions are placed — and brings this broker's partitions up
-and down. Everything above it takes what it built and never asks again.
+metadata store, the cluster view the APIs answer from, where producer-id blocks, SCRAM credentials,
+group configs and ACLs are kept, how a new topic's partitions are placed — and brings this broker's
+partitions up and down. Everything above it takes what it built and never asks again.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .cluster.zk_cluster import ZooKeeperCluster
 from .cluster.zk_metadata import ZooKeeperMetadataStore
 from .config import BrokerConfig, TopicConfig
 from .coordinator.producer_ids import FileBlocks, ZooKeeperBlocks
+from .group_configs import FileGroupConfigs, ZooKeeperGroupConfigs
 from .replication.cluster import Replication
 from .replication.manager import ReplicaManager
 from .replication.partition import Partition
@@ -41,6 +42,7 @@ class Alone:
         self.view = SingleBrokerView(broker_id, replicas, this_node)
         self.id_blocks = FileBlocks(data_dir, broker_id)
         self.credentials = FileCredentials(data_dir)
+        self.group_configs = FileGroupConfigs(data_dir)
         self.placement = HostHere(self.metadata, replicas)
 
     def acl_store(self) -> FileAcls:
@@ -82,6 +84,7 @@ class InCluster:
         self.view = zookeeper
         self.id_blocks = ZooKeeperBlocks(zookeeper.zk, broker_id)
         self.credentials = ZooKeeperCredentials(zookeeper.zk)
+        self.group_configs = ZooKeeperGroupConfigs(zookeeper.zk)
         self.placement = AssignReplicas(self.metadata, self.view)
         self.replication: Replication | None = None  # once started
         self._deletion_listeners: list[DeletionListener] = []

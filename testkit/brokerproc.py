@@ -33,7 +33,7 @@ class BrokerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20) -> "BrokerProcess":
+    def start(self, timeout: float = 90) -> "BrokerProcess":   # (a Python start on two loaded cores)
         args = [*BINLAKE, "broker", "--data-dir", str(self.data_dir), "--listen", self.address]
         if self.broker_id is not None:
             args += ["--broker-id", str(self.broker_id)]

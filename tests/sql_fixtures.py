@@ -20,6 +20,13 @@ from sandbox.sql import SqlServer, initialize_datadir, start_server
 KINDS = ("mariadb", "mysql")
 
 
+def by_default_on(kind: str):
+    """Run a heavy end-to-end test on `kind` in the default suite and on the other server with `-m slow`:
+    for suite time, where the behaviour tested is past the source (the cdc tests run on both by default)."""
+    other = next(k for k in KINDS if k != kind)
+    return pytest.mark.parametrize("server_kind", [kind, pytest.param(other, marks=pytest.mark.slow)], indirect=True)
+
+
 def _template(tmp_path_factory, kind: str):
     template = tmp_path_factory.mktemp(f"{kind}-template") / "data"
     try:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..coordinator.group_coordinator import GroupCoordinator
     from ..coordinator.transaction_coordinator import TransactionCoordinator
     from ..coordinator.transaction_markers import MarkerWriter
+    from ..group_configs import FileGroupConfigs, ZooKeeperGroupConfigs
     from ..metrics import BrokerMetrics
     from ..protocol.fetch_session import FetchSessionCache
     from ..replication.manager import ReplicaManager
@@ -54,6 +55,7 @@ class Services:
     authorizer: Authorizer | None          # None: every request is allowed
     credentials: FileCredentials | ZooKeeperCredentials  # SCRAM users
     metrics: BrokerMetrics
+    group_configs: FileGroupConfigs | ZooKeeperGroupConfigs  # per-group overrides (resource type GROUP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,10 @@ class RequestContext:
     @property
     def metrics(self) -> BrokerMetrics:
         return self.services.metrics
+
+    @property
+    def group_configs(self) -> FileGroupConfigs | ZooKeeperGroupConfigs:
+        return self.services.group_configs
 
     # -- authorization -------------------------------------------------------------------------
 

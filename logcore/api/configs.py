@@ -1,8 +1,10 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and for this broker;
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, groups and this broker;
 ListConfigResources.
 
-Topic changes persist in the metadata store and reach the partition logs at once. Broker settings
-are static (the `--config` file): they can be described, not altered.
+Topic changes persist in the metadata store and reach the partition logs at once; group configs
+persist in the mode's group config store (logcore/group_configs.py) and the group coordinator reads
+them at each heartbeat. Broker settings are static (the `--config` file): they can be described,
+not altered.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Callable
 
 from ..cluster.topics import validate_topic_name
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, AlterOp, ConfigEntry, TopicConfig, format_value
+from ..group_configs import GROUP_CONFIGS, GroupConfig, validate_group_id
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidRequest
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
@@ -20,8 +23,9 @@ from .topics import error_fields
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # Kafka's ConfigResource types
 KNOWN_RESOURCE_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
-# Whose configs a resource holds, for ACLs: a topic's own, the cluster's for the brokers'.
-ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, BROKER: ResourceType.CLUSTER, BROKER_LOGGER: ResourceType.CLUSTER}
+# Whose configs a resource holds, for ACLs: a topic's or a group's own, the cluster's for the brokers'.
+ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP, BROKER: ResourceType.CLUSTER,
+                 BROKER_LOGGER: ResourceType.CLUSTER}
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                 "password": 9}
 
@@ -49,14 +53,21 @@ def _describe(ctx, resource_type: int, name: str, keys) -> list[ConfigEntry]:
     if resource_type == TOPIC:
         validate_topic_name(name)
         describe, known = ctx.topic_admin.topic_config(ctx.metadata.get(name)).describe, TOPIC_CONFIGS
+    elif resource_type == GROUP:
+        describe, known = _group_config(ctx, name).describe, GROUP_CONFIGS
     elif resource_type == BROKER:
         if not _is_this_broker(ctx, name):
             return []  # the cluster-wide dynamic defaults: there are none
         describe, known = ctx.config.describe, BROKER_CONFIGS
     else:
-        raise InvalidRequest(f"resource type {resource_type} is not supported; use topic (2) or broker (4)")
+        raise InvalidRequest(f"resource type {resource_type} is not supported; use topic (2), broker (4) or group (32)")
     wanted = sorted(known) if keys is None else dict.fromkeys(keys)
     return [describe(key) for key in wanted if key in known]
+
+
+def _group_config(ctx, group: str) -> GroupConfig:
+    validate_group_id(group)
+    return GroupConfig(ctx.config, ctx.group_configs.get(group))
 
 
 def _is_this_broker(ctx, name: str) -> bool:
@@ -109,10 +120,10 @@ def _operation(code: int) -> AlterOp:
 
 def _require(ctx, operation: Operation, resource_type: int, name: str) -> None:
     if (acl_type := ACL_RESOURCES.get(resource_type)) is not None:
-        ctx.require(operation, acl_type, name if acl_type == ResourceType.TOPIC else CLUSTER_NAME)
+        ctx.require(operation, acl_type, CLUSTER_NAME if acl_type == ResourceType.CLUSTER else name)
 
 
-def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str, str]]) -> list[dict]:
+def _alter(ctx, request, new_overrides: Callable[[TopicConfig | GroupConfig, tuple], dict[str, str]]) -> list[dict]:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results = []
     for resource in request.resources:
@@ -129,12 +140,19 @@ def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str,
                 _is_this_broker(ctx, resource.resource_name)
                 raise InvalidRequest("broker configs cannot be changed at runtime (no dynamic broker configs): "
                                      "set them in the broker's --config file or --override and restart it")
-            if resource.resource_type != TOPIC:
-                raise InvalidRequest(f"resource type {resource.resource_type} is not supported; use topic (2)")
-            validate_topic_name(resource.resource_name)
-            config = ctx.topic_admin.topic_config(ctx.metadata.get(resource.resource_name))
-            ctx.topic_admin.set_configs(resource.resource_name, new_overrides(config, resource.configs),
-                                        validate_only=request.validate_only)
+            if resource.resource_type == GROUP:
+                overrides = new_overrides(_group_config(ctx, resource.resource_name), resource.configs)
+                GroupConfig(ctx.config, overrides)  # validates (AlterConfigs' whole set too)
+                if not request.validate_only:
+                    ctx.group_configs.put(resource.resource_name, overrides)
+            elif resource.resource_type == TOPIC:
+                validate_topic_name(resource.resource_name)
+                config = ctx.topic_admin.topic_config(ctx.metadata.get(resource.resource_name))
+                ctx.topic_admin.set_configs(resource.resource_name, new_overrides(config, resource.configs),
+                                            validate_only=request.validate_only)
+            else:
+                raise InvalidRequest(f"resource type {resource.resource_type} is not supported; use topic (2) "
+                                     f"or group (32)")
         except BrokerError as exc:
             result.update(error_fields(exc))
         results.append(result)
@@ -145,7 +163,8 @@ def _alter(ctx, request, new_overrides: Callable[[TopicConfig, tuple], dict[str,
 async def list_config_resources(ctx, request) -> dict:
     """KIP-1142 (v1; v0 was ListClientMetricsResources): the resources of the asked types (all when
     none are asked) that configs can be described for. binlake has topic and broker configs; it has
-    no group configs, client metrics subscriptions or broker loggers, so those types list nothing."""
+    no client metrics subscriptions or broker loggers, so those types list nothing; groups are those
+    with configs set and those the coordinator holds."""
     ctx.require(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
     wanted = set(getattr(request, "resource_types", ()) or KNOWN_RESOURCE_TYPES) if ctx.api_version else {CLIENT_METRICS}
     unknown = wanted - set(KNOWN_RESOURCE_TYPES)
@@ -158,4 +177,7 @@ async def list_config_resources(ctx, request) -> dict:
     if BROKER in wanted:
         resources += [{"resource_name": str(node.node_id), "resource_type": BROKER}
                       for node in ctx.cluster.live_nodes()]
+    if GROUP in wanted:
+        names = set(ctx.group_configs.names()) | {g.group_id for g in ctx.groups.listed()}
+        resources += [{"resource_name": name, "resource_type": GROUP} for name in sorted(names)]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": resources}

@@ -131,11 +131,14 @@ async def offset_commit(ctx, request) -> dict:
     return {"topics": topics}
 
 
-def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> dict:
+def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False, member_id: str | None = None,
+                 member_epoch: int = -1) -> dict:
     if not ctx.allowed(DESCRIBE, GROUP, group_id):
         return {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
     if not ctx.groups.owns(group_id):
         return {"group_id": group_id, "error_code": ErrorCode.not_coordinator, "topics": []}
+    if (error := ctx.groups.check_offset_fetch(group_id, member_id, member_epoch)) is not ErrorCode.none:
+        return {"group_id": group_id, "error_code": error, "topics": []}  # (v9+: a KIP-848 member's epoch)
     wanted = None
     if topics is not None:
         wanted = []
@@ -170,7 +173,9 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False) -> di
 @handles(ApiKey.OFFSET_FETCH, 1, 10)
 async def offset_fetch(ctx, request) -> dict:
     if ctx.api_version >= 8:
-        return {"groups": [_fetch_group(ctx, g.group_id, g.topics, request.require_stable) for g in request.groups]}
+        return {"groups": [_fetch_group(ctx, g.group_id, g.topics, request.require_stable,
+                                        getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+                           for g in request.groups]}
     return _fetch_group(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
 
 
@@ -196,11 +201,12 @@ async def list_groups(ctx, request) -> dict:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     every = ctx.allowed(DESCRIBE, CLUSTER)  # (else the groups it may describe, as Kafka lists them)
-    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
-               "group_type": "classic"}
-              for g in ctx.groups.listed()
-              if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
-              and (every or ctx.allowed(DESCRIBE, GROUP, g.group_id))]
+    listed = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in ctx.groups.listed()]
+    listed += [(g.group_id, "consumer", g.state, "consumer") for g in ctx.groups.consumer_groups()]
+    groups = [{"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": group_type}
+              for group_id, protocol_type, state, group_type in listed
+              if (not states or state.lower() in states) and (not types or group_type in types)
+              and (every or ctx.allowed(DESCRIBE, GROUP, group_id))]
     return {"error_code": ErrorCode.none, "groups": groups}
 
 
@@ -220,10 +226,12 @@ async def describe_groups(ctx, request) -> dict:
             continue
         group = ctx.groups.group(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            missing = ctx.api_version >= 6
+            missing = ctx.api_version >= 6  # (a KIP-848 group, as in Kafka: ConsumerGroupDescribe describes it)
+            why = ("is a consumer group (KIP-848): describe it with ConsumerGroupDescribe"
+                   if ctx.groups.consumer_group(group_id) else "does not exist")
             described.append({"group_id": group_id, "group_state": GroupState.DEAD.value,
                               "error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
-                              "error_message": f"group {group_id!r} does not exist" if missing else None,
+                              "error_message": f"group {group_id!r} {why}" if missing else None,
                               "protocol_type": "", "protocol_data": "", "members": [],
                               "authorized_operations": NO_OPERATIONS})
             continue

@@ -22,7 +22,8 @@ MAX_ITERATIONS = 16384  # Kafka's ceiling
 async def describe_user_scram_credentials(ctx, request) -> dict:
     ctx.require(Operation.DESCRIBE, ResourceType.CLUSTER)
     stored = await asyncio.to_thread(ctx.credentials.all)  # (ZooKeeper reads block)
-    names = sorted(stored) if request.users is None else [u.name for u in request.users]
+    # null or empty: every user (the schema: "null or empty means all users")
+    names = [u.name for u in request.users or ()] or sorted(stored)
     repeated = {name for name, count in Counter(names).items() if count > 1}
     results = []
     for name in dict.fromkeys(names):

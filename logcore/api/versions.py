@@ -1,5 +1,10 @@
-"""ApiVersions: the supported-versions table, derived from the registered handlers. A version the
-broker lacks never reaches here: the connection answers it in v0 with the table (see connection.py)."""
+"""ApiVersions: the supported-versions table, derived from the registered handlers, and the
+features (KIP-584) as Kafka 4 reports them. A version the broker lacks never reaches here: the
+connection answers it in v0 with the table (see connection.py).
+
+Features: `group.version` 1 means the consumer group protocol (KIP-848) is on; it is finalized at
+1 when `group.coordinator.rebalance.protocols` has `consumer`, and then, only then, are
+ConsumerGroupHeartbeat and ConsumerGroupDescribe listed."""
 
 import re
 
@@ -12,6 +17,17 @@ from . import SUPPORTED, handles
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+SUPPORTED_FEATURES = {"group.version": (0, 1)}  # name → (min, max) level this broker can run
+FEATURES_EPOCH = 1  # the features are set by the broker's configuration: they never change while it runs
+CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
+
+
+def finalized_features(config) -> dict[str, int]:
+    """The level of each feature this broker runs at (a level-0 feature is not listed, as in Kafka)."""
+    consumer = "consumer" in config.get("group.coordinator.rebalance.protocols")
+    return {"group.version": 1} if consumer else {}
+
+
 @handles(ApiKey.API_VERSIONS, 0, 4)
 async def api_versions(ctx, request) -> dict:
     for name in ("client_software_name", "client_software_version"):
@@ -19,4 +35,12 @@ async def api_versions(ctx, request) -> dict:
         if value is not None and not _SOFTWARE.fullmatch(value):
             raise InvalidRequest(f"{name} {value!r} must be letters, digits, '.' and '-', "
                                  "starting and ending with a letter or digit")
-    return {"error_code": ErrorCode.none, "api_keys": supported_api_keys(SUPPORTED), "finalized_features_epoch": -1}
+    finalized = finalized_features(ctx.config)
+    hidden = () if finalized.get("group.version") else CONSUMER_PROTOCOL_APIS
+    return {"error_code": ErrorCode.none,
+            "api_keys": supported_api_keys({k: v for k, v in SUPPORTED.items() if k not in hidden}),
+            "supported_features": [{"name": name, "min_version": low, "max_version": high}
+                                   for name, (low, high) in SUPPORTED_FEATURES.items()],
+            "finalized_features_epoch": FEATURES_EPOCH,
+            "finalized_features": [{"name": name, "min_version_level": level, "max_version_level": level}
+                                   for name, level in finalized.items()]}

@@ -32,11 +32,14 @@ class OffsetCommit:
 
 
 class CommittedOffsets:
-    def __init__(self, store: GroupStore, metadata, config, touch: Callable[[Member], None]) -> None:
+    def __init__(self, store: GroupStore, metadata, config, touch: Callable[[Member], None],
+                 consumer_check: Callable[[str, int, str], ErrorCode | None]) -> None:
         self.store = store
         self.metadata = metadata
         self.config = config
         self.touch = touch  # a member's sign of life (membership.py): a commit is as good as a heartbeat
+        # A KIP-848 group's own check of a commit (member id, member epoch); None for the other groups.
+        self.consumer_check = consumer_check
         # Told which topics' offsets went (`gone(topic)`): transactional commits still pending for them go too.
         self.deletion_listeners: list[Callable[[Callable[[str], bool]], None]] = []
 
@@ -46,7 +49,9 @@ class CommittedOffsets:
         if not self.store.owns(group_id):
             return [ErrorCode.not_coordinator] * len(commits)
         group = self.store.groups.get(group_id)
-        error = _check_commit(group, generation, member_id, instance_id)
+        error = self.consumer_check(group_id, generation, member_id)
+        if error is None:
+            error = _check_commit(group, generation, member_id, instance_id)
         if error is not ErrorCode.none:
             return [error] * len(commits)
         errors, records = self.records(group_id, commits)
@@ -113,17 +118,18 @@ class CommittedOffsets:
                 return exc.code, []
         return ErrorCode.none, errors
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups: an empty group's offsets and metadata go (tombstones)."""
+    def delete_group(self, group_id: str, also: list[Record] = ()) -> ErrorCode:
+        """DeleteGroups: an empty group's offsets and metadata go (tombstones), with `also` (the records
+        ending an empty KIP-848 group of that id)."""
         if not self.store.owns(group_id):
             return ErrorCode.not_coordinator
         group = self.store.groups.get(group_id)
-        if group is None or group.is_(S.DEAD):
+        if (group is None or group.is_(S.DEAD)) and not also:
             return ErrorCode.group_id_not_found
-        if not group.is_(S.EMPTY):
+        if group is not None and not group.is_(S.EMPTY, S.DEAD):
             return ErrorCode.non_empty_group
-        records: list[Record] = [(OffsetKey(group_id, t, p), None) for t, p in group.offsets]
-        records.append((GroupKey(group_id), None))
+        records: list[Record] = [(OffsetKey(group_id, t, p), None) for t, p in (group.offsets if group else ())]
+        records += [*also, (GroupKey(group_id), None)]
         try:
             self.store.append(group_id, records)
         except BrokerError as exc:
@@ -136,6 +142,8 @@ class CommittedOffsets:
         retention_ms = self.config.get("offsets.retention.minutes") * 60_000
         expired_total = 0
         for group in list(self.store.groups.values()):
+            if (consumer := self.store.consumer_groups.get(group.group_id)) is not None and consumer.members:
+                continue  # (a KIP-848 group's offsets last while it has members)
             if group.is_(S.EMPTY) and not group.pending_members:
                 base = group.state_timestamp_ms
                 expired = [tp for tp, v in group.offsets.items()

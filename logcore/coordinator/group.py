@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..protocol.consumer_protocol import decode_subscription
 from .offsets_codec import GroupValue, MemberValue, OffsetValue
 
 
@@ -194,14 +194,8 @@ class FencedByNewMember(Exception):
 
 
 def parse_subscription(metadata: bytes) -> set[str]:
-    """Topic names of a ConsumerProtocolSubscription (version:int16, topics:[string], ...)."""
+    """Topic names of a ConsumerProtocolSubscription; none when it cannot be read."""
     try:
-        (count,) = struct.unpack_from(">i", metadata, 2)
-        pos, topics = 6, set()
-        for _ in range(max(count, 0)):
-            (n,) = struct.unpack_from(">h", metadata, pos)
-            topics.add(metadata[pos + 2 : pos + 2 + n].decode())
-            pos += 2 + n
-        return topics
-    except (struct.error, UnicodeDecodeError):
+        return set(decode_subscription(metadata).topics)
+    except ValueError:
         return set()

@@ -1,6 +1,8 @@
 """The groups as `__consumer_offsets` records them: each group's committed offsets and its last
-generation (protocol, leader, members and their assignments), and which of the topic's partitions
-this broker coordinates. Kafka's GroupMetadataManager, less the offset rules (committed_offsets.py).
+generation (protocol, leader, members and their assignments), the KIP-848 consumer groups (their
+epochs, members and assignments: consumer_group.py), and which of the topic's partitions this
+broker coordinates. Kafka's GroupMetadataManager, less the offset rules (committed_offsets.py) and
+the protocols' rules (membership.py, consumer_groups.py).
 
 `replay` is the only mutator of what the log records, and also the loading path: a change is
 appended first (`append`), then replayed. Membership while a rebalance is under way lives in the
@@ -17,15 +19,18 @@ from typing import Callable, Iterable
 
 from ..protocol.errors import BrokerError, ErrorCode
 from ..replication.partition import Partition
+from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
+from . import consumer_group
+from .consumer_group import ConsumerGroup
 from .group import VALID_PREVIOUS, Group, GroupState, Member
-from .offsets_codec import (OFFSETS_TOPIC, GroupKey, GroupValue, OffsetKey, OffsetValue, decode, encode_key,
-                            encode_value, partition_for)
+from .offsets_codec import (OFFSETS_TOPIC, GroupValue, Key, OffsetKey, decode, encode_key, encode_value,
+                            partition_for)
 from .state_topic import StateTopic
 
 log = logging.getLogger(__name__)
 
 S = GroupState
-Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
+Record = tuple[Key, object]  # (a key of offsets_codec, its value or None)
 Tidy = Callable[[Iterable[Group]], None]  # what loading does to the groups it loaded, before it says it is done
 
 
@@ -35,7 +40,8 @@ class GroupStore:
         self.topic = StateTopic(OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"),
                                 config.get("offsets.topic.segment.bytes"), replicas, metadata, create_topic,
                                 config.get("offsets.topic.replication.factor"))
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Group] = {}  # classic groups, and every group's committed offsets
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (their offsets are in `groups`)
         # The partitions of __consumer_offsets whose groups this broker coordinates: in a cluster,
         # those it leads, once loaded; None for a broker alone, which coordinates every group.
         self.led: set[int] | None = None if alone else set()
@@ -93,6 +99,9 @@ class GroupStore:
         groups = self.groups_of(partition)
         for group in groups:
             del self.groups[group.group_id]
+        count = self.topic.partitions
+        for group_id in [g for g in self.consumer_groups if partition_for(g, count) == partition]:
+            del self.consumer_groups[group_id]
         return groups
 
     def _notify(self, partition: int, loaded: bool) -> None:
@@ -123,7 +132,10 @@ class GroupStore:
         for key, value in records:
             self.replay(key, value)
 
-    def replay(self, key: OffsetKey | GroupKey, value: OffsetValue | GroupValue | None) -> None:
+    def replay(self, key: Key, value) -> None:
+        if isinstance(key, (ConsumerGroupKey, MemberKey)):
+            consumer_group.replay(self.consumer_groups, key, value)
+            return
         if isinstance(key, OffsetKey):
             group = self.groups.get(key.group)
             if value is None:

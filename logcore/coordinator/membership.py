@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..protocol.errors import BrokerError, ErrorCode
+from .consumer_group import end_records
 from .group import FencedByNewMember, Group, GroupState, Member
 from .group_store import GroupStore
 from .offsets_codec import GroupKey, GroupValue
@@ -81,6 +82,8 @@ class Membership:
         low, high = self.config.get("group.min.session.timeout.ms"), self.config.get("group.max.session.timeout.ms")
         if not low <= req.session_timeout_ms <= high:
             return JoinResult(ErrorCode.invalid_session_timeout, req.member_id)
+        if (error := self._take_over_consumer_group(req.group_id)) is not None:
+            return JoinResult(error, req.member_id)
         group = self.store.groups.get(req.group_id)
         if group is None:
             if req.member_id:
@@ -102,6 +105,17 @@ class Membership:
             return await waiter
         except FencedByNewMember:
             return JoinResult(ErrorCode.fenced_instance_id, req.member_id)
+
+    def _take_over_consumer_group(self, group_id: str) -> ErrorCode | None:
+        """An empty KIP-848 group of that id ends so the classic group starts (one with members serves
+        classic members itself: classic_members.py)."""
+        if group_id not in self.store.consumer_groups:
+            return None
+        try:
+            self.store.append(group_id, end_records(group_id))
+        except BrokerError as exc:
+            return exc.code
+        return None
 
     def _join_new(self, group: Group, req: JoinRequest, waiter: asyncio.Future) -> JoinResult | None:
         if len(group.members) + len(group.pending_members) >= self.config.get("group.max.size"):
@@ -185,6 +199,14 @@ class Membership:
             members = [(m.member_id, m.group_instance_id, m.metadata(group.protocol)) for m in group.members.values()]
         return JoinResult(ErrorCode.none, member.member_id, group.generation, group.protocol_type, group.protocol,
                           group.leader_id or "", members)
+
+    def rebalance(self, group_id: str, reason: str) -> None:
+        """A group just written as a stable generation (a KIP-848 group come back to the classic
+        protocol) rebalances: its members get a session from now and rejoin."""
+        group = self.store.groups[group_id]
+        for member in group.members.values():
+            self.touch(member)
+        self._prepare_rebalance(group, reason)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.is_(S.COMPLETING_REBALANCE):

@@ -14,7 +14,8 @@ strings are int16 length + UTF-8 (-1 for null), bytes are int32 length + data, a
                                     client_host:string  rebalance_timeout:int32  session_timeout:int32
                                     subscription:bytes  assignment:bytes]
 
-The key's version tells the record type: 0 and 1 are offset commits, 2 is group metadata. A null
+The key's version tells the record type: 0 and 1 are offset commits, 2 is group metadata, 3 to 8
+are the records of KIP-848 consumer groups (logcore/protocol/consumer_group_records.py). A null
 value is a tombstone (offset deleted, group deleted). Older value versions are read too, so a log
 written by Kafka itself loads.
 """
@@ -24,6 +25,9 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass, field
+
+from ..protocol import consumer_group_records as consumer
+from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -119,15 +123,23 @@ class _Writer:
         return self
 
 
-def encode_key(key: OffsetKey | GroupKey) -> bytes:
+Key = OffsetKey | GroupKey | ConsumerGroupKey | MemberKey
+
+
+def encode_key(key: Key) -> bytes:
+    if isinstance(key, (ConsumerGroupKey, MemberKey)):
+        return consumer.encode_key(key)
     if isinstance(key, OffsetKey):
         return bytes(_Writer().int16(1).string(key.group).string(key.topic).int32(key.partition).buf)
     return bytes(_Writer().int16(2).string(key.group).buf)
 
 
-def encode_value(value: OffsetValue | GroupValue | None) -> bytes | None:
+def encode_value(value) -> bytes | None:
+    """An OffsetValue, GroupValue or consumer group record value; None (a tombstone) as is."""
     if value is None:
         return None
+    if not isinstance(value, (OffsetValue, GroupValue)):
+        return consumer.encode_value(value)
     if isinstance(value, OffsetValue):
         w = _Writer().int16(3).int64(value.offset).int32(value.leader_epoch).string(value.metadata)
         return bytes(w.int64(value.commit_timestamp).buf)
@@ -184,13 +196,18 @@ class _Reader:
         return b"" if n < 0 else self._raw(n)
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
+def decode_key(data: bytes) -> Key:
     r = _Reader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetKey(r.string() or "", r.string() or "", r.int32())
     if version == 2:
         return GroupKey(r.string() or "")
+    if version in consumer.CONSUMER_KEY_VERSIONS:
+        try:
+            return consumer.decode_key(version, data)
+        except ValueError as exc:
+            raise CorruptOffsetsRecord(str(exc)) from exc
     raise CorruptOffsetsRecord(f"unknown __consumer_offsets key version {version}")
 
 
@@ -229,9 +246,14 @@ def decode_group_value(data: bytes) -> GroupValue:
     return GroupValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
-def decode(key: bytes, value: bytes | None) -> tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]:
+def decode(key: bytes, value: bytes | None) -> tuple[Key, object]:
     """One `__consumer_offsets` record as (key, value); value None is a tombstone."""
     k = decode_key(key)
     if value is None:
         return k, None
+    if isinstance(k, (ConsumerGroupKey, MemberKey)):
+        try:
+            return k, consumer.decode_value(k.version, value)
+        except ValueError as exc:
+            raise CorruptOffsetsRecord(str(exc)) from exc
     return k, decode_offset_value(value) if isinstance(k, OffsetKey) else decode_group_value(value)

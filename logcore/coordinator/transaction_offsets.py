@@ -84,7 +84,12 @@ class TxnOffsets:
 
     def _check_member(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
         """KIP-447: a commit naming a member and generation must come from the current generation, so
-        a processor that lost its partitions in a rebalance cannot commit for them any more."""
+        a processor that lost its partitions in a rebalance cannot commit for them any more (in a KIP-848
+        group: the member at its current epoch)."""
+        if member_id or generation >= 0:
+            consumer = self.groups.check_consumer_commit(group_id, generation, member_id)
+            if consumer is not None:
+                return consumer
         group = self.groups.groups.get(group_id)
         if group is None:
             return ErrorCode.none  # the group appears with its first committed offset

@@ -1,4 +1,4 @@
-"""`binlake configs`: kafka-configs.sh for topics, brokers and users. Describes an entity's configs
+"""`binlake configs`: kafka-configs.sh for topics, groups, brokers and users. Describes an entity's configs
 (the ones set on it, or `--all`) and alters them with IncrementalAlterConfigs (`--add-config
 k=v,...`, `--delete-config k,...`). Broker configs are static in binlake (the `--config` file):
 describing them works, altering is refused by the broker with its reason. Users' configs are their
@@ -13,9 +13,10 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from . import scram_users
 
 TIMEOUT_S = 30
-ENTITY_TYPES = {"topics": ("topic", ConfigResource.Type.TOPIC), "brokers": ("broker", ConfigResource.Type.BROKER)}
+ENTITY_TYPES = {"topics": ("topic", ConfigResource.Type.TOPIC), "brokers": ("broker", ConfigResource.Type.BROKER),
+                "groups": ("group", ConfigResource.Type.GROUP)}
 SET_HERE = {ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
-            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG}
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.GROUP_CONFIG}
 
 
 def _pairs(_ctx, _param, value: str | None) -> dict[str, str]:
@@ -39,7 +40,7 @@ def _pairs(_ctx, _param, value: str | None) -> dict[str, str]:
 @click.option("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]", help="brokers to connect to")
 @click.option("--entity-type", required=True, type=click.Choice(sorted([*ENTITY_TYPES, "users"])),
               help="what to configure")
-@click.option("--entity-name", help="the topic name, broker id or user (default for --describe: every one)")
+@click.option("--entity-name", help="the topic name, group id, broker id or user (default for --describe: every one)")
 @click.option("--describe", is_flag=True, help="print the configs")
 @click.option("--all", "all_configs", is_flag=True, help="with --describe: every config, defaults included")
 @click.option("--alter", is_flag=True, help="change configs with --add-config / --delete-config")
@@ -47,7 +48,7 @@ def _pairs(_ctx, _param, value: str | None) -> dict[str, str]:
 @click.option("--delete-config", metavar="K,K", help="configs to remove (back to their defaults)")
 def configs_command(bootstrap_server: str, entity_type: str, entity_name: str | None, describe: bool,
                     all_configs: bool, alter: bool, add_config: dict[str, str], delete_config: str | None) -> None:
-    """Describe or alter the configs of topics and brokers, and users' SCRAM credentials."""
+    """Describe or alter the configs of topics, groups and brokers, and users' SCRAM credentials."""
     if describe == alter:
         raise click.UsageError("give exactly one of --describe and --alter")
     if alter and not (entity_name and (add_config or delete_config)):
@@ -86,6 +87,8 @@ def configs_command(bootstrap_server: str, entity_type: str, entity_name: str | 
 
 
 def _every(admin: AdminClient, entity_type: str) -> list[str]:
+    if entity_type == "groups":
+        return sorted(g.group_id for g in admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S).valid)
     metadata = admin.list_topics(timeout=TIMEOUT_S)
     if entity_type == "brokers":
         return [str(b) for b in sorted(metadata.brokers)]

@@ -74,13 +74,16 @@ def groups_command() -> None:
 @groups_command.command("list")
 @bootstrap_option
 @click.option("--state", "show_state", is_flag=True, help="also show each group's state")
-def list_(bootstrap_server: str, show_state: bool) -> None:
+@click.option("--type", "show_type", is_flag=True, help="also show each group's protocol: CLASSIC or CONSUMER (KIP-848)")
+def list_(bootstrap_server: str, show_state: bool, show_type: bool) -> None:
     """List consumer groups."""
     admin = _admin(bootstrap_server)  # kept referenced: futures fail once the client is collected
     listed = result_of(admin.list_consumer_groups(request_timeout=TIMEOUT_S), "cannot list groups")
     groups = sorted(listed.valid, key=lambda g: g.group_id)
-    if show_state:
-        _echo_table(["GROUP", "STATE"], [[g.group_id, g.state.name] for g in groups])
+    if show_state or show_type:
+        columns = [("TYPE", lambda g: g.type.name)] * show_type + [("STATE", lambda g: g.state.name)] * show_state
+        _echo_table(["GROUP", *(name for name, _ in columns)],
+                    [[g.group_id, *(value(g) for _, value in columns)] for g in groups])
     else:
         for g in groups:
             click.echo(g.group_id)

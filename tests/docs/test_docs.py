@@ -1,5 +1,5 @@
-"""The docs as tests: every command of docs/quickstart.md, docs/sink.md, docs/streams.md and
-docs/connect.md runs as written, in order, against real servers (the ones the docs start), and
+"""The docs as tests: every command of docs/quickstart.md, docs/sink.md, docs/streams.md,
+docs/connect.md and docs/registry.md runs as written, in order, against real servers (the ones the docs start), and
 prints what the docs say it prints. The Markdown is the test's input (tests/docs/doc_steps.py has
 the convention); a changed doc changes the test.
 
@@ -19,7 +19,7 @@ from testkit.brokerproc import ROOT
 from doc_steps import Step, after, steps
 from terminal import Job, Terminal
 
-DOCS = ("docs/quickstart.md", "docs/sink.md", "docs/streams.md", "docs/connect.md")
+DOCS = ("docs/quickstart.md", "docs/sink.md", "docs/streams.md", "docs/connect.md", "docs/registry.md")
 READY_WAIT_S = 240   # a background command's start (Spark's: a minute or two on two shared cores)
 OUTPUT_WAIT_S = 180  # until a command prints what its doc says (a change travelling to the warehouse)
 

@@ -8,12 +8,16 @@ import datetime
 import decimal
 import json
 import random
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pymysql
 
 from e2e_harness import mysql_config, read_committed, write_config
+from testkit.brokerproc import ROOT
 
 from binlake.demo import warehouse
 
@@ -137,6 +141,48 @@ def sink_config(name: str, broker, db: str, fmt: str, checkpoint: Path, target: 
 def run_sink(spark, raw: dict) -> None:
     """The sink in this process, until it has merged everything committed when it started."""
     SinkJob(spark, validate(raw)).start().awaitTermination()
+
+
+class SinkProcess:
+    """`binlake sink run CONFIG...` in its own process (its own JVM), so the test can SIGKILL it; `configs`
+    by name run as the queries of one Spark application (`NAME.yaml` beside `path`, the query
+    binlake-sink-NAME), on `master`; the output goes to `path`.log."""
+
+    def __init__(self, configs: dict[str, dict], path: Path, master: str = "local[1]") -> None:
+        self.paths = [path.with_name(f"{name}.yaml") for name in configs]
+        for file, config in zip(self.paths, configs.values()):
+            file.write_text(json.dumps(config))
+        self.log_path = path.with_suffix(".log")
+        self.master = master
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "SinkProcess":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "sink", "run", *map(str, self.paths),
+                                          "--master", self.master], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        return self
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def batches(self) -> int:
+        return len(re.findall(r"INFO spark_sink\.job: \S+ batch \d+: ", self.log()))
+
+    def wait_batches(self, count: int, timeout: float = 300) -> None:
+        # A sink's first batch creates its Delta tables and merges on one core: over 100 s when the
+        # disk is cold and the machine shared (seen on a 2-core CI VM), a few seconds otherwise.
+        deadline = time.monotonic() + timeout
+        while self.batches() < count:
+            assert self.proc.poll() is None, f"the sink exited:\n{self.log()[-3000:]}"
+            assert time.monotonic() < deadline, f"no batch within {timeout} s:\n{self.log()[-3000:]}"
+            time.sleep(0.2)
 
 
 # -- comparing: MySQL, Delta and PostgreSQL tables as binlake.demo.warehouse reads them ------------

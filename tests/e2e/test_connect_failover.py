@@ -19,6 +19,7 @@ import time
 import aiohttp
 import pytest
 
+from sql_fixtures import by_default_on
 from e2e_harness import ROOT, ConnectorProcess, mysql_config, read_committed, wait_until, write_config
 from mysql_workload import (MAX_BATCH_RECORDS, check, check_stable_offsets, committed_offset,
                             sample_stable_offsets, seeded_workload, snapshot_done)
@@ -179,6 +180,7 @@ def failover_broker(broker_factory):
                                   "group.initial.rebalance.delay.ms": "0"})
 
 
+@by_default_on("mysql")      # (the task moves between workers alike for either server)
 async def test_the_task_fails_over_across_worker_kills_exactly_once(server, broker_factory, tmp_path):
     await run_failover_test(server, failover_broker(broker_factory), tmp_path, kills=3, zombies=1)
 

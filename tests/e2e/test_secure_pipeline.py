@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
                                    NewTopic, ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+from sql_fixtures import by_default_on
 from e2e_harness import mysql_config, read_committed, write_config
 from sink_harness import delta_table, mysql_table, run_sink
 
@@ -29,6 +30,7 @@ def wait_for_events(broker, topic: str, count: int, timeout: float = 90) -> None
         time.sleep(0.5)
 
 
+@by_default_on("mariadb")
 def test_the_connector_and_the_sink_reach_a_sasl_ssl_listener_from_their_yaml(secure_broker, certs, server,
                                                                              connector, spark, tmp_path):
     broker = secure_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

@@ -5,55 +5,14 @@ run. After a last run to the end, every target still equals MySQL: nothing lost,
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from testkit.brokerproc import ROOT
-from sink_harness import (Workload, assert_targets_equal_mysql, connector_config, run_sink, sink_config,
-                          wait_for_mark)
-
-
-class SinkProcess:
-    """`binlake sink run CONFIG` in its own process (its own JVM), so the test can SIGKILL it."""
-
-    def __init__(self, config: dict, path) -> None:
-        self.path = path.with_suffix(".yaml")
-        self.path.write_text(json.dumps(config))
-        self.log_path = path.with_suffix(".log")
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "SinkProcess":
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "sink", "run", str(self.path),
-                                          "--master", "local[1]"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        return self
-
-    def kill(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def batches(self) -> int:
-        return len(re.findall(r"INFO spark_sink\.job: \S+ batch \d+: ", self.log_path.read_text(errors="replace"))) \
-            if self.log_path.exists() else 0
-
-    def wait_batches(self, count: int, timeout: float = 300) -> None:
-        # A sink's first batch creates its Delta tables and merges on one core: over 100 s when the
-        # disk is cold and the machine shared (seen on a 2-core CI VM), a few seconds otherwise.
-        deadline = time.monotonic() + timeout
-        while self.batches() < count:
-            assert self.proc.poll() is None, f"the sink exited:\n{self.log_path.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no batch within {timeout} s:\n{self.log_path.read_text()[-3000:]}"
-            time.sleep(0.2)
+from sink_harness import (SinkProcess, Workload, assert_targets_equal_mysql, connector_config, run_sink,
+                          sink_config, wait_for_mark)
 
 
 def crash_run(kills: int, spark, postgres, server, broker, connector, tmp_path) -> None:
@@ -73,7 +32,7 @@ def crash_run(kills: int, spark, postgres, server, broker, connector, tmp_path) 
     writer = threading.Thread(target=workload.keep_running, args=(stop,))
     writer.start()
     rng = random.Random(kills)
-    sinks = [SinkProcess(config, tmp_path / f"sink-{kind}") for kind, config in configs.items()]
+    sinks = [SinkProcess({f"sink-{kind}": config}, tmp_path / f"sink-{kind}") for kind, config in configs.items()]
     try:
         for kill in range(kills):
             merged = [sink.batches() for sink in sinks]
@@ -105,10 +64,10 @@ def crash_run(kills: int, spark, postgres, server, broker, connector, tmp_path) 
     assert_targets_equal_mysql(spark, postgres, server, db, delta_root, schema, f" after {kills} sink kills")
 
 
+# `slow` for suite time (3.5 minutes of sink kills); the default suite keeps the sink's restart from its
+# checkpoint in test_sink_rules.py and its tables against MySQL's in test_sink.py
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # four JVM starts on two shared cores; a timeout inside Spark would break the shared session
-# On MySQL `slow` for suite time (two minutes of sink kills; the sink reads the same events from either server,
-# and test_sink.py compares its tables with MySQL's by default)
-@pytest.mark.parametrize("server_kind", ["mariadb", pytest.param("mysql", marks=pytest.mark.slow)], indirect=True)
 def test_sink_sigkills_with_a_broker_and_a_connector_kill(spark, postgres, server, broker, connector, tmp_path):
     crash_run(2, spark, postgres, server, broker, connector, tmp_path)  # the connector dies at kill 0, the broker at 1
 

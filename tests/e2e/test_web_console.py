@@ -18,6 +18,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from sql_fixtures import by_default_on
 from e2e_harness import mysql_config, write_config
 from sandbox.process import free_port
 from sink_harness import run_sink
@@ -64,6 +65,7 @@ def open_view(browser, url: str, hash_: str, expect: str, timeout: float = 60) -
     return browser.find_element(By.ID, "view").text
 
 
+@by_default_on("mysql")
 def test_each_page_shows_the_running_pipeline(browser, server, broker, connector, spark, tmp_path):
     from common.prometheus import serve_in_thread
     from spark_sink import metrics

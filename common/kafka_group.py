@@ -1,9 +1,11 @@
-"""Membership of a Kafka group with any protocol type (Kafka Connect's workers use "connect").
+"""Membership of a Kafka group with any protocol type (Kafka Connect's workers use "connect", the schema
+registry's instances "sr").
 
 The broker's group coordinator does the same for workers as for consumers: JoinGroup collects every
 member's metadata and elects a leader, the leader's SyncGroup hands each member its assignment, and
 Heartbeat tells a member when the group rebalances. What the metadata and assignments mean is the
-caller's business (`connect.assignor`); this module only speaks the protocol, over aiokafka's client
+caller's business (Kafka Connect's workers: `connect.assignor`; the schema registry's instances:
+`registry.election`); this module only speaks the protocol, over aiokafka's client
 and request classes, and turns the coordinator's errors into three outcomes: an assignment, "rejoin",
 or an error a user must act on.
 """
@@ -78,8 +80,8 @@ class GroupMember:
                     "broker's group.min.session.timeout.ms and group.max.session.timeout.ms") from None
             except errors.InconsistentGroupProtocolError:
                 raise errors.InconsistentGroupProtocolError(
-                    f"group {self.group_id} is in use by members of another kind (not binlake connect workers "
-                    f"with protocol {protocol!r}); give these workers a group_id of their own") from None
+                    f"group {self.group_id} is in use by members of another kind (not {self.protocol_type!r} "
+                    f"members with protocol {protocol!r}); give these members a group id of their own") from None
             except errors.KafkaError as exc:
                 if not exc.retriable:
                     raise

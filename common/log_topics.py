@@ -1,9 +1,11 @@
-"""Topics a runtime keeps state in, through aiokafka's admin client and consumer.
+"""Topics a runtime keeps state in (the connectors', Canal's, the schema registry's), through aiokafka's
+admin client and consumer.
 
 `LogTopics` creates topics (compacted where state lives in them), refuses a state topic whose
 retention would delete it, answers partition counts, reads a topic back to its end, and follows one
-(a task's signal topic), always with read_committed, so records of aborted transactions are never seen. The offsets store and the tasks
-(`TaskContext.log`, e.g. a schema history topic) use it.
+(a task's signal topic), always with read_committed, so records of aborted transactions are never seen.
+The connector offsets store, the tasks (`TaskContext.log`, e.g. a schema history topic or a signal topic)
+and the schema registry (`_schemas`) use it.
 """
 
 from __future__ import annotations
