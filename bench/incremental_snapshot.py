@@ -1,7 +1,7 @@
 """The incremental snapshot's rows/s beside the initial snapshot's, on the same table (issue 35).
 
     .venv/bin/python bench/incremental_snapshot.py [--server mariadb|mysql] [--rows 200000] [--chunk 10000]
-                                                   [--rate 500]
+                                                   [--rate 500] [--rounds 3]
 
 Starts a throwaway server (sandbox.sql) and one `binlake broker`, fills bench.t with --rows rows, then:
 
@@ -13,7 +13,10 @@ Starts a throwaway server (sandbox.sql) and one `binlake broker`, fills bench.t 
 
 Rows/s = snapshot reads / (the last read's log timestamp - the first read's), both read back with a
 read_committed consumer, so connector start-up is not counted. On 2 shared cores wall-clock rates move
-with the load; compare the ratio of one run.
+with the load, so the two alternate for --rounds rounds (new connectors each time, on the same table) and
+each round prints its ratio; the summary is the median ratio. Beside rows/s, rows per CPU second of the
+connector's processes (testkit.cpu; from the start of the reading to its end) compares what each costs,
+which the other tenants of a loaded machine move much less.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import asyncio
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +42,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
 from common.log_topics import LogTopics  # noqa: E402
 from sandbox.sql import start_server  # noqa: E402
+from testkit.cpu import tree_cpu_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 3
@@ -103,8 +108,11 @@ def wait_for(predicate, what: str, timeout: float = 1800) -> None:
 
 
 def workload(server, rows: int, rate: int, stop: threading.Event, done: list[int]) -> None:
-    rng, next_id = random.Random(7), rows
+    rng = random.Random(7)
     with server.connect(db="bench") as conn, conn.cursor() as cur:
+        cur.execute("SELECT MAX(id) FROM t")
+        (next_id,) = cur.fetchone()            # (past the rows an earlier round inserted)
+        conn.commit()
         started = time.monotonic()
         while not stop.is_set():
             r = rng.random()
@@ -122,12 +130,58 @@ def workload(server, rows: int, rate: int, stop: threading.Event, done: list[int
                 time.sleep(ahead)
 
 
+def initial_snapshot(base: Path, broker, server, args, name: str) -> tuple[float, float]:
+    """(rows/s, rows per CPU second) of `snapshot: initial` on bench.t, alone."""
+    proc = start_connector(config(base / f"{name}.yaml", name, broker.address, server.port,
+                                  snapshot="initial", snapshot_chunk_rows=args.chunk), base / f"{name}.log", name)
+    cpu = tree_cpu_seconds(proc.pid)        # (from "started": the snapshot begins)
+    wait_for(lambda: (o := asyncio.run(offset(broker.address, name))) is not None and "snapshot" not in o,
+             "the initial snapshot")
+    cpu = tree_cpu_seconds(proc.pid) - cpu
+    proc.terminate()
+    proc.wait(60)
+    n, seconds = asyncio.run(reads(broker.address, f"{name}.bench.t"))
+    print(f"initial snapshot:     {n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s; "
+          f"{cpu:.1f} CPU s = {n / cpu:,.0f} rows/CPU s", flush=True)
+    return n / seconds, n / cpu
+
+
+def incremental_snapshot(base: Path, broker, server, args, name: str) -> tuple[float, float]:
+    """(rows/s, rows per CPU second) of an incremental snapshot of bench.t on a signal, under the workload."""
+    proc = start_connector(config(base / f"{name}.yaml", name, broker.address, server.port, snapshot="no_data",
+                                  snapshot_chunk_rows=args.chunk, signals={"table": "bench.binlake_signal"}),
+                           base / f"{name}.log", name)
+    wait_for(lambda: asyncio.run(offset(broker.address, name)) is not None, "the connector's first commit")
+    stop, done = threading.Event(), [0]
+    writer = threading.Thread(target=workload, args=(server, args.rows, args.rate, stop, done), daemon=True)
+    if args.rate:
+        writer.start()
+        time.sleep(1)
+    started, cpu = time.monotonic(), tree_cpu_seconds(proc.pid)
+    server.sql("INSERT INTO bench.binlake_signal VALUES ('" + name + "', 'execute-snapshot', "
+               "'{\"data-collections\": [\"bench.t\"], \"type\": \"incremental\"}')")
+    wait_for(lambda: "incremental snapshot done" in (base / f"{name}.log").read_text(errors="replace"),
+             "the incremental snapshot")
+    elapsed, cpu = time.monotonic() - started, tree_cpu_seconds(proc.pid) - cpu
+    stop.set()
+    if args.rate:
+        writer.join()
+    proc.terminate()
+    proc.wait(60)
+    n, seconds = asyncio.run(reads(broker.address, f"{name}.bench.t"))
+    print(f"incremental snapshot: {n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s; {cpu:.1f} CPU s = "
+          f"{n / cpu:,.0f} rows/CPU s (signal to done {elapsed:.1f} s; workload "
+          f"{done[0] / max(elapsed, 1e-3):,.0f} changes/s)", flush=True)
+    return n / seconds, n / cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", choices=["mariadb", "mysql"], default="mariadb")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--chunk", type=int, default=10_000)
     parser.add_argument("--rate", type=int, default=500, help="workload row changes per second (0: none)")
+    parser.add_argument("--rounds", type=int, default=3, help="initial and incremental snapshots, alternating")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-incsnap-"))
     (base / "broker").mkdir()
@@ -143,44 +197,17 @@ def main() -> None:
                 f"({i}, {i % 97}, 's{i}', REPEAT('p', 80))" for i in range(start, min(args.rows, start + 9_999) + 1)))
         print(f"{args.server}: bench.t holds {args.rows:,} rows; snapshot_chunk_rows {args.chunk:,}", flush=True)
 
-        # initial snapshot
-        proc = start_connector(config(base / "initial.yaml", "initial", broker.address, server.port,
-                                      snapshot="initial", snapshot_chunk_rows=args.chunk),
-                               base / "initial.log", "initial")
-        wait_for(lambda: (o := asyncio.run(offset(broker.address, "initial"))) is not None and "snapshot" not in o,
-                 "the initial snapshot")
-        proc.terminate()
-        proc.wait(60)
-        n, seconds = asyncio.run(reads(broker.address, "initial.bench.t"))
-        initial = n / seconds
-        print(f"initial snapshot:     {n:,} rows in {seconds:.2f} s = {initial:,.0f} rows/s", flush=True)
-
-        # incremental snapshot under the workload
-        proc = start_connector(config(base / "incr.yaml", "incr", broker.address, server.port, snapshot="no_data",
-                                      snapshot_chunk_rows=args.chunk, signals={"table": "bench.binlake_signal"}),
-                               base / "incr.log", "incr")
-        wait_for(lambda: asyncio.run(offset(broker.address, "incr")) is not None, "the connector's first commit")
-        stop, done = threading.Event(), [0]
-        writer = threading.Thread(target=workload, args=(server, args.rows, args.rate, stop, done), daemon=True)
-        if args.rate:
-            writer.start()
-            time.sleep(1)
-        started = time.monotonic()
-        server.sql("INSERT INTO bench.binlake_signal VALUES ('bench', 'execute-snapshot', "
-                   "'{\"data-collections\": [\"bench.t\"], \"type\": \"incremental\"}')")
-        wait_for(lambda: "incremental snapshot done" in (base / "incr.log").read_text(errors="replace"),
-                 "the incremental snapshot")
-        elapsed = time.monotonic() - started
-        stop.set()
-        if args.rate:
-            writer.join()
-        proc.terminate()
-        proc.wait(60)
-        n, seconds = asyncio.run(reads(broker.address, "incr.bench.t"))
-        incremental = n / seconds
-        print(f"incremental snapshot: {n:,} rows in {seconds:.2f} s = {incremental:,.0f} rows/s "
-              f"(signal to done {elapsed:.1f} s; workload {done[0] / max(elapsed, 1e-3):,.0f} changes/s)", flush=True)
-        print(f"incremental / initial: {incremental / initial:.2f}x", flush=True)
+        ratios, cpu_ratios = [], []
+        for round_ in range(1, args.rounds + 1):
+            initial, initial_cpu = initial_snapshot(base, broker, server, args, f"initial{round_}")
+            incremental, incremental_cpu = incremental_snapshot(base, broker, server, args, f"incr{round_}")
+            ratios.append(incremental / initial)
+            cpu_ratios.append(incremental_cpu / initial_cpu)
+            print(f"round {round_}: incremental / initial = {ratios[-1]:.2f}x rows/s, {cpu_ratios[-1]:.2f}x rows/CPU s",
+                  flush=True)
+        print(f"median of {len(ratios)} rounds: {statistics.median(ratios):.2f}x rows/s "
+              f"({', '.join(f'{r:.2f}' for r in ratios)}), {statistics.median(cpu_ratios):.2f}x rows/CPU s "
+              f"({', '.join(f'{r:.2f}' for r in cpu_ratios)})", flush=True)
     finally:
         broker.stop()
         server.stop()

@@ -44,6 +44,18 @@ def check_server(conn: Connection) -> str:
     return version
 
 
+def check_gtids(conn: Connection, why: str) -> None:
+    """GTIDs on: MySQL's gtid_mode=ON (MariaDB always writes GTIDs). `why`: what needs them."""
+    version = str(conn.exec_driver_sql("SELECT VERSION()").scalar())
+    if is_mariadb(version):
+        return
+    mode = str(conn.exec_driver_sql("SELECT @@GLOBAL.gtid_mode").scalar()).upper()
+    if mode != "ON":
+        raise ConfigurationError(f"{why} needs GTIDs, and gtid_mode is {mode} on the server: set gtid_mode=ON and "
+                                 "enforce_gtid_consistency=ON (in the server config, or step by step with SET "
+                                 "GLOBAL: OFF_PERMISSIVE, ON_PERMISSIVE, ON), then restart the source")
+
+
 _GRANT = re.compile(r"^GRANT (.+?) ON (\S+) TO ", re.I)
 
 

@@ -100,6 +100,15 @@ class SourceConfig(BaseModel):
         check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries})
         return self
 
+    # the signal topic (read by the connector, cdc/connector.py): without a signal table binlake writes nothing
+    # to the source, and the incremental snapshot's watermarks are the server's GTID sets (read-only)
+    signal_topic: str | None = None
+
+    @property
+    def read_only_snapshots(self) -> bool:
+        """Incremental snapshots with GTID-set watermarks: a signal topic and no signal table to write to."""
+        return self.signal_topic is not None and self.signal_table is None
+
     @model_validator(mode="after")
     def _tls_files_fit_the_mode(self) -> "SourceConfig":
         if self.ssl_mode.startswith("verify") and not self.ssl_ca:

@@ -22,6 +22,8 @@ the Kafka transaction open until the MySQL transaction's last slice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
 import uuid
 from collections import deque
@@ -38,6 +40,7 @@ from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
 
+log = logging.getLogger(__name__)
 _ACCESS_DENIED = 1045
 _STOP = object()
 
@@ -88,6 +91,10 @@ class SignalsConfig(ConnectorConfig):
     table: str | None = Field(None, pattern=r"^[^.`]+\.[^.`]+$")
     """`db.table` of the signal table `(id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT)`: signals are rows
     inserted into it, read from the binlog; incremental snapshots write their watermarks to it."""
+    topic: str | None = None
+    """A topic of signals (Debezium's Kafka signal channel): key = the logical server name (`topic_prefix`, by
+    default the connector's name), value = the signal as JSON `{"id", "type", "data"}`. Without a `table`, the
+    incremental snapshots are read-only: watermarks are the server's GTID sets, nothing is written to the source."""
 
 
 class MySqlConfig(ConnectorConfig):
@@ -153,8 +160,9 @@ class MySqlConfig(ConnectorConfig):
             transaction_metadata=self.transaction_metadata, heartbeat_interval_s=self.heartbeat_interval_ms / 1000,
             heartbeat_query=self.heartbeat_query,
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
-            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table, canal_mq=self.canal,
-            canal_entries=self.canal_entries, canal_skip=tuple(self.canal_skip))
+            ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table,
+            signal_topic=self.signals.topic, canal_mq=self.canal, canal_entries=self.canal_entries,
+            canal_skip=tuple(self.canal_skip))
 
 
 class _Handoff:
@@ -261,10 +269,14 @@ class MySqlTask(SourceTask):
             handoff.put(_fatal(exc, self.config))
 
     async def batches(self) -> AsyncGenerator[Batch, None]:
-        self._source.begin(self.source_config, self._history_topic, self._stored_history,
-                           self.context.offsets.get(self.source_partition), self._partition_count)
+        stored = self.context.offsets.get(self.source_partition)
+        self._source.begin(self.source_config, self._history_topic, self._stored_history, stored,
+                           self._partition_count)
         self._thread = threading.Thread(target=self._run, name=f"mysql-{self.context.connector}", daemon=True)
         self._thread.start()
+        if self.config.signals.topic:
+            start = {int(p): o for p, o in ((stored or {}).get(signals.OFFSETS) or {}).items()}
+            self._signals = asyncio.create_task(self._follow_signals(self.config.signals.topic, start))
         while True:
             item = await self._handoff.get()
             if item is _STOP:
@@ -281,6 +293,27 @@ class MySqlTask(SourceTask):
         source = getattr(self, "_source", None)
         return {} if source is None else {k: v for k, v in source.details.items() if v is not None}
 
+    async def _follow_signals(self, topic: str, start: dict[int, int]) -> None:
+        """Debezium's Kafka signal channel: records keyed by the logical server name, valued with the signal's
+        JSON, each handed to the source with its position (which the source keeps in its offsets, so a signal
+        already acted on is not read again after a restart). Others' signals (another key) are passed by."""
+        name = self.source_config.name
+        try:
+            async for partition, offset, key, value in self.context.log.follow(topic, start):
+                where = f"signal topic {topic} [{partition}] offset {offset}"
+                if key is None or key.decode(errors="replace") != name:
+                    log.debug("%s: key %r is not %s; not for this connector", where, key, name)
+                    continue
+                try:
+                    parsed = signals.from_json(value or b"", default_id=f"{topic}-{partition}-{offset}")
+                except signals.SignalRefused as exc:
+                    log.error("%s refused: %s", where, exc)
+                    continue
+                self._source.signal(parsed, (partition, offset))
+        except Exception:
+            log.exception("reading the signal topic %s failed: its signals are not acted on until the task restarts",
+                          topic)
+
     def signal(self, signal: dict) -> None:
         """From the REST API: checked here (raises SignalRefused, a ValueError), acted on by the source."""
         parsed = signals.from_json(signal, default_id=f"rest-{uuid.uuid4().hex[:12]}")
@@ -292,6 +325,10 @@ class MySqlTask(SourceTask):
     async def stop(self) -> None:
         if getattr(self, "_source", None) is None:
             return
+        if (follower := getattr(self, "_signals", None)) is not None:
+            follower.cancel()
+            with contextlib.suppress(BaseException):
+                await follower
         self._source.stop()
         self._handoff.close()
         if self._thread is not None:

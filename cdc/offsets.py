@@ -138,6 +138,9 @@ class GtidSet:
             parts.append(str(missing))
         return ",".join(parts)
 
+    def __bool__(self) -> bool:
+        return bool(self._mariadb) or bool(self._mysql)
+
     def __str__(self) -> str:
         parts = [self._mariadb[d] for d in sorted(self._mariadb)]
         if self._mysql:

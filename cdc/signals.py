@@ -5,7 +5,9 @@
               "additional-conditions": [{"data-collection": "shop.orders", "filter": "id > 100"}]}}
 
 Channels, one meaning: rows inserted into the signal table (`signals: {table: db.t}`, read from the
-binlog), and the REST API / `binlake connect signal` (the same JSON as a row: `from_json`). `parse` turns any of them into a `Signal` or refuses it
+binlog), records of the signal topic (`signals: {topic: NAME}`, Debezium's Kafka channel: key = the logical
+server name, value = the JSON of `from_json`; read by the connector, cdc/connector.py), and the REST API /
+`binlake connect signal` (the same JSON). `parse` turns any of them into a `Signal` or refuses it
 with the reason (`SignalRefused`); a refused signal is logged and dropped, never fatal.
 
 Rows of the signal table whose type is a watermark (`snapshot-window-open`, `snapshot-window-close`)
@@ -25,6 +27,7 @@ TYPES = (EXECUTE, STOP, PAUSE, RESUME)
 WINDOW_OPEN = "snapshot-window-open"
 WINDOW_CLOSE = "snapshot-window-close"
 WATERMARKS = (WINDOW_OPEN, WINDOW_CLOSE)
+OFFSETS = "signal_offsets"     # in the source's offsets: the signal topic's partition -> the next offset to read
 
 
 class SignalRefused(ValueError):

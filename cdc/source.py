@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from cdc.binlog.client import BinlogClient, PyMySqlReplicationClient
 from cdc.binlog_lag import BinlogBytesBehind
-from cdc.checks import check_privileges, check_server, position_available
+from cdc.checks import check_gtids, check_privileges, check_server, position_available
 from cdc.config import SourceConfig
 from cdc.connection import connection_settings, make_engine
 from cdc.dispatcher import Dispatcher
@@ -98,6 +98,9 @@ class MySqlSource:
         with self.engine.connect() as conn:
             check_server(conn)
             check_privileges(conn)
+            if self.config.read_only_snapshots:
+                check_gtids(conn, f"signals: {{topic: {self.config.signal_topic}}} without a signal table (read-only "
+                                  "incremental snapshots, whose watermarks are GTID sets)")
             if self._stored is None:
                 return False
             if self.config.restart_by == "gtid":   # the server refuses purged GTIDs when we connect

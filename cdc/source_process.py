@@ -23,8 +23,8 @@ then answers to the child's questions. Child → parent:
                                                 (the incremental snapshot's progress) for the REST status
     ("end",)                                    the source finished
     ("error", exception)                        the source failed (the child's traceback in its notes)
-Signals (cdc.signals.Signal, from the REST API) go parent → child on a one-way pipe of their own, read by a
-thread of the child, since they come at any time. Records travel as columns: pickling slotted dataclasses costs nine times as much.
+Signals (cdc.signals.Signal, from the REST API or the signal topic, with their topic position) go parent →
+child on a one-way pipe of their own, read by a thread of the child, since they come at any time. Records travel as columns: pickling slotted dataclasses costs nine times as much.
 
 A child dies with the fork server (PR_SET_PDEATHSIG), and so with the connect process, and is killed
 on stop: what it read but did not hand over is read again from the committed offset by the next attempt.
@@ -108,9 +108,10 @@ class SourceProcess:
             else:
                 raise message[1]
 
-    def signal(self, signal) -> None:
-        """Hand a signal (cdc.signals.Signal) to the running source, from any thread."""
-        self._signals.send(signal)
+    def signal(self, signal, position: tuple[int, int] | None = None) -> None:
+        """Hand a signal (cdc.signals.Signal) to the running source, from any thread; `position`: its
+        (partition, offset) in the signal topic."""
+        self._signals.send((signal, position))
 
     def stop(self) -> None:
         self._stopped = True
@@ -160,7 +161,7 @@ def _serve(conn: multiprocessing.connection.Connection, log_level: int, log_form
 def _receive_signals(source, signals: multiprocessing.connection.Connection) -> None:
     with contextlib.suppress(EOFError, OSError):
         while True:
-            source.incremental.offer(signals.recv())
+            source.incremental.offer(*signals.recv())
 
 
 def _report_metrics(source, send: Callable[[tuple], None]) -> None:

@@ -95,10 +95,12 @@ class StreamingSource:
         try:
             for event in client.events():
                 handlers[type(event)](event)
-                if incremental is not None and incremental.due():
-                    incremental.step()          # signals from other channels; the next chunk's window
                 while ready:
                     yield ready.popleft()
+                if incremental is not None and incremental.due():   # signals from other channels; the next chunk
+                    incremental.step(None if self._in_group else self._offset)   # (read while the last is written)
+                    while ready:
+                        yield ready.popleft()
                 if self._stopping:
                     return
         finally:
@@ -210,9 +212,9 @@ class StreamingSource:
 
     def _end_group(self, event: Event) -> None:
         self.last_event_ts, self.caught_up = event.ts, False
+        restart, self._offset = self._offset, self._group_end_offset(event)
         if self.incremental is not None:        # a chunk whose high watermark this group held goes out with it
-            self.incremental.at_commit(self._offset, event)
-        self._offset = self._group_end_offset(event)
+            self.incremental.at_commit(restart, event, self._gtids)
         self._in_group = self._dml_txn = False
         self._txn_gtid = None
         self._skip = 0

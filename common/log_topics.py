@@ -2,9 +2,10 @@
 admin client and consumer.
 
 `LogTopics` creates topics (compacted where state lives in them), refuses a state topic whose
-retention would delete it, answers partition counts, and reads a topic back to its end with
-read_committed, so records of aborted transactions are never seen. The connector offsets store, the
-tasks (`TaskContext.log`, e.g. a schema history topic) and the schema registry (`_schemas`) use it.
+retention would delete it, answers partition counts, reads a topic back to its end, and follows one
+(a task's signal topic), always with read_committed, so records of aborted transactions are never seen.
+The connector offsets store, the tasks (`TaskContext.log`, e.g. a schema history topic or a signal topic)
+and the schema registry (`_schemas`) use it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -117,18 +119,23 @@ class LogTopics:
                     f"{label} {topic} has cleanup.policy={policy}; it must be compact, or retention will delete "
                     f"{loss}: alter the topic (cleanup.policy=compact) or configure another one")
 
-    async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-        """Every committed record of every partition (in order within a partition), up to the end as it is now."""
+    async def _assigned(self, topic: str) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+        """A started read_committed consumer assigned every partition of `topic` (created if missing)."""
         if topic not in self._partitions:
             await self.ensure_topic(topic)
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
                                     isolation_level="read_committed", auto_offset_reset="earliest",
                                     request_timeout_ms=int(self.timeout * 1000), **self.security.aiokafka())
         await consumer.start()
+        partitions = [TopicPartition(topic, p) for p in range(self._partitions[topic])]
+        consumer.assign(partitions)
+        return consumer, partitions
+
+    async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+        """Every committed record of every partition (in order within a partition), up to the end as it is now."""
+        consumer, partitions = await self._assigned(topic)
         records: list[tuple[bytes | None, bytes | None]] = []
         try:
-            partitions = [TopicPartition(topic, p) for p in range(self._partitions[topic])]
-            consumer.assign(partitions)
             await consumer.seek_to_beginning(*partitions)
             end = await consumer.end_offsets(partitions)
             async with asyncio.timeout(self.timeout):
@@ -138,3 +145,22 @@ class LogTopics:
         finally:
             await consumer.stop()
         return records
+
+    async def follow(self, topic: str, start: dict[int, int]) -> AsyncIterator[tuple[int, int, bytes | None,
+                                                                                   bytes | None]]:
+        """(partition, offset, key, value) of every committed record of `topic` (created if missing) as it
+        arrives, from `start` (partition -> offset; a partition not in it from its beginning), until the
+        caller stops iterating."""
+        consumer, partitions = await self._assigned(topic)
+        try:
+            for tp in partitions:
+                if tp.partition in start:
+                    consumer.seek(tp, start[tp.partition])
+                else:
+                    await consumer.seek_to_beginning(tp)
+            while True:
+                for tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
+                    for m in messages:
+                        yield tp.partition, m.offset, m.key, m.value
+        finally:
+            await consumer.stop()

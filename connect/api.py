@@ -18,7 +18,7 @@ A source transaction too large for one batch spans several: all but its last say
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -99,6 +99,10 @@ class LogAccess(Protocol):
 
     async def read(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
         """(key, value) of every committed record, oldest first, up to the end (read_committed)."""
+
+    def follow(self, topic: str, start: dict[int, int]) -> AsyncIterator[tuple[int, int, bytes | None, bytes | None]]:
+        """(partition, offset, key, value) of each committed record as it arrives, from `start` (partition ->
+        offset; other partitions from their beginning), creating the topic if missing."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,10 @@ A table is read in primary-key chunks, interleaved with the binlog, without a lo
                   events (`source.snapshot: "incremental"`) in the batch of that transaction, whose
                   offset names the chunk's last key; then the next chunk
 
+Read-only (a signal topic and no signal table), the watermarks are the server's GTID sets before and after
+the SELECT (cdc/snapshot/watermarks.py): the window opens when the chunk has been read, and closes at the
+end of the transaction that completes the high set; a chunk during which nothing committed goes out at once.
+
 Why it is right: a change committed before the low watermark is in the chunk and was streamed before
 it; one committed after the high watermark is streamed after it; one in between is streamed inside
 the window and its key leaves the chunk, so a read never overwrites a newer change. Under
@@ -20,6 +24,13 @@ points inside a window. After a crash the source resumes at the committed offset
 the old watermarks it streams again are not its own (other ids) and pass by, and the next chunk is
 read anew with new ones.
 
+Read-ahead (watermark rows): once a chunk's watermarks are written, the next chunk of the table is read at
+once, between watermarks of its own, while the stream goes on towards the first one's high watermark (at
+most `read_ahead` chunks wait; they go out in order). Their windows follow each other in the binlog, so
+each still commits alone with its chunk. (GTID windows open when their chunk is read: a chunk read ahead
+would open its window inside the last one's, chaining one Kafka transaction across the whole table, so
+read-only snapshots read one chunk at a time.)
+
 Progress (tables left, the last chunk's key, filters, paused) lives in the offsets
 (`Dispatcher.offset_extras["incremental"]`), so a restarted source continues at the next chunk.
 Owned by the streaming thread; `offer` may be called from any thread.
@@ -27,12 +38,13 @@ Owned by the streaming thread; `offer` may be called from any thread.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Callable
 
 from sqlalchemy import Connection, Engine
@@ -42,11 +54,12 @@ from cdc.config import SourceConfig
 from cdc.connection import raw_values
 from cdc.dispatcher import Dispatcher, TableFilter
 from cdc.emitter import TableContext
-from cdc.offsets import EventSource, Offset, SourceInfo
+from cdc.offsets import GtidSet, Offset, SourceInfo
 from cdc.schema.history import SchemaHistory
 from cdc.schema.model import TableDef
 from cdc.snapshot.rows import chunk_query, converter
 from cdc.snapshot.source import _key_json, _key_raw
+from cdc.snapshot.watermarks import Chunk, GtidWatermarks, TableWatermarks
 
 log = logging.getLogger(__name__)
 EXTRA = "incremental"          # its key in the offsets
@@ -91,11 +104,10 @@ class _Window:
     table: str
     definition: TableDef
     key: tuple[str, ...]                 # chunk key columns
-    rows: dict[tuple, dict]              # key values -> image, in key order
+    rows: dict                           # key value (a tuple for a composite key) -> image, in key order
     last: tuple                          # the chunk's last key as the server sent it
     full: bool                           # as many rows as asked for: more may follow
-    open_id: str
-    close_id: str
+    marks: Chunk                         # how the stream recognises its watermarks
     opened: bool = False
     closed: bool = False
 
@@ -109,9 +121,11 @@ class IncrementalSnapshot:
         self.dispatcher = dispatcher
         self.partitions = partitions
         self.signal_table = config.signal_table
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # signals from other threads
+        self.watermarks = TableWatermarks(config.signal_table) if config.signal_table else \
+            GtidWatermarks() if config.read_only_snapshots else None
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # (signal, signal topic position) from other threads
         self.progress = Progress.from_dict(stored) if stored else None
-        self._window: _Window | None = None
+        self._windows: deque[_Window] = deque()     # chunks read, in key order, waiting for their windows
         self._read: Connection | None = None
         self._table_started = time.monotonic()
         self._rows_at_start = self.progress.rows if self.progress else 0
@@ -121,7 +135,8 @@ class IncrementalSnapshot:
 
     def forget(self) -> None:
         """A full snapshot runs: it reads every table, so no incremental one is needed."""
-        self.progress, self._window = None, None
+        self.progress = None
+        self._windows.clear()
         self._publish()
 
     def tables_added(self, stored: dict | None) -> None:
@@ -134,17 +149,18 @@ class IncrementalSnapshot:
                        if self.dispatcher.captured(db, t) and not before(db, t) and f"{db}.{t}" != self.signal_table)
         if not added:
             return
-        if self.signal_table is None:
-            log.warning("tables.include now captures %s: without a signal table (signals: {table: ...}) their "
-                        "existing rows are not read; only their changes from now on are", ", ".join(added))
+        if self.watermarks is None:
+            log.warning("tables.include now captures %s: without signals (signals: {table: ...} or {topic: ...}) "
+                        "their existing rows are not read; only their changes from now on are", ", ".join(added))
             return
         log.info("tables.include now captures %s: snapshotting them incrementally", ", ".join(added))
         self.apply(S.Signal(f"tables-added-{uuid.uuid4().hex[:12]}", S.EXECUTE, tuple(added)))
 
     # --- signals --------------------------------------------------------------------------
-    def offer(self, signal: S.Signal) -> None:
-        """From any thread: acted on by the streaming thread at its next event (heartbeats come every second)."""
-        self.inbox.put(signal)
+    def offer(self, signal: S.Signal, position: tuple[int, int] | None = None) -> None:
+        """From any thread: acted on by the streaming thread at its next event (heartbeats come every second).
+        `position`: (partition, offset) of a signal from the signal topic, kept in the offsets once acted on."""
+        self.inbox.put((signal, position))
 
     def apply(self, signal: S.Signal) -> None:
         p = self.progress
@@ -156,7 +172,7 @@ class IncrementalSnapshot:
                 return
             left = tuple(t for t in p.tables if signal.tables and t not in signal.tables)
             if p.tables[0] not in left:
-                self._window = None         # its watermarks will pass by
+                self._windows.clear()       # their watermarks will pass by
                 self.dispatcher.hold = False
                 p = replace(p, tables=(p.tables[0], *left)).next_table()
             else:
@@ -198,9 +214,10 @@ class IncrementalSnapshot:
         log.info("signal %s: incremental snapshot of %s", signal.id, ", ".join(tables))
 
     def _check(self, name: str, surrogate: str | None) -> None:
-        if self.signal_table is None:
-            raise S.SignalRefused("incremental snapshots write their watermarks to the signal table: set "
-                                  "signals: {table: db.table} (the connector's user needs INSERT and DELETE on it)")
+        if self.watermarks is None:
+            raise S.SignalRefused("incremental snapshots need watermarks: set signals: {table: db.table} (the "
+                                  "connector's user needs INSERT and DELETE on it), or signals: {topic: NAME} for "
+                                  "read-only ones (GTID sets as watermarks)")
         db, _, table = name.partition(".")
         if not self.dispatcher.captured(db, table):
             raise S.SignalRefused("not a captured table (tables.include / tables.exclude)")
@@ -217,27 +234,37 @@ class IncrementalSnapshot:
     # --- the streaming thread's hooks -------------------------------------------------------
     def due(self) -> bool:
         """Something to do between events: signals came in, or the next chunk may be read."""
-        p = self.progress
-        return not self.inbox.empty() or (self._window is None and p is not None and not p.paused)
+        return not self.inbox.empty() or self._room()
 
-    def step(self) -> None:
+    def _room(self) -> bool:
+        """The next chunk may be read: the snapshot runs, and the chunks waiting are fewer than the watermarks'
+        read-ahead and full (the last chunk of a table is read alone: the next table starts when it is out)."""
+        p, windows = self.progress, self._windows
+        return p is not None and not p.paused and (
+            not windows or (len(windows) < self.watermarks.read_ahead and windows[-1].full))
+
+    def step(self, at: Offset | None) -> None:
+        """`at`: the stream's offset when between two transactions, else None."""
         while not self.inbox.empty():
-            self.apply(self.inbox.get())
-        p = self.progress
-        if self._window is None and p is not None and not p.paused:
-            self._open_window(p)
+            signal, position = self.inbox.get()
+            self.apply(signal)
+            if position is not None:
+                partition, offset = position
+                self.dispatcher.offset_extras.setdefault(S.OFFSETS, {})[str(partition)] = offset + 1
+        if self._room() and (at is not None or not self.watermarks.between):
+            self._open_window(self.progress, at)
 
     def signal_row(self, row: dict) -> None:
         """A row inserted into the signal table, as the binlog has it."""
         id_, type_ = _text(row.get("id")), _text(row.get("type"))
-        window = self._window
         if type_ in S.WATERMARKS:
-            if window is not None and id_ == window.open_id:
-                window.opened = True
-                self.dispatcher.hold = True
-            elif window is not None and id_ == window.close_id and window.opened:
-                window.closed = True
-            return                              # (an earlier run's watermarks)
+            for window in self._windows:        # (none of them: an earlier run's watermarks)
+                if id_ == window.marks.open_id:
+                    window.opened = True
+                    self.dispatcher.hold = True
+                elif id_ == window.marks.close_id and window.opened:
+                    window.closed = True
+            return
         try:
             self.apply(S.parse(id_, type_, _text(row.get("data"))))
         except S.SignalRefused as exc:
@@ -245,25 +272,39 @@ class IncrementalSnapshot:
 
     def changed(self, context: TableContext, rows: list[dict]) -> None:
         """Rows the binlog changed: inside a window they leave its chunk."""
-        window = self._window
-        if window is None or not window.opened or window.closed or context.collection != window.table:
-            return
-        names = _names(window.key, rows[0]) if rows else ()
-        chunk = window.rows
-        for row in rows:                        # (an update's before and after images both)
-            chunk.pop(tuple(row[n] for n in names), None)
+        for window in self._windows:
+            if not window.opened or window.closed or context.collection != window.table or not rows:
+                continue
+            key_of = itemgetter(*_names(window.key, rows[0]))
+            pop = window.rows.pop
+            for row in rows:                    # (an update's before and after images both)
+                pop(key_of(row), None)
 
-    def at_commit(self, offset: Offset, event) -> None:
+    def at_commit(self, offset: Offset, event, streamed: GtidSet) -> None:
         """The transaction the stream is in ends with `event` (the stream restarts at `offset` until it
-        has): if it held the high watermark, the chunk goes out before its commit (same batch, same Kafka
-        transaction)."""
-        window = self._window
-        if window is None or not window.closed:
-            return
+        has; `streamed`: the GTIDs read, this transaction's included): if it held the high watermark, the
+        chunk goes out before its commit (same batch, same Kafka transaction)."""
+        for window in self._windows:
+            pending = window.marks.pending
+            if pending is not None and window.opened and not window.closed and not pending.missing_from(streamed):
+                window.closed = True
+        self._emit(offset, event.server_id, event.file, event.start)
+
+    def _emit(self, offset: Offset, server_id: int, file: str, pos: int) -> bool:
+        """The chunks whose windows closed, in order, as reads (what is left of them); whether any went out."""
+        windows = self._windows
+        emitted = False
+        while windows and windows[0].closed:
+            self._emit_one(windows.popleft(), offset, server_id, file, pos)
+            emitted = True
+        self.dispatcher.hold = any(w.opened for w in windows)
+        return emitted
+
+    def _emit_one(self, window: _Window, offset: Offset, server_id: int, file: str, pos: int) -> None:
         definition, p = window.definition, self.progress
         context = TableContext.build(self.config, self.partitions, definition.db, definition.name,
                                      definition.primary_key, definition)
-        info = SourceInfo(self.config.name, event.server_id, event.file, event.start, 0, None, definition.db,
+        info = SourceInfo(self.config.name, server_id, file, pos, 0, None, definition.db,
                           definition.name, int(time.time() * 1000), "incremental")
         images = list(window.rows.values())
         self.dispatcher.reads(context, images, info.event(), offset)
@@ -275,8 +316,6 @@ class IncrementalSnapshot:
             if p is None:
                 log.info("incremental snapshot done")
         self.progress = p
-        self._window = None
-        self.dispatcher.hold = False
         self._publish()
 
     def close(self) -> None:
@@ -328,12 +367,15 @@ class IncrementalSnapshot:
             self._read = conn
         return self._read
 
-    def _open_window(self, p: Progress) -> None:
+    def _open_window(self, p: Progress, at: Offset | None) -> None:
         name = p.tables[0]
         db, _, table = name.partition(".")
         definition = self.history.schema.get(db, table)
         surrogate = p.keys.get(name)
+        windows = self._windows
         if definition is None or not (definition.primary_key or surrogate):
+            if windows:
+                return                     # (the chunks read go out first)
             log.error("incremental snapshot %s: %s %s; skipping it", p.id, name,
                       "is no longer in the schema history" if definition is None else "has no primary key any more")
             self.progress = p.next_table()
@@ -341,51 +383,41 @@ class IncrementalSnapshot:
             return
         key = (definition.column(surrogate).name,) if surrogate else _pk(definition)
         conn = self._connection()
-        if p.chunks == 0 and p.estimate == 0:
+        if p.chunks == 0 and p.estimate == 0 and not windows:
             (estimate,) = conn.exec_driver_sql(
                 "SELECT COALESCE(MAX(TABLE_ROWS), 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                 "TABLE_NAME = %s", (db, table)).one()
             p = self.progress = replace(p, estimate=int(estimate))
             conn.rollback()
-        window_id = uuid.uuid4().hex
-        self._watermark([(f"{window_id}-open", S.WINDOW_OPEN)], [], name, p.after)
         limit = self.config.snapshot_chunk_rows
-        query = chunk_query(definition, _key_raw(p.after) if p.after is not None else None, limit,
-                            key=key, where=p.filters.get(name))
-        raw = conn.execute(query).fetchall()
-        conn.rollback()                    # the next chunk gets a fresh read view
-        self._watermark([(f"{window_id}-close", S.WINDOW_CLOSE)], [f"{window_id}-open", f"{window_id}-close"],
-                        name, p.after)
+        after = windows[-1].last if windows else _key_raw(p.after) if p.after is not None else None
+        query = chunk_query(definition, after, limit, key=key, where=p.filters.get(name))
+        marks = self.watermarks.read(conn, lambda: conn.execute(query).fetchall(), at, name,
+                                     None if after is None else _key_json(after))
+        if marks is None:
+            return                         # (not yet: tried again at the next step)
+        raw = marks.rows
         names = [c.name for c in definition.columns]
         converters = [converter(c) for c in definition.columns]
         positions = [names.index(k) for k in key]
-        rows: dict[tuple, dict] = {}
+        key_of = itemgetter(*key)               # (one column: the value itself, as in `changed`)
+        rows: dict = {}
         for r in raw:
             image = {n: None if v is None else conv(v) for n, conv, v in zip(names, converters, r)}
-            rows[tuple(image[names[i]] for i in positions)] = image
-        last = tuple(raw[-1][i] for i in positions) if raw else (tuple(_key_raw(p.after)) if p.after else ())
-        self._window = _Window(name, definition, key, rows, last, len(raw) >= limit,
-                               f"{window_id}-open", f"{window_id}-close")
-        self._publish()
-
-    def _watermark(self, inserts: list[tuple[str, str]], deletes: list[str], table: str, after) -> None:
-        data = json.dumps({"data-collection": table, "after": list(after) if after is not None else None})
-        with self.engine.begin() as conn:
-            for id_, type_ in inserts:
-                conn.exec_driver_sql(f"INSERT INTO {_quoted(self.signal_table)} (id, type, data) VALUES (%s, %s, %s)",
-                                     (id_, type_, data))
-            if deletes:
-                conn.exec_driver_sql(f"DELETE FROM {_quoted(self.signal_table)} WHERE id IN "
-                                     f"({', '.join(['%s'] * len(deletes))})", tuple(deletes))
+            rows[key_of(image)] = image
+        last = tuple(raw[-1][i] for i in positions) if raw else tuple(after) if after is not None else ()
+        marks.rows = []
+        window = _Window(name, definition, key, rows, last, len(raw) >= limit, marks)
+        windows.append(window)
+        if marks.pending is not None:      # GTID watermarks: open now; nothing committed meanwhile: closed now
+            window.opened = True
+            window.closed = not marks.pending
+            if self._emit(at, 0, at.position.file, at.position.pos):
+                self.dispatcher.flush(at)
 
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else "" if value is None else str(value)
-
-
-def _quoted(name: str) -> str:
-    db, _, table = name.partition(".")
-    return f"`{db}`.`{table}`"
 
 
 def _pk(definition: TableDef) -> tuple[str, ...]:

@@ -30,6 +30,16 @@ def test_statement_format_and_minimal_row_image(server_factory):
     assert "binlog_row_metadata" not in message
 
 
+def test_read_only_incremental_snapshots_need_gtids(mysql_factory):
+    """signals: {topic} without a table takes GTID sets as watermarks: a MySQL without GTIDs is refused at
+    startup, saying what to set (a signal table, whose rows are the watermarks, needs none)."""
+    server = mysql_factory(log_bin="binlog", server_id="1", gtid_mode="OFF")
+    with pytest.raises(ConfigurationError, match=r"signals: \{topic: sig\} without a signal table .* needs GTIDs, "
+                                                 r"and gtid_mode is OFF on the server: set gtid_mode=ON"):
+        _run(server, signal_topic="sig")
+    _run(server, signal_topic="sig", signal_table="db.signals")
+
+
 def test_user_without_privileges(server, db):
     server.sql(f"CREATE USER 'weak_{db}'@'%' IDENTIFIED BY 'pw'", f"GRANT SELECT ON `{db}`.* TO 'weak_{db}'@'%'")
     with pytest.raises(ConfigurationError,

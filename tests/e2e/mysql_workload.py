@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from pymysql.converters import escape_string
 
-from e2e_harness import mysql_rows, partition_counts, read_committed, replay, same_rows
+from e2e_harness import mysql_rows, partition_counts, replay, same_rows
 
 TABLES = {"a": ("id",), "b": ("id",), "c": ("x", "y")}
 MYSQL_TABLES = {**TABLES, "j": ("id",)}
@@ -239,12 +239,53 @@ def seeded_workload(server, big_compressed: int = 0) -> tuple[int, random.Random
 
 
 async def committed_offset(address: str, name: str) -> dict | None:
-    try:
-        stored = [json.loads(m.value) for m in await read_committed(address, ["binlake-offsets"])
-                  if json.loads(m.key)[0] == name and m.value is not None]
-    except AssertionError:
-        return None
-    return stored[-1] if stored else None
+    """The last offset connector `name` committed (None before its first). A test that polls it often keeps a
+    CommittedOffsets open instead."""
+    async with CommittedOffsets(address) as offsets:
+        return await offsets.get(name)
+
+
+class CommittedOffsets:
+    """The connectors' committed offsets, read with one read_committed consumer of the offsets topic kept open:
+    each call reads only what was committed since the last (the topic grows with every commit)."""
+
+    TOPIC = "binlake-offsets"
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._consumer: AIOKafkaConsumer | None = None
+        self._partitions: list[TopicPartition] = []
+        self._last: dict[str, dict] = {}
+
+    async def __aenter__(self) -> "CommittedOffsets":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def get(self, name: str) -> dict | None:
+        """The last offset connector `name` committed (None before its first, or before the topic exists)."""
+        if self._consumer is None:
+            try:
+                counts = await partition_counts(self.address, [self.TOPIC])
+            except AssertionError:
+                return None
+            self._consumer = AIOKafkaConsumer(bootstrap_servers=self.address, isolation_level="read_committed",
+                                              enable_auto_commit=False, auto_offset_reset="earliest")
+            await self._consumer.start()
+            self._partitions = [TopicPartition(self.TOPIC, p) for p in range(counts[self.TOPIC])]
+            self._consumer.assign(self._partitions)
+            await self._consumer.seek_to_beginning(*self._partitions)
+        consumer = self._consumer
+        end = await consumer.end_offsets(self._partitions)
+        async with asyncio.timeout(60):
+            while pending := [tp for tp in self._partitions if await consumer.position(tp) < end[tp]]:
+                for messages in (await consumer.getmany(*pending, timeout_ms=500)).values():
+                    for m in messages:
+                        if m.value is not None:
+                            self._last[json.loads(m.key)[0]] = json.loads(m.value)
+        return self._last.get(name)
 
 
 async def sample_stable_offsets(address: str, topics: list[str], stop: threading.Event) -> set[tuple]:
