@@ -707,7 +707,18 @@ def test_a_controller_taking_over_a_reassignment_under_way_goes_on_electing(clus
         survivor = AdminClient({"bootstrap.servers": nodes.brokers[other].address})
         wait_for(lambda: survivor.list_topics(timeout=10).controller_id == other, f"broker {other} to take control",
                  timeout=120)
-        survivor.create_topics([NewTopic("after", 1, replica_assignment=[[other]])])
+        refusals = []
+
+        def created() -> bool:   # (a create the new controller answered with an error is asked again)
+            error = survivor.create_topics([NewTopic("after", 1, replica_assignment=[[other]])])["after"].exception(30)
+            if error is None or error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return True
+            refusals.append(str(error))
+            return False
+        try:
+            wait_for(created, f"broker {other} to create a topic", timeout=120)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its answers: {refusals[-3:]}") from None
         wait_for(lambda: partitions(survivor, "after").get(0, (-1,))[0] == other,
                  "the new controller to elect a leader for a new topic", timeout=60)
     finally:
