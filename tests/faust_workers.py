@@ -7,8 +7,10 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
+from common.lifetime import die_with_parent
 from testkit.brokerproc import ROOT
 from brokerproc import read_to_end
 
@@ -29,7 +31,8 @@ class Worker:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "streams", "worker", self.reference,
                                           *self.options, "-l", os.environ.get("BINLAKE_TEST_WORKER_LOG", "info"), "--without-web"], cwd=self.cwd, stdout=log,
-                                         stderr=subprocess.STDOUT, env=self.env)
+                                         stderr=subprocess.STDOUT, env=self.env,
+                                         preexec_fn=partial(die_with_parent, os.getpid()))   # (never outlives a test)
         return self
 
     def kill(self) -> None:
