@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from functools import partial
 
+from common.lifetime import die_with_parent
 from testkit.reference import run_tool, tool_command
 
 
@@ -34,7 +37,8 @@ class KafkaTools:
     def start(self, tool: str, *args: str, out) -> subprocess.Popen:
         """A long-running tool (verifiable consumer, copier) writing its JSON lines to `out`."""
         return subprocess.Popen(tool_command(tool, *args), stdout=out, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, preexec_fn=partial(die_with_parent, os.getpid()))
+                                # (a failed test's tools end with its process, not hours later)
 
 
 def json_lines(text: str) -> list[dict]:
