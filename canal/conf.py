@@ -150,6 +150,8 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
         "restart_by": "gtid" if p.get("canal.instance.gtidon", "false").lower() == "true" else "position",
     }
     raw["canal_skip"] = _skipped(p)
+    if (start := _start(p, raw["restart_by"] == "gtid", problems)) is not None:
+        raw["start"] = start
     if mode == "tcp":
         raw["canal_entries"] = entries_topic(destination.name)
     else:
@@ -187,6 +189,7 @@ _CANAL_KEYS = {
     "canal.partition_hash": "canal.mq.partitionHash",
     "canal.dynamic_topic_partition_num": "canal.mq.dynamicTopicPartitionNum",
     "canal.flat_message_rows": "binlake.flat_message_rows", "producer.compression_type": "kafka.compression.type",
+    "start": "canal.instance.master.journal.name / position / timestamp / gtid",
     "producer.max_batch_size": "kafka.batch.size", "producer.linger_ms": "kafka.linger.ms",
     "security": "kafka.security.protocol / kafka.sasl.*",
 }
@@ -215,6 +218,34 @@ def _int(text: str, key: str, problems: list) -> int | None:
     except ValueError:
         problems.append((key, f"{text!r} is not a whole number"))
         return None
+
+
+def _start(p: dict[str, str], gtid_on: bool, problems: list) -> dict | None:
+    """Canal's canal.instance.master.* start, for a destination with no stored position (as Canal: a stored one
+    wins): with gtidon, the GTID set; else the journal (binlog file) with its position, or with a timestamp to
+    search it for; else a timestamp alone (every binlog searched); nothing: the server's current position."""
+    journal, position, timestamp, gtid = (p.get(f"canal.instance.master.{key}", "").strip()
+                                          for key in ("journal.name", "position", "timestamp", "gtid"))
+    if gtid and not gtid_on:
+        problems.append(("canal.instance.master.gtid", "a start GTID set is followed with GTIDs on: set "
+                         "canal.instance.gtidon=true (Canal would ignore it and start elsewhere)"))
+    if gtid:
+        return {"gtids": gtid}
+    if position and not journal:
+        problems.append(("canal.instance.master.position", "a position needs its binlog file: set "
+                         "canal.instance.master.journal.name too"))
+        return None
+    start: dict = {}
+    if journal:
+        start["file"] = journal
+        if not position and not timestamp:
+            problems.append(("canal.instance.master.journal.name", "a binlog file needs a position in it "
+                             "(canal.instance.master.position) or a time to search it for (master.timestamp)"))
+    if position:
+        start["pos"] = _int(position, "canal.instance.master.position", problems)
+    elif timestamp:
+        start["timestamp_ms"] = _int(timestamp, "canal.instance.master.timestamp", problems)
+    return start or None
 
 
 _EVENT_FILTERS = {"canal.instance.filter.dml.insert": ["insert"], "canal.instance.filter.dml.update": ["update"],

@@ -21,7 +21,8 @@ HONOURED = frozenset({
     "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.jaas.config",
     # instance.properties (or canal.instance.* defaults in canal.properties)
     "canal.instance.mysql.slaveId", "canal.instance.gtidon", "canal.instance.master.address",
-    "canal.instance.master.sslMode", "canal.instance.dbUsername",
+    "canal.instance.master.sslMode", "canal.instance.dbUsername", "canal.instance.master.journal.name",
+    "canal.instance.master.position", "canal.instance.master.timestamp", "canal.instance.master.gtid",
     "canal.instance.dbPassword", "canal.instance.filter.regex", "canal.instance.filter.black.regex",
     "canal.mq.topic", "canal.mq.dynamicTopic", "canal.mq.partition", "canal.mq.partitionsNum",
     "canal.mq.partitionHash", "canal.mq.dynamicTopicPartitionNum",
@@ -133,10 +134,6 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.instance.master.clientCertificateKeyStoreType": (_empty, "Java keystores are not read"),
     "canal.instance.master.clientCertificateKeyStoreUrl": (_empty, "Java keystores are not read"),
     "canal.instance.master.clientCertificateKeyStorePassword": (_empty, "Java keystores are not read"),
-    **{f"canal.instance.master.{key}": (_empty, "starting at a given binlog position is not supported yet: a "
-                                                "destination starts at the server's current position, as Canal's "
-                                                "does when these keys are empty")
-       for key in ("journal.name", "position", "timestamp", "gtid")},
     "canal.instance.standby.address": (_empty, "standby switching is not supported through Canal's keys yet"),
     "canal.instance.standby.journal.name": (_empty, "standby switching is not supported through Canal's keys yet"),
     "canal.instance.standby.position": (_empty, "standby switching is not supported through Canal's keys yet"),

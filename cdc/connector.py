@@ -35,7 +35,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
 from cdc.canal_routing import CanalMq
-from cdc.config import SourceConfig, check_address, check_canal_outputs, check_regexes
+from cdc.config import SourceConfig, StartAt, check_address, check_canal_outputs, check_regexes, check_start
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -134,6 +134,16 @@ class MySqlConfig(ConnectorConfig):
     """Canal's MQ routing and batching (with format: canal): canal.mq.topic, dynamicTopic, partition,
     partitionsNum, partitionHash, dynamicTopicPartitionNum, database.hash, and flat_message_rows (docs/canal.md)."""
 
+    start: StartAt | None = None
+    """Where to stream from when no offset is stored (with snapshot: no_data): `{file, pos}`, `{gtids}` (with
+    restart_by: gtid), `{timestamp_ms}` or `{file, timestamp_ms}` (cdc/start.py). A stored offset wins."""
+
+    @model_validator(mode="after")
+    def _start_without_snapshot(self) -> "MySqlConfig":
+        if self.start is not None:
+            check_start(self.start, self.snapshot, self.restart_by)
+        return self
+
     @model_validator(mode="after")
     def _canal_outputs_write_canal(self) -> "MySqlConfig":
         check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries})
@@ -162,7 +172,7 @@ class MySqlConfig(ConnectorConfig):
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
             ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table,
             signal_topic=self.signals.topic, canal_mq=self.canal, canal_entries=self.canal_entries,
-            canal_skip=tuple(self.canal_skip))
+            canal_skip=tuple(self.canal_skip), start=self.start)
 
 
 class _Handoff:

@@ -4,7 +4,8 @@
     for batch in source.batches():      # per MySQL transaction, snapshot chunk, DDL or heartbeat
         write batch.records and batch.offset in one Kafka transaction
 
-Startup checks run first; the snapshotter decides whether to snapshot; then the binlog is streamed
+Startup checks run first; the snapshotter decides whether to snapshot (with no stored offset and a
+configured `start`, structure only, recorded at that start: cdc/start.py); then the binlog is streamed
 from the resulting offset until `stop()` (or, with follow=False, until the server has nothing more).
 The stream reconnects at the offset's file/position, or with `restart_by: gtid` at its GTID set (so
 a source can follow a failover to another server of the same replication topology: with several
@@ -25,11 +26,12 @@ from cdc.errors import CdcError
 from cdc.emitter import Emitter
 from cdc.failover import choose_server
 from cdc.heartbeat_query import HeartbeatQuery
-from cdc.offsets import Offset
+from cdc.offsets import BinlogPosition, Offset
 from cdc.records import Batch
 from cdc.schema.history import HistoryStore, SchemaHistory
 from cdc.snapshot import SnapshotSource, Snapshotter
 from cdc.snapshot.incremental import IncrementalSnapshot
+from cdc.start import start_offset
 from cdc.streaming import StreamingSource
 
 ClientFactory = Callable[[Offset], BinlogClient]
@@ -79,6 +81,11 @@ class MySqlSource:
                                         blocking=self._follow, heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
                                         gtids=offset.gtids if c.restart_by == "gtid" else None)
 
+    def _scan(self, position: BinlogPosition) -> BinlogClient:
+        """A binlog reader that stops at the binlog's end, to look for a configured start (cdc/start.py)."""
+        return PyMySqlReplicationClient(connection_settings(self.config), self.config.server_id, position,
+                                        blocking=False)
+
     def _use_server(self) -> None:
         """Point the source at the first server of `hosts` that answers and holds what was published
         (cdc/failover.py): the snapshot, the schema reads and the binlog stream all use it."""
@@ -122,7 +129,10 @@ class MySqlSource:
                 offset = Offset.from_dict(batch.offset)
                 yield batch
         elif decision.snapshot_schema:
-            offset = snapshot.structure_only()
+            start = None
+            if offset is None and self.config.start is not None:
+                start = start_offset(self.config.start, self.engine, self._scan)
+            offset = snapshot.structure_only(start)
             self.dispatcher.flush(offset)
             while self.dispatcher.ready:
                 yield self.dispatcher.ready.popleft()

@@ -84,6 +84,37 @@ def test_ssl_modes(tmp_path):
         canal_conf.connector_spec(conf.destinations[0], "kafka")
 
 
+@pytest.mark.parametrize("instance, start, restart_by", [
+    ({"canal.instance.master.journal.name": "mysql-bin.000003", "canal.instance.master.position": "4567"},
+     {"file": "mysql-bin.000003", "pos": 4567}, "position"),
+    ({"canal.instance.master.journal.name": "mysql-bin.000003", "canal.instance.master.timestamp": "1700000000000"},
+     {"file": "mysql-bin.000003", "timestamp_ms": 1700000000000}, "position"),
+    ({"canal.instance.master.timestamp": "1700000000000"}, {"timestamp_ms": 1700000000000}, "position"),
+    ({"canal.instance.gtidon": "true", "canal.instance.master.gtid": "0-1-5",
+      "canal.instance.master.journal.name": "mysql-bin.000003", "canal.instance.master.position": "4567"},
+     {"gtids": "0-1-5"}, "gtid"),     # (with GTIDs on, Canal starts at the GTID set)
+    ({}, None, "position"),
+])
+def test_start_positions(tmp_path, instance, start, restart_by):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, instance))
+    config = canal_conf.connector_spec(conf.destinations[0], "kafka").config
+    assert (None if config.start is None else config.start.model_dump(exclude_none=True)) == start
+    assert config.restart_by == restart_by
+
+
+@pytest.mark.parametrize("instance, key, problem", [
+    ({"canal.instance.master.gtid": "0-1-5"}, "canal.instance.master.gtid", "set canal.instance.gtidon=true"),
+    ({"canal.instance.master.position": "4"}, "canal.instance.master.position", "set canal.instance.master.journal"),
+    ({"canal.instance.master.journal.name": "b.1"}, "canal.instance.master.journal.name", "needs a position"),
+    ({"canal.instance.master.timestamp": "yesterday"}, "canal.instance.master.timestamp", "not a whole number"),
+])
+def test_start_positions_that_cannot_be_followed(tmp_path, instance, key, problem):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, instance))
+    with pytest.raises(ConfigError) as error:
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+    assert [path for path, _ in error.value.problems] == [key] and problem in str(error.value)
+
+
 def test_auto_server_id_is_stable(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA))
     first = canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id
@@ -110,7 +141,6 @@ def test_other_server_modes_are_refused(tmp_path):
 @pytest.mark.parametrize("server, instance, problem", [
     ({"canal.zkServers": "127.0.0.1:2181"}, {}, "canal.zkServers: '127.0.0.1:2181' is refused: ZooKeeper"),
     ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable: 'true' is refused"),
-    ({}, {"canal.instance.master.journal.name": "mysql-bin.000003"}, "starting at a given binlog position"),
     ({}, {"canal.instance.enableDruid": "true"}, "druid-encrypted passwords"),
     ({}, {"canal.instance.filter.field": "a.b:c/d"}, "column projection"),
     ({"kafka.ssl.truststore.location": "/x.jks"}, {}, "Java keystores is not supported"),
