@@ -150,6 +150,10 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
         "restart_by": "gtid" if p.get("canal.instance.gtidon", "false").lower() == "true" else "position",
     }
     raw["canal_skip"] = _skipped(p)
+    fields = {side: _fields(p.get(key, ""), key, problems) for side, key in
+              (("include", "canal.instance.filter.field"), ("exclude", "canal.instance.filter.black.field"))}
+    if any(fields.values()):
+        raw["canal_fields"] = fields
     if (start := _start(p, raw["restart_by"] == "gtid", problems)) is not None:
         raw["start"] = start
     if mode == "tcp":
@@ -190,6 +194,7 @@ _CANAL_KEYS = {
     "canal.dynamic_topic_partition_num": "canal.mq.dynamicTopicPartitionNum",
     "canal.flat_message_rows": "binlake.flat_message_rows", "producer.compression_type": "kafka.compression.type",
     "start": "canal.instance.master.journal.name / position / timestamp / gtid",
+    "canal_fields.include": "canal.instance.filter.field", "canal_fields.exclude": "canal.instance.filter.black.field",
     "producer.max_batch_size": "kafka.batch.size", "producer.linger_ms": "kafka.linger.ms",
     "security": "kafka.security.protocol / kafka.sasl.*",
 }
@@ -218,6 +223,19 @@ def _int(text: str, key: str, problems: list) -> int | None:
     except ValueError:
         problems.append((key, f"{text!r} is not a whole number"))
         return None
+
+
+def _fields(text: str, key: str, problems: list) -> dict[str, list[str]]:
+    """Canal's column filter syntax, `db.table:col1/col2,db2.table2:col3` (Canal drops a malformed entry in
+    silence; binlake names it)."""
+    tables: dict[str, list[str]] = {}
+    for entry in filter(str.strip, text.split(",")):
+        name, colon, columns = entry.partition(":")
+        if not colon or ":" in columns or name.strip().count(".") != 1 or not columns.strip():
+            problems.append((key, f"{entry.strip()!r} is not db.table:column/column"))
+            continue
+        tables[name.strip()] = [c.strip() for c in columns.split("/")]
+    return tables
 
 
 def _start(p: dict[str, str], gtid_on: bool, problems: list) -> dict | None:

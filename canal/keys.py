@@ -24,6 +24,7 @@ HONOURED = frozenset({
     "canal.instance.master.sslMode", "canal.instance.dbUsername", "canal.instance.master.journal.name",
     "canal.instance.master.position", "canal.instance.master.timestamp", "canal.instance.master.gtid",
     "canal.instance.dbPassword", "canal.instance.filter.regex", "canal.instance.filter.black.regex",
+    "canal.instance.filter.field", "canal.instance.filter.black.field",
     "canal.mq.topic", "canal.mq.dynamicTopic", "canal.mq.partition", "canal.mq.partitionsNum",
     "canal.mq.partitionHash", "canal.mq.dynamicTopicPartitionNum",
     # binlake's own, beside Canal's
@@ -142,8 +143,6 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.instance.enableDruid": (_false, "druid-encrypted passwords are not supported: write dbPassword in clear "
                                            "(or give it through the file's permissions)"),
     "canal.instance.pwdPublicKey": (_empty, "druid-encrypted passwords are not supported"),
-    "canal.instance.filter.field": (_empty, "column projection is not supported yet"),
-    "canal.instance.filter.black.field": (_empty, "column projection is not supported yet"),
     "canal.mq.enableDynamicQueuePartition": (_false, "RocketMQ's dynamic queue partitions do not apply to Kafka"),
     "kafka.kerberos.enable": (_false, "Kerberos (GSSAPI) is not supported: use SASL PLAIN or SCRAM"),
 }

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq, Router, router_for
 
 
@@ -37,13 +38,16 @@ def check_address(address: str) -> str:
     return address
 
 
-def check_canal_outputs(format: str, outputs: dict) -> None:
-    """Canal's two outputs (`{key: its setting}`: MQ routing, entry log) write Canal's messages, one at a time."""
+def check_canal_outputs(format: str, outputs: dict, fields=None) -> None:
+    """Canal's two outputs (`{key: its setting}`: MQ routing, entry log) write Canal's messages, one at a time;
+    Canal's column filters (`fields`) shape those messages only."""
     given = [key for key, value in outputs.items() if value is not None]
     if given and format != "canal":
         raise ValueError(f"{given[0]} writes Canal's messages: set format: canal (not {format})")
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} are Canal's two server modes (kafka, tcp): set one")
+    if fields is not None and not given:
+        raise ValueError(f"canal_fields shapes Canal's messages: set {' or '.join(outputs)} too")
 
 
 def check_start(start: "StartAt", snapshot: str, restart_by: str) -> None:
@@ -126,6 +130,8 @@ class SourceConfig(BaseModel):
     canal_entries: str | None = None
     # Canal's event filters (canal.instance.filter.dml.*, filter.query.ddl, filter.rows): what its outputs leave out
     canal_skip: tuple[Literal["insert", "update", "delete", "ddl"], ...] = ()
+    # Canal's column filters (canal.instance.filter.field, filter.black.field), for Canal's outputs only
+    canal_fields: CanalFields | None = None
     # Where to stream from when no offset is stored (cdc/start.py); a stored offset wins
     start: StartAt | None = None
 
@@ -137,7 +143,8 @@ class SourceConfig(BaseModel):
 
     @model_validator(mode="after")
     def _canal_outputs_need_canal(self) -> "SourceConfig":
-        check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries})
+        check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries},
+                            self.canal_fields)
         return self
 
     # the signal topic (read by the connector, cdc/connector.py): without a signal table binlake writes nothing

@@ -34,6 +34,7 @@ import pymysql
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
+from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq
 from cdc.config import SourceConfig, StartAt, check_address, check_canal_outputs, check_regexes, check_start
 from cdc.errors import CdcError
@@ -134,6 +135,9 @@ class MySqlConfig(ConnectorConfig):
     """Canal's MQ routing and batching (with format: canal): canal.mq.topic, dynamicTopic, partition,
     partitionsNum, partitionHash, dynamicTopicPartitionNum, database.hash, and flat_message_rows (docs/canal.md)."""
 
+    canal_fields: CanalFields | None = None
+    """With canal or canal_entries: the columns Canal's messages carry, `{include: {db.table: [columns]}, exclude:
+    {...}}` (canal.instance.filter.field, filter.black.field; cdc/canal_fields.py)."""
     start: StartAt | None = None
     """Where to stream from when no offset is stored (with snapshot: no_data): `{file, pos}`, `{gtids}` (with
     restart_by: gtid), `{timestamp_ms}` or `{file, timestamp_ms}` (cdc/start.py). A stored offset wins."""
@@ -146,7 +150,8 @@ class MySqlConfig(ConnectorConfig):
 
     @model_validator(mode="after")
     def _canal_outputs_write_canal(self) -> "MySqlConfig":
-        check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries})
+        check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries},
+                            self.canal_fields)
         return self
 
     @model_validator(mode="after")
@@ -172,7 +177,7 @@ class MySqlConfig(ConnectorConfig):
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
             ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table,
             signal_topic=self.signals.topic, canal_mq=self.canal, canal_entries=self.canal_entries,
-            canal_skip=tuple(self.canal_skip), start=self.start)
+            canal_skip=tuple(self.canal_skip), canal_fields=self.canal_fields, start=self.start)
 
 
 class _Handoff:

@@ -14,6 +14,7 @@ from typing import Callable
 import orjson
 
 from cdc.config import SourceConfig
+from cdc.errors import CdcError
 from cdc.formats import CanalFormat, DebeziumFormat
 from cdc.formats.canal_mq import CanalMqOutput
 from cdc.murmur2 import partition_for, partitions_for
@@ -104,6 +105,8 @@ class TableContext:
     keys_of: Callable[[list[dict]], list[tuple[bytes | None, int]]] = None
     primary_key_changed: Callable[[dict, dict], bool] = None
     collection: str = ""
+    canal_columns: frozenset[str] | None = None     # the columns Canal's field filters keep (None: all)
+    column_index: dict[str, int] = field(default_factory=dict)   # a column's index in the table
 
     def __post_init__(self) -> None:
         self.key_of, self.keys_of = _keyers(self.primary_key, self.partitions)
@@ -115,8 +118,23 @@ class TableContext:
               primary_key: tuple[str, ...], definition: TableDef | None) -> "TableContext":
         topic = config.topic_for(db, table)
         cols = definition.columns if definition else ()
+        index = {c.name: i for i, c in enumerate(cols)}
+        kept = config.canal_fields.kept(db, table, index) if config.canal_fields is not None else None
+        if kept is not None:
+            if definition is None:
+                raise CdcError(f"{db}.{table} has a Canal field filter but no structure in the schema history to "
+                               "apply it to: take a new snapshot (snapshot: always, once)")
+            cols = [c for c in cols if c.name in kept]
         return cls(db, table, topic, partitions(topic), primary_key,
-                   {c.name: c.mysql_type for c in cols}, {c.name: c.jdbc_type for c in cols})
+                   {c.name: c.mysql_type for c in cols}, {c.name: c.jdbc_type for c in cols},
+                   canal_columns=None if kept is None else frozenset(kept), column_index=index)
+
+
+def _projected(columns: frozenset[str], kind: str, images: list[dict], start: int, stop: int
+               ) -> tuple[list[dict], int, int]:
+    """Changes `start`..`stop - 1` of `images` with `columns` only (Canal's field filters), renumbered from 0."""
+    low, high = (2 * start, 2 * stop) if kind == "u" else (start, stop)
+    return [{k: v for k, v in image.items() if k in columns} for image in images[low:high]], 0, stop - start
 
 
 class Emitter:
@@ -156,6 +174,8 @@ class Emitter:
         if self.canal_mq is not None or self.canal_entries is not None:
             if kind in self.canal_skip or (kind == "r" and "c" in self.canal_skip):
                 return
+            if table.canal_columns is not None:
+                images, start, stop = _projected(table.canal_columns, kind, images, start, stop)
             if self.canal_mq is not None:
                 self.canal_mq.rows(table, kind, images, start, stop, source, self.now_ms, out)
             else:

@@ -115,6 +115,19 @@ def test_start_positions_that_cannot_be_followed(tmp_path, instance, key, proble
     assert [path for path, _ in error.value.problems] == [key] and problem in str(error.value)
 
 
+def test_field_filters(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, {
+        "canal.instance.filter.field": "test1.t_product:id/subject/keywords,test2.t_company:id/name",
+        "canal.instance.filter.black.field": "test1.t_product:subject/product_image"}))
+    fields = canal_conf.connector_spec(conf.destinations[0], "kafka").config.canal_fields
+    assert fields.include == {"TEST1.T_PRODUCT": ("ID", "SUBJECT", "KEYWORDS"), "TEST2.T_COMPANY": ("ID", "NAME")}
+    assert fields.exclude == {"TEST1.T_PRODUCT": ("SUBJECT", "PRODUCT_IMAGE")}
+    conf = canal_conf.load(conf_dir(tmp_path / "2", KAFKA, {"canal.instance.filter.field": "a.b:c,t_product:id"}))
+    with pytest.raises(ConfigError) as error:
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+    assert error.value.problems == [("canal.instance.filter.field", "'t_product:id' is not db.table:column/column")]
+
+
 def test_auto_server_id_is_stable(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA))
     first = canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id
@@ -142,7 +155,6 @@ def test_other_server_modes_are_refused(tmp_path):
     ({"canal.zkServers": "127.0.0.1:2181"}, {}, "canal.zkServers: '127.0.0.1:2181' is refused: ZooKeeper"),
     ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable: 'true' is refused"),
     ({}, {"canal.instance.enableDruid": "true"}, "druid-encrypted passwords"),
-    ({}, {"canal.instance.filter.field": "a.b:c/d"}, "column projection"),
     ({"kafka.ssl.truststore.location": "/x.jks"}, {}, "Java keystores is not supported"),
 ])
 def test_refused_values_name_key_and_file(tmp_path, server, instance, problem):
