@@ -150,6 +150,7 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
         "restart_by": "gtid" if p.get("canal.instance.gtidon", "false").lower() == "true" else "position",
     }
     raw["canal_skip"] = _skipped(p)
+    _standby(p, address, raw, problems)
     fields = {side: _fields(p.get(key, ""), key, problems) for side, key in
               (("include", "canal.instance.filter.field"), ("exclude", "canal.instance.filter.black.field"))}
     if any(fields.values()):
@@ -185,6 +186,7 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
 
 _CANAL_KEYS = {
     "bootstrap_servers": "kafka.bootstrap.servers", "database.host": "canal.instance.master.address",
+    "database.hosts": "canal.instance.master.address / canal.instance.standby.address",
     "database.port": "canal.instance.master.address", "database.user": "canal.instance.dbUsername",
     "database.server_id": "canal.instance.mysql.slaveId", "database.ssl_mode": "canal.instance.master.sslMode",
     "tables.include": "canal.instance.filter.regex", "tables.exclude": "canal.instance.filter.black.regex",
@@ -223,6 +225,29 @@ def _int(text: str, key: str, problems: list) -> int | None:
     except ValueError:
         problems.append((key, f"{text!r} is not a whole number"))
         return None
+
+
+_DETECTING = ("canal.instance.detecting.enable", "canal.instance.detecting.heartbeatHaEnable")
+
+
+def _standby(p: dict[str, str], address: str, raw: dict, problems: list) -> None:
+    """canal.instance.standby.address: the connector's database.hosts, [master, standby], followed by GTID set
+    (cdc/failover.py) when the binlog connection is lost. Canal's detecting heartbeat, which switches it there,
+    is then what binlake's connection does; without a standby it is refused."""
+    standby = p.get("canal.instance.standby.address", "").strip()
+    for key in _DETECTING:
+        if p.get(key, "false").lower() not in ("", "false") and not standby:
+            problems.append((key, f"{p[key]!r} is refused: binlake has no detecting SQL, it notices a lost server "
+                                  "from the binlog connection (and then switches to canal.instance.standby.address, "
+                                  "when one is set); set it to false"))
+    if not standby:
+        return
+    if raw["restart_by"] != "gtid":
+        problems.append(("canal.instance.standby.address", "binlake follows a switch to the standby by GTID set, "
+                         "so set canal.instance.gtidon=true (MySQL: gtid_mode=ON; MariaDB always has GTIDs)"))
+    database = raw["database"]
+    del database["host"], database["port"]
+    database["hosts"] = [address, standby]
 
 
 def _fields(text: str, key: str, problems: list) -> dict[str, list[str]]:

@@ -128,6 +128,33 @@ def test_field_filters(tmp_path):
     assert error.value.problems == [("canal.instance.filter.field", "'t_product:id' is not db.table:column/column")]
 
 
+def test_a_standby_is_the_second_of_the_failover_hosts(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, {**KAFKA, "canal.instance.detecting.enable": "true",
+                                               "canal.instance.detecting.heartbeatHaEnable": "true"},
+                                    {"canal.instance.gtidon": "true", "canal.instance.master.address": "db1:3306",
+                                     "canal.instance.standby.address": "db2:3307",
+                                     "canal.instance.standby.journal.name": "mysql-bin.000002"}))
+    assert ("canal.instance.standby.journal.name" in {key for key, _, _ in conf.ignored})
+    config = canal_conf.connector_spec(conf.destinations[0], "kafka").config
+    assert config.database.hosts == ["db1:3306", "db2:3307"] and config.restart_by == "gtid"
+    assert config.source_config("example").addresses == [("db1", 3306), ("db2", 3307)]
+
+
+@pytest.mark.parametrize("server, instance, key, problem", [
+    ({}, {"canal.instance.standby.address": "db2:3306"}, "canal.instance.standby.address",
+     "set canal.instance.gtidon=true"),
+    ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable",
+     "'true' is refused: binlake has no detecting SQL"),
+    ({"canal.instance.detecting.heartbeatHaEnable": "true"}, {"canal.instance.gtidon": "true"},
+     "canal.instance.detecting.heartbeatHaEnable", "switches to canal.instance.standby.address, when one is set"),
+])
+def test_standby_switching_that_cannot_be_followed(tmp_path, server, instance, key, problem):
+    conf = canal_conf.load(conf_dir(tmp_path, {**KAFKA, **server}, instance))
+    with pytest.raises(ConfigError) as error:
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+    assert [path for path, _ in error.value.problems] == [key] and problem in str(error.value)
+
+
 def test_auto_server_id_is_stable(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA))
     first = canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id
@@ -153,7 +180,6 @@ def test_other_server_modes_are_refused(tmp_path):
 
 @pytest.mark.parametrize("server, instance, problem", [
     ({"canal.zkServers": "127.0.0.1:2181"}, {}, "canal.zkServers: '127.0.0.1:2181' is refused: ZooKeeper"),
-    ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable: 'true' is refused"),
     ({}, {"canal.instance.enableDruid": "true"}, "druid-encrypted passwords"),
     ({"kafka.ssl.truststore.location": "/x.jks"}, {}, "Java keystores is not supported"),
 ])
