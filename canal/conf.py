@@ -357,4 +357,5 @@ def destination_log(destination: Destination, spec: connect_config.ConnectorSpec
         raise connect_config.ConfigError(destination.source, problems)
     return DestinationLog(destination.name, entries_topic(destination.name), spec.runtime.bootstrap_servers,
                           spec.runtime.security, capacity, memunit if memsize == "MEMSIZE" else None,
-                          p.get("canal.instance.filter.transaction.entry", "false").lower() != "true")
+                          p.get("canal.instance.filter.transaction.entry", "false").lower() != "true",
+                          p.get("canal.instance.get.ddl.isolation", "false").lower() == "true")

@@ -25,7 +25,7 @@ HONOURED = frozenset({
     "canal.instance.master.position", "canal.instance.master.timestamp", "canal.instance.master.gtid",
     "canal.instance.dbPassword", "canal.instance.filter.regex", "canal.instance.filter.black.regex",
     "canal.instance.filter.field", "canal.instance.filter.black.field", "canal.instance.standby.address",
-    "canal.instance.detecting.enable", "canal.instance.detecting.heartbeatHaEnable",
+    "canal.instance.detecting.enable", "canal.instance.detecting.heartbeatHaEnable", "canal.instance.get.ddl.isolation",
     "canal.mq.topic", "canal.mq.dynamicTopic", "canal.mq.partition", "canal.mq.partitionsNum",
     "canal.mq.partitionHash", "canal.mq.dynamicTopicPartitionNum",
     # binlake's own, beside Canal's
@@ -116,7 +116,6 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.admin.register.name": (_empty, "canal-admin is not supported"),
     "canal.zkServers": (_empty, "ZooKeeper high availability is not supported yet: run one binlake per destination"),
     "canal.instance.filter.table.error": (_false, "binlake stops on a table it cannot decode, naming it"),
-    "canal.instance.get.ddl.isolation": (_false, "a DDL is not put in a batch of its own yet"),
     "canal.auto.reset.latest.pos.mode": (_false, "binlake never skips to the latest position on its own: a missing "
                                                  "position stops the destination, naming it"),
     "canal.instance.global.manager.address": (_empty, "canal-admin is not supported"),

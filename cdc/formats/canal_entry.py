@@ -19,6 +19,12 @@ from cdc.records import Record
 _EVENT_TYPES = {"c": pb.INSERT, "r": pb.INSERT, "u": pb.UPDATE, "d": pb.DELETE}
 _DDL_TYPES = {"CREATE": pb.CREATE, "ALTER": pb.ALTER, "DROP": pb.ERASE, "RENAME": pb.RENAME,
               "TRUNCATE": pb.TRUNCATE}
+_DDL_EVENT_TYPES = frozenset(_DDL_TYPES.values())
+
+
+def is_ddl(entry: bytes) -> bool:
+    """Whether a serialized entry is a DDL's (its header's event type; the row change is not decoded)."""
+    return pb.Entry.FromString(entry).header.eventType in _DDL_EVENT_TYPES
 
 
 def _header(fields: dict, db: str = "", table: str = "", event_type: int | None = None, rows: int | None = None,

@@ -2,7 +2,8 @@
 `canal.client` from Maven Central and canal-python from PyPI, looping as Canal's example client does (get without
 ack, ack; every fifth batch rolled back) while a MariaDB workload runs and the server is SIGKILLed twice.
 Replaying what the client received gives MariaDB's tables; an acked batch never comes again (but the one whose ack
-was on the wire at the kill), and every entry comes in some acked batch."""
+was on the wire at the kill), and every entry comes in some acked batch; with canal.instance.get.ddl.isolation each
+DDL comes in a batch of its own."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
                                "canal.metrics.pull.port": ""},
                     {"canal.instance.master.address": f"127.0.0.1:{server.port}",
                      "canal.instance.dbUsername": server.user, "canal.instance.dbPassword": server.password,
-                     "canal.instance.mysql.slaveId": "5404", "canal.instance.filter.regex": f"{db}\\..*"})
+                     "canal.instance.mysql.slaveId": "5404", "canal.instance.filter.regex": f"{db}\\..*",
+                     "canal.instance.get.ddl.isolation": "true"})
     process = start_server(conf, tmp_path, 0)
     await wait_for_log(process, "example-0 started", timeout=180)
     await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
@@ -194,3 +196,5 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
                 acked[identity(entry)] = batch["id"]
     assert {identity(e) for b in batches for e in b["entries"]} == acked.keys()
     assert any(not b["acked"] for b in batches)
+    ddl_batches = [b for b in batches if any(e.get("ddl") for e in b["entries"])]
+    assert ddl_batches and all(len(b["entries"]) == 1 for b in ddl_batches)     # get.ddl.isolation: each alone
