@@ -129,10 +129,6 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
             problems.append((key, "required: Canal needs it too"))
         return value
 
-    flat = p.get("canal.mq.flatMessage", "true").lower()
-    if mode == "kafka" and flat != "true":
-        problems.append(("canal.mq.flatMessage", f"{flat!r} is refused: only FlatMessages (JSON) are written yet, "
-                                                 "not Canal's protobuf Messages; set it to true"))
     address = need("canal.instance.master.address")
     host, _, port = address.rpartition(":") if ":" in address else (address, "", "3306")
     raw = {
@@ -168,7 +164,10 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
             "partition_hash": p.get("canal.mq.partitionHash", ""),
             "dynamic_topic_partition_num": p.get("canal.mq.dynamicTopicPartitionNum", ""),
             "database_hash": p.get("canal.mq.database.hash", "true").lower() == "true",
-            "flat_message_rows": p.get("binlake.flat_message_rows", "event")}
+            "flat_message_rows": p.get("binlake.flat_message_rows", "event"),
+            "flat_message": p.get("canal.mq.flatMessage", "true").lower() == "true",
+            # (Canal's MQ producer drops BEGIN and END unless the key says false; its TCP server keeps them)
+            "transaction_entries": p.get("canal.instance.filter.transaction.entry", "true").lower() != "true"}
     if ssl_mode := p.get("canal.instance.master.sslMode", "").lower():
         if ssl_mode.startswith("verify"):
             problems.append(("canal.instance.master.sslMode", f"{ssl_mode.upper()} verifies the server with a CA "

@@ -148,14 +148,20 @@ class Emitter:
         self.clock = clock
         self.now_ms = int(clock() * 1000)
         # Canal's MQ routing and batching, when configured: it builds the records of row and DDL events
-        self.canal_mq = CanalMqOutput(config.canal_mq, partitions) if config.canal_mq is not None else None
-        # ... or Canal's change entries, on a destination's entry log; both leave out what Canal's filters say
+        mq = config.canal_mq
+        self.canal_mq = CanalMqOutput(mq, partitions) if mq is not None and mq.flat_message else None
+        # ... or Canal's change entries, on a destination's entry log or in protobuf Messages routed as Canal's MQ
+        # output routes them; all leave out what Canal's filters say
         self.canal_skip = {_SKIPPED[k] for k in config.canal_skip if k in _SKIPPED}
         self.canal_skip_ddl = "ddl" in config.canal_skip
         self.canal_entries = None
+        gtids = config.restart_by == "gtid"
         if config.canal_entries is not None:
             from cdc.formats.canal_entry import CanalEntryOutput   # (protobuf only for a Canal destination)
-            self.canal_entries = CanalEntryOutput(config.canal_entries, gtids=config.restart_by == "gtid")
+            self.canal_entries = CanalEntryOutput(config.canal_entries, gtids)
+        elif mq is not None and not mq.flat_message:
+            from cdc.formats.canal_mq_messages import CanalMqMessages
+            self.canal_entries = CanalMqMessages(mq, partitions, gtids, config.max_batch_bytes)
 
     def tick(self) -> None:
         """Read the clock for the events about to be emitted (once per binlog event, not per row)."""

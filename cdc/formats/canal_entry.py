@@ -13,6 +13,7 @@ the server filters by a client's subscription without decoding entries.
 from __future__ import annotations
 
 from cdc.formats.canal import text
+from cdc.formats.proto import CanalProtocol_pb2 as packets
 from cdc.formats.proto import EntryProtocol_pb2 as pb
 from cdc.records import Record
 
@@ -20,6 +21,13 @@ _EVENT_TYPES = {"c": pb.INSERT, "r": pb.INSERT, "u": pb.UPDATE, "d": pb.DELETE}
 _DDL_TYPES = {"CREATE": pb.CREATE, "ALTER": pb.ALTER, "DROP": pb.ERASE, "RENAME": pb.RENAME,
               "TRUNCATE": pb.TRUNCATE}
 _DDL_EVENT_TYPES = frozenset(_DDL_TYPES.values())
+
+
+def messages_packet(batch_id: int, entries: list[bytes]) -> bytes:
+    """Canal's `Packet` of type MESSAGES holding a batch of serialized entries: what its TCP server sends a client
+    (framed), and what its Kafka producer writes with canal.mq.flatMessage=false (CanalMessageSerializerUtil)."""
+    body = packets.Messages(batch_id=batch_id, messages=entries).SerializeToString()
+    return packets.Packet(type=packets.MESSAGES, version=1, body=body).SerializeToString()
 
 
 def is_ddl(entry: bytes) -> bool:

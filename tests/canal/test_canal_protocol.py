@@ -9,7 +9,7 @@ import pytest
 
 from canal import auth
 from canal.batches import BatchError, LogEntry, Stream, table_filter
-from canal.proto import CanalProtocol_pb2 as pb
+from cdc.formats.proto import CanalProtocol_pb2 as pb
 from canal.protocol import NEED_DATA, Auth, ClientAck, Get, ProtocolError, Rollback, ServerConnection, Subscribe
 
 SEEDS = bytes(range(1, 9))

@@ -11,10 +11,9 @@ import pytest
 
 from canal_stock import add_destination, conf_dir
 from e2e_harness import read_committed, wait_for_log, wait_until
-from mysql_workload import committed_offset
 from sandbox.process import free_port
 from sql_fixtures import by_default_on
-from test_canal_kafka import start
+from test_canal_kafka import caught_up, start
 
 
 def _executed(server) -> str:
@@ -49,18 +48,13 @@ async def test_destinations_start_where_their_keys_say(server, broker, tmp_path)
     for name in ("bygtid", "bytime"):
         add_destination(conf, name, {**mysql, **starts[name], "canal.mq.topic": name})
 
-    async def caught_up() -> bool:
-        end = server.binlog_end()
-        for name in starts:
-            offset = await committed_offset(broker.address, name)
-            if offset is None or (offset["file"], offset["pos"]) < end:
-                return False
-        return True
+    async def all_caught_up() -> bool:
+        return all([await caught_up(broker, server, name) for name in starts])
 
     process = start(conf, tmp_path, 0)
     await wait_for_log(process, "bytime-0 started", timeout=180)
     server.sql("INSERT INTO t VALUES (4)", db=db)
-    await wait_until(caught_up, 180, "the three destinations to write what they start at")
+    await wait_until(all_caught_up, 180, "the three destinations to write what they start at")
     process.kill()
     assert await _ids(broker, "bypos") == [3, 4]
     assert await _ids(broker, "bygtid") == [3, 4]
@@ -68,6 +62,6 @@ async def test_destinations_start_where_their_keys_say(server, broker, tmp_path)
 
     server.sql("INSERT INTO t VALUES (5)", db=db)       # restarted: from the stored positions, not the starts
     process = start(conf, tmp_path, 1)
-    await wait_until(caught_up, 180, "the restarted destinations to catch up")
+    await wait_until(all_caught_up, 180, "the restarted destinations to catch up")
     process.terminate()
     assert [await _ids(broker, name) for name in starts] == [[3, 4, 5], [3, 4, 5], [2, 3, 4, 5]]
