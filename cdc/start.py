@@ -132,10 +132,10 @@ def gtids_at(conn: Connection, version: str, position: BinlogPosition) -> str:
         return str(found)
     executed = MySqlGtidSet()
     for _, pos, kind, _, _, info in conn.exec_driver_sql("SHOW BINLOG EVENTS IN %s", (position.file,)):
-        if int(pos) >= position.pos:
-            break
-        if kind == "Previous_gtids":
+        if kind == "Previous_gtids":                # (in the file's header: read even for a start at its top)
             executed = MySqlGtidSet(str(info).replace("\n", ""))
         elif kind.startswith("Gtid") and (gtid := _GTID_NEXT.search(str(info))):
+            if int(pos) >= position.pos:
+                break
             executed.add(gtid.group(1))
     return str(executed)

@@ -36,6 +36,15 @@ def test_start_at_a_file_and_position(server, db, capture):
     assert _ids(capture.run(config, offset=batches[-1].offset)) == [4]
 
 
+def test_start_at_the_top_of_a_file_carries_the_set_executed_before_it(server, db, capture):
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)", "FLUSH BINARY LOGS", db=db)
+    file, _ = server.binlog_end()
+    executed = _executed(server)
+    server.sql("INSERT INTO t VALUES (2)", db=db)
+    batches = capture.run(capture.config(db, snapshot="no_data", start={"file": file, "pos": 4}))
+    assert _ids(batches) == [2] and batches[0].offset["gtids"] == executed
+
+
 def test_a_position_inside_a_transaction_starts_at_the_transaction(server, db, capture):
     server.sql("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)", db=db)
     file, begin = server.binlog_end()
@@ -60,12 +69,15 @@ def test_start_at_a_time_searches_back_over_binlog_files(server, db, capture):
         cur.execute("INSERT INTO t VALUES (1)")
         cur.execute(f"SET TIMESTAMP = {then + 1800}")
         cur.execute("INSERT INTO t VALUES (2)")
+    older, _ = server.binlog_end()
     server.sql("FLUSH BINARY LOGS")
     server.sql("INSERT INTO t VALUES (3)", db=db)        # now: in the newest file, the only one of it
     from_two = capture.config(db, snapshot="no_data", start={"timestamp_ms": (then + 1800) * 1000})
     assert _ids(capture.run(from_two)) == [2, 3]          # found in the older file
     from_three = capture.config(db, snapshot="no_data", start={"timestamp_ms": (then + 1801) * 1000})
     assert _ids(capture.run(from_three)) == [3]           # its start: the end of the older file's last transaction
+    in_file = capture.config(db, snapshot="no_data", start={"file": older, "timestamp_ms": (then + 1) * 1000})
+    assert _ids(capture.run(in_file)) == [2, 3]           # that file searched only
 
 
 def test_start_after_a_gtid_set(server, db, capture):
