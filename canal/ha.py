@@ -132,10 +132,14 @@ class RunningMonitor:
         self._task = asyncio.create_task(self._run(), name="canal-running-monitor")
 
     async def stop(self) -> None:
-        """Stop standing; closing the session deletes this server's nodes, so a standby takes over."""
+        """No more changes: what runs here stays so (until `close`)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Close the session: this server's nodes go with it, so a standby takes its destinations over."""
+        await self.stop()
         await asyncio.to_thread(stop_client, self._zk)
 
     # -- kazoo's threads ----------------------------------------------------------------------------------------

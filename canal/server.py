@@ -119,15 +119,20 @@ class _Reader:
 
 
 class CanalServer:
-    """Canal's client protocol on one address, for these destinations. Event loop only."""
+    """Canal's client protocol on one address, for these destinations. Event loop only.
+
+    With `standby`, it serves none of them until told to (`serve`), as a server standing by in Canal's high
+    availability (canal/ha.py); `release` stops serving one again, closing its clients' connections."""
 
     def __init__(self, host: str, port: int, destinations: dict[str, DestinationLog], user: str = "",
-                 passwd: str = "") -> None:
+                 passwd: str = "", standby: bool = False) -> None:
         self.host, self.port = host, port
         self.destinations = destinations
         self.user, self.passwd = user, passwd
+        self.served: set[str] = set() if standby else set(destinations)
         self._readers: dict[tuple[str, str], _Reader] = {}
         self._filters: dict[tuple[str, str], object] = {}
+        self._clients: dict[str, set[asyncio.Task]] = {name: set() for name in destinations}
         self._batch_id = int(time.time() * 1000) << 8     # batch ids grow across restarts: a stale ack fails
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -151,6 +156,19 @@ class CanalServer:
             task.cancel()
         for reader in self._readers.values():
             await reader.stop()
+
+    def serve(self, destination: str) -> None:
+        self.served.add(destination)
+
+    async def release(self, destination: str) -> None:
+        """Stop serving `destination`: its clients' connections close (they reconnect, to the server running it
+        now) and its readers stop, so that serving it again starts from the committed offsets."""
+        self.served.discard(destination)
+        for task in list(self._clients[destination]):
+            task.cancel()
+        for key in [k for k in self._readers if k[0] == destination]:
+            self._filters.pop(key, None)
+            await self._readers.pop(key).stop()
 
     # --- connections -----------------------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -176,6 +194,8 @@ class CanalServer:
             pass
         finally:
             self._connections.discard(task)
+            for clients in self._clients.values():
+                clients.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -217,6 +237,10 @@ class CanalServer:
         if served is None:
             raise _NotServed(f"destination:{destination} should start first (served here: "
                              f"{', '.join(self.destinations)})")
+        if destination not in self.served:
+            raise _NotServed(f"destination:{destination} should start first (this server stands by for it: "
+                             f"another runs it)")
+        self._clients[destination].add(asyncio.current_task())
         key = (destination, client_id)
         self._filters[key] = table_filter(filter_text, served.transaction_entries)
         if key not in self._readers:
@@ -224,7 +248,7 @@ class CanalServer:
             try:
                 await reader.start(client_id, self._next_id)
             except BaseException:
-                del self._readers[key]
+                self._readers.pop(key, None)        # (a release may have taken it meanwhile)
                 raise
             log.info("%s: client %s subscribed, from offset %d of %s", destination, client_id,
                      reader.stream.acked, served.topic)

@@ -50,14 +50,14 @@ async def test_one_runs_the_other_stands_by_then_takes_over(zookeeper):
                                                                                       "127.0.0.1:11112"]
         assert b.monitor.running == set() and b.changes == []
 
-        await a.monitor.stop()                  # (its session closes: its nodes go at once)
+        await a.monitor.close()                 # (its session closes: its nodes go at once)
         await until(lambda: b.monitor.running == {"example", "other"}, "b to take over", ha.TAKEOVER_DELAY_S + 30)
         assert json.loads(zk.get("/otter/canal/destinations/other/running")[0])["address"] == "127.0.0.1:11112"
         assert zk.get_children("/otter/canal/cluster") == ["127.0.0.1:11112"]
         assert sorted(b.changes) == [("example", True), ("other", True)]
     finally:
         for server in (a, b):
-            await server.monitor.stop()
+            await server.monitor.close()
         stop_client(zk)
 
 
@@ -80,7 +80,7 @@ async def test_an_expired_session_stops_running_and_comes_back_first(zookeeper):
         assert b.changes == []                  # (b waits TAKEOVER_DELAY_S for the holder to come back)
     finally:
         for server in (a, b):
-            await server.monitor.stop()
+            await server.monitor.close()
 
 
 async def test_unreachable_zookeeper_is_named(monkeypatch):
