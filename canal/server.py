@@ -147,7 +147,8 @@ class CanalServer:
                 destination.topic, 1)
         self._server = await asyncio.start_server(self._connection, self.host or None, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("Canal's TCP protocol on %s:%d for %s", self.host or "*", self.port, ", ".join(self.destinations))
+        log.info("Canal's TCP protocol on %s:%d for %s%s", self.host or "*", self.port, ", ".join(self.destinations),
+                 "" if self.served else " (standing by until ZooKeeper says which run here)")
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -1,14 +1,18 @@
 """canal/ha.py on a real ZooKeeper: one server runs a destination, registered in Canal's nodes; the standby takes
-over when it goes; a server whose session expires stops running its destinations, and takes them back first."""
+over when it goes; a server whose session expires stops running its destinations, and takes them back first. And
+the TCP server's side of it on a real broker: a destination is served only while it runs here."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import struct
 
 from kazoo.client import KazooClient
 
 from canal import ha
+from canal.proto import CanalProtocol_pb2 as pb
+from canal.server import CanalServer, DestinationLog
 from common.zk_client import stop_client
 
 
@@ -92,3 +96,54 @@ async def test_unreachable_zookeeper_is_named(monkeypatch):
         assert "canal.zkServers: ZooKeeper at 127.0.0.1:1 did not answer" in str(exc)
     else:
         raise AssertionError("started without ZooKeeper")
+
+
+class Client:
+    """Canal's client protocol over a socket, as far as a subscription and a get."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, port: int) -> "Client":
+        client = cls(*await asyncio.open_connection("127.0.0.1", port))
+        assert (await client.packet()).type == pb.HANDSHAKE
+        assert await client.ask(pb.CLIENTAUTHENTICATION, pb.ClientAuth(username="")) == (0, "")
+        return client
+
+    async def packet(self) -> pb.Packet:
+        (size,) = struct.unpack(">I", await self.reader.readexactly(4))
+        return pb.Packet.FromString(await self.reader.readexactly(size))
+
+    async def ask(self, packet_type: int, body) -> tuple[int, str] | int:
+        """(error code, message) of an Ack; a Messages' batch id."""
+        data = pb.Packet(type=packet_type, body=body.SerializeToString()).SerializeToString()
+        self.writer.write(struct.pack(">I", len(data)) + data)
+        reply = await self.packet()
+        if reply.type == pb.MESSAGES:
+            return pb.Messages.FromString(reply.body).batch_id
+        ack = pb.Ack.FromString(reply.body)
+        return ack.error_code, ack.error_message
+
+    async def subscribe(self) -> tuple[int, str]:
+        return await self.ask(pb.SUBSCRIPTION, pb.Sub(destination="example", client_id="1001"))
+
+
+async def test_the_tcp_server_serves_a_destination_only_while_it_runs_here(broker):
+    server = CanalServer("127.0.0.1", 0, {"example": DestinationLog("example", "example.canal-entries",
+                                                                   broker.address)}, standby=True)
+    await server.start()
+    try:
+        standby = await Client.connect(server.port)
+        assert await standby.subscribe() == (400, "destination:example should start first (this server stands "
+                                                  "by for it: another runs it)")
+        server.serve("example")
+        client = await Client.connect(server.port)
+        assert await client.subscribe() == (0, "")
+        assert await client.ask(pb.GET, pb.Get(destination="example", client_id="1001", fetch_size=10,
+                                               timeout=-1)) == -1
+        await server.release("example")        # (the node lost: its clients go, to reconnect where it runs now)
+        assert await asyncio.wait_for(client.reader.read(), 30) == b""
+        assert (await (await Client.connect(server.port)).subscribe())[0] == 400
+    finally:
+        await server.stop()
