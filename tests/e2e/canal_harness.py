@@ -5,21 +5,48 @@ looping as Canal's example does (tests/canal_clients/java/CanalLoop.java), and t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from canal_stock import conf_dir
 from e2e_harness import ROOT, ConnectorProcess, mysql_rows, read_committed, wait_until
-from mysql_workload import committed_offset
+from mysql_workload import Workload, committed_offset
 
 CANAL_RUN = [sys.executable, "-m", "binlake.cli", "canal", "run"]
 CANAL_JARS = ROOT / ".cache" / "canal-client-jars"
 CLIENTS = ROOT / "tests" / "canal_clients"
 INSERT, UPDATE, DELETE = 1, 2, 3
 ROWDATA = 2
+
+
+def tcp_conf(tmp_path: Path, broker, server, db: str, slave_id: int, **keys: str) -> Path:
+    """Canal's stock conf directory (tcp mode) for database `db` of `server`, `keys` set in canal.properties."""
+    return conf_dir(tmp_path, {"kafka.bootstrap.servers": broker.address, "canal.metrics.pull.port": "", **keys},
+                    {"canal.instance.master.address": f"127.0.0.1:{server.port}",
+                     "canal.instance.dbUsername": server.user, "canal.instance.dbPassword": server.password,
+                     "canal.instance.mysql.slaveId": str(slave_id), "canal.instance.filter.regex": f"{db}\\..*"})
+
+
+@contextlib.asynccontextmanager
+async def workload_running(server, db: str, seed: int):
+    """The Workload writing `db`'s tables (its rows inserted first: Canal takes no snapshot) until the block ends."""
+    workload = Workload(server, db, random.Random(seed))
+    workload.prepare()
+    stop = threading.Event()
+    writer = threading.Thread(target=workload.run, args=(stop, 4.0))
+    writer.start()
+    try:
+        yield workload
+    finally:
+        stop.set()
+        await asyncio.to_thread(writer.join)
 
 
 def start_server(conf: Path, tmp_path: Path, n: int, env: dict[str, str] | None = None) -> ConnectorProcess:

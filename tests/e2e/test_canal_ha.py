@@ -14,18 +14,16 @@ import json
 import os
 import random
 import signal
-import threading
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from canal import ha
-from canal_harness import check_received, drain, java_client, more_batches, start_server
-from canal_stock import conf_dir
+from canal_harness import check_received, drain, java_client, more_batches, start_server, tcp_conf, workload_running
 from common.zk_client import stop_client
 from e2e_harness import wait_for_log, wait_until
-from mysql_workload import Workload, committed_offset
+from mysql_workload import committed_offset
 from sandbox.process import free_port
 
 SESSION_TIMEOUT_MS = 4000
@@ -54,12 +52,9 @@ async def runs(zk: KazooClient, address: str) -> bool:
 
 
 def ha_conf(tmp_path, zookeeper, broker, server, db):
-    return conf_dir(tmp_path, {"kafka.bootstrap.servers": broker.address, "canal.metrics.pull.port": "",
-                               "canal.zkServers": zookeeper.connect_string, "canal.register.ip": "127.0.0.1",
-                               "binlake.zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)},
-                    {"canal.instance.master.address": f"127.0.0.1:{server.port}",
-                     "canal.instance.dbUsername": server.user, "canal.instance.dbPassword": server.password,
-                     "canal.instance.mysql.slaveId": "5405", "canal.instance.filter.regex": f"{db}\\..*"})
+    return tcp_conf(tmp_path, broker, server, db, 5405, **{
+        "canal.zkServers": zookeeper.connect_string, "canal.register.ip": "127.0.0.1",
+        "binlake.zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
 
 
 async def start_both(conf, tmp_path, zk):
@@ -124,21 +119,13 @@ async def test_canal_cluster_client_through_a_sigkill_of_the_running_server(zook
         await wait_for_log(servers[first], "example-0 started", timeout=180)
         await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
         client = java_client(("zk", zookeeper.connect_string), out, stop_file, tmp_path / "client.log", tmp_path)
-        workload = Workload(server, db, random.Random(seed))
-        workload.prepare()                      # (Canal takes no snapshot: the tables' rows come as INSERTs)
-        stop = threading.Event()
-        writer = threading.Thread(target=workload.run, args=(stop, 4.0))
-        writer.start()
-        try:
+        async with workload_running(server, db, seed) as workload:
             await more_batches(out, broker.address, server)
             servers[first].proc.send_signal(signal.SIGKILL)
             servers[first].proc.wait()
             await wait_until(lambda: runs(zk, second), SESSION_TIMEOUT_MS / 1000 + ha.TAKEOVER_DELAY_S + 60,
                              "the standby to take over")
             await more_batches(out, broker.address, server)
-        finally:
-            stop.set()
-            await asyncio.to_thread(writer.join)
         await drain(broker.address, server, client, stop_file, tmp_path / "client.log")
     finally:
         if client is not None and client.poll() is None:

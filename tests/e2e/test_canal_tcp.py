@@ -11,15 +11,13 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from canal_harness import check_received, drain, java_client, more_batches, start_server
-from canal_stock import conf_dir
+from canal_harness import check_received, drain, java_client, more_batches, start_server, tcp_conf, workload_running
 from e2e_harness import ROOT, wait_for_log, wait_until
-from mysql_workload import Workload, committed_offset
+from mysql_workload import committed_offset
 from sandbox.process import free_port
 
 CANAL_PYTHON = ROOT / ".cache" / "canal-python"
@@ -46,31 +44,19 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
     print(f"E2E_SEED={seed}")
     db = server.new_database()
     port = free_port()
-    conf = conf_dir(tmp_path, {"kafka.bootstrap.servers": broker.address, "canal.port": str(port),
-                               "canal.metrics.pull.port": ""},
-                    {"canal.instance.master.address": f"127.0.0.1:{server.port}",
-                     "canal.instance.dbUsername": server.user, "canal.instance.dbPassword": server.password,
-                     "canal.instance.mysql.slaveId": "5404", "canal.instance.filter.regex": f"{db}\\..*"})
+    conf = tcp_conf(tmp_path, broker, server, db, 5404, **{"canal.port": str(port)})
     process = start_server(conf, tmp_path, 0)
     await wait_for_log(process, "example-0 started", timeout=180)
     await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
     out, stop_file = tmp_path / "received.jsonl", tmp_path / "stop"
     client = start_client(("127.0.0.1", str(port)), out, stop_file, tmp_path / "client.log", tmp_path)
     try:
-        workload = Workload(server, db, random.Random(seed))
-        workload.prepare()                      # (Canal takes no snapshot: the tables' rows come as INSERTs)
-        stop = threading.Event()
-        writer = threading.Thread(target=workload.run, args=(stop, 4.0))
-        writer.start()
-        try:
+        async with workload_running(server, db, seed) as workload:
             for n in (1, 2):
                 await more_batches(out, broker.address, server)
                 process.proc.send_signal(signal.SIGKILL)
                 process.proc.wait()
                 process = start_server(conf, tmp_path, n)
-        finally:
-            stop.set()
-            writer.join()
         await drain(broker.address, server, client, stop_file, tmp_path / "client.log")
     finally:
         if client.poll() is None:
