@@ -133,7 +133,7 @@ class CanalServer:
         self._readers: dict[tuple[str, str], _Reader] = {}
         self._filters: dict[tuple[str, str], object] = {}
         self._clients: dict[str, set[asyncio.Task]] = {name: set() for name in destinations}
-        self._batch_id = int(time.time() * 1000) << 8     # batch ids grow across restarts: a stale ack fails
+        self._batch_id = _first_batch_id()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
 
@@ -160,6 +160,7 @@ class CanalServer:
 
     def serve(self, destination: str) -> None:
         self.served.add(destination)
+        self._batch_id = max(self._batch_id, _first_batch_id())     # (past the ids of the server it takes over from)
 
     async def release(self, destination: str) -> None:
         """Stop serving `destination`: its clients' connections close (they reconnect, to the server running it
@@ -289,6 +290,13 @@ class CanalServer:
         offset = reader.stream.ack(ack.batch_id)
         await reader.commit(offset)
         return None
+
+
+def _first_batch_id() -> int:
+    """Batch ids start from the clock (ms << 8), so they grow across restarts and takeovers: an ack of a batch the
+    previous server handed out fails here instead of acking another batch (unless that server handed out more than
+    256 batches a millisecond)."""
+    return int(time.time() * 1000) << 8
 
 
 class _NotServed(Exception):
