@@ -116,6 +116,8 @@ class RunningMonitor:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
+        self._stopping = False
+        self._changing = False          # an on_change is under way: a stop lets it finish
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -132,9 +134,12 @@ class RunningMonitor:
         self._task = asyncio.create_task(self._run(), name="canal-running-monitor")
 
     async def stop(self) -> None:
-        """No more changes: what runs here stays so (until `close`)."""
+        """No more changes (one under way finishes first): what runs here stays so (until `close`)."""
         if self._task is not None:
-            self._task.cancel()
+            self._stopping = True
+            self._wake.set()
+            if not self._changing:
+                self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def close(self) -> None:
@@ -160,7 +165,7 @@ class RunningMonitor:
 
     # -- the event loop -----------------------------------------------------------------------------------------
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             try:
                 running, again_at = await asyncio.to_thread(self._settle)
@@ -168,14 +173,20 @@ class RunningMonitor:
                 log.warning("ZooKeeper %s: %r; trying again", self.zk_servers, exc)
                 running, again_at = set(self.running), time.monotonic() + REGISTER_RETRY_S
             for destination in self.destinations:
-                if (destination in running) != (destination in self.running):
+                if (destination in running) != (destination in self.running) and not self._stopping:
                     if destination in running:
                         self.running.add(destination)
-                        log.info("%s: running on this server, %s (%s)", destination, self.address, running_path(destination))
+                        log.info("%s: running on this server, %s (%s)", destination, self.address,
+                                 running_path(destination))
                     else:
                         self.running.discard(destination)
-                        log.warning("%s: no longer running on this server, %s; standing by", destination, self.address)
-                    await self._on_change(destination, destination in running)
+                        log.warning("%s: no longer running on this server, %s; standing by", destination,
+                                    self.address)
+                    self._changing = True
+                    try:
+                        await self._on_change(destination, destination in running)
+                    finally:
+                        self._changing = False
             timeout = None if again_at is None else max(0.0, again_at - time.monotonic())
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)

@@ -87,6 +87,23 @@ async def test_an_expired_session_stops_running_and_comes_back_first(zookeeper):
             await server.monitor.close()
 
 
+async def test_a_stop_lets_a_change_under_way_finish(zookeeper):
+    entered, release, finished = asyncio.Event(), asyncio.Event(), []
+
+    async def change(destination: str, running: bool) -> None:     # (a connector starting, say)
+        entered.set()
+        await release.wait()
+        finished.append((destination, running))
+    monitor = ha.RunningMonitor(zookeeper.connect_string, "127.0.0.1:11111", ["example"], change, 4.0)
+    await monitor.start()
+    await asyncio.wait_for(entered.wait(), 30)
+    closing = asyncio.create_task(monitor.close())
+    await asyncio.sleep(0)                      # (the close is under way: it waits for the change)
+    release.set()
+    await asyncio.wait_for(closing, 30)
+    assert finished == [("example", True)]
+
+
 async def test_unreachable_zookeeper_is_named(monkeypatch):
     monkeypatch.setattr(ha, "CONNECT_TIMEOUT_S", 1.0)
     monitor = ha.RunningMonitor("127.0.0.1:1", "127.0.0.1:11111", ["example"], None, 4.0)
