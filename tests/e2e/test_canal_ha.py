@@ -5,7 +5,8 @@ One server runs the destination and is registered where Canal's cluster clients 
 connector does not run, and Canal's Java client subscribing to it is told `should start first`. Canal's cluster
 client (`CanalConnectors.newClusterConnector` with ZooKeeper) follows the destination when the running server is
 SIGKILLed and the standby takes over: replaying what it received gives MariaDB's tables, and only batches never
-acked (or whose ack was on the wire at the kill) come twice."""
+acked (or whose ack was on the wire at the kill) come twice. In kafka mode, the FlatMessages of a destination whose
+running server is SIGKILLed hold every row once."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 from canal import ha
 from canal_harness import check_received, drain, java_client, more_batches, start_server, tcp_conf, workload_running
 from common.zk_client import stop_client
-from e2e_harness import wait_for_log, wait_until
+from e2e_harness import read_committed, wait_for_log, wait_until
 from mysql_workload import committed_offset
 from sandbox.process import free_port
 
@@ -136,3 +137,43 @@ async def test_canal_cluster_client_through_a_sigkill_of_the_running_server(zook
     lines = check_received(out, server, db, workload.tables)
     assert any("reconnect" in line for line in lines)
     assert "example-0 started" in servers[second].log()
+
+
+@pytest.mark.slow                       # (a session expiry, Canal's 5 s delay, two connector starts)
+@pytest.mark.timeout(900)
+async def test_kafka_mode_moves_to_the_standby_exactly_once(zookeeper, zk, broker, mariadb, tmp_path):
+    db = mariadb.new_database()
+    mariadb.sql("CREATE TABLE t (id INT PRIMARY KEY)", db=db)
+    conf = tcp_conf(tmp_path, broker, mariadb, db, 5406, **{
+        "canal.serverMode": "kafka", "canal.zkServers": zookeeper.connect_string, "canal.register.ip": "127.0.0.1",
+        "binlake.zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+    servers = await start_both(conf, tmp_path, zk)
+    try:
+        first, second = servers
+        await wait_for_log(servers[first], "example-0 started", timeout=180)
+        await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
+        async def written(end) -> bool:
+            offset = await committed_offset(broker.address, "example")
+            return offset is not None and (offset["file"], offset["pos"]) >= end
+
+        def insert(first_id: int, last_id: int) -> None:
+            for n in range(first_id, last_id, 10):
+                mariadb.sql(f"INSERT INTO t VALUES {', '.join(f'({i})' for i in range(n, n + 10))}", db=db)
+        insert(0, 50)
+        end = mariadb.binlog_end()
+        await wait_until(lambda: written(end), 240, "the running server to write the first rows")
+        assert "example-0 started" not in servers[second].log()
+        insert(50, 70)                          # (some written, or being written, when the kill comes)
+        servers[first].proc.send_signal(signal.SIGKILL)
+        servers[first].proc.wait()
+        insert(70, 100)
+        await wait_until(lambda: runs(zk, second), SESSION_TIMEOUT_MS / 1000 + ha.TAKEOVER_DELAY_S + 60,
+                         "the standby to take over")
+        end = mariadb.binlog_end()
+        await wait_until(lambda: written(end), 240, "the standby's connector to write the rest")
+    finally:
+        for process in servers.values():
+            process.kill()
+    ids = [int(row["id"]) for message in await read_committed(broker.address, ["example"])
+           for row in json.loads(message.value)["data"] or []]
+    assert sorted(ids) == list(range(100))
