@@ -81,14 +81,24 @@ async def _run_ha(specs: list[ConnectorSpec], server: CanalServer | None, metric
     stop = connect_cli.stop_on_signals()
     by_name = {spec.name: spec for spec in specs}
     workers: dict[str, Worker] = {}
+    watches: set[asyncio.Task] = set()
     ended: asyncio.Queue[str] = asyncio.Queue()
+
+    def watch(name: str, worker: Worker) -> None:
+        """`name` goes to `ended` if its worker ends while it still runs here (not stopped by a release)."""
+        def done(task: asyncio.Task) -> None:
+            watches.discard(task)
+            if workers.get(name) is worker:
+                ended.put_nowait(name)
+        task = asyncio.create_task(worker.wait())
+        watches.add(task)
+        task.add_done_callback(done)
 
     async def changed(name: str, running: bool) -> None:
         if running:
             worker = workers[name] = Worker([by_name[name]])
             worker.start()
-            asyncio.create_task(worker.wait()).add_done_callback(
-                lambda _: workers.get(name) is worker and ended.put_nowait(name))
+            watch(name, worker)
             if server is not None:
                 server.serve(name)
         else:
