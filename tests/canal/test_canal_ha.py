@@ -87,6 +87,28 @@ async def test_an_expired_session_stops_running_and_comes_back_first(zookeeper):
             await server.monitor.close()
 
 
+async def test_a_server_restarted_after_a_crash_takes_its_destination_back_at_once(zookeeper):
+    # The crashed server's session, still alive: its running node and its registration, under the same address.
+    crashed = KazooClient(hosts=zookeeper.connect_string)
+    crashed.start()
+    crashed.create(ha.running_path("example"), ha.running_data("127.0.0.1:11111"), ephemeral=True, makepath=True)
+    crashed.create(ha.cluster_path("127.0.0.1:11111"), ephemeral=True, makepath=True)
+    restarted = Server(zookeeper, "127.0.0.1:11111")
+    try:
+        await restarted.monitor.start()
+        await until(lambda: restarted.monitor.holders == {"example": "127.0.0.1:11111"}, "the old node seen")
+        assert restarted.monitor.running == set()       # (the node is another session's)
+        gone = asyncio.get_running_loop().time()
+        stop_client(crashed)                            # (its session ends, as ZooKeeper expires a dead one's)
+        await until(lambda: restarted.monitor.running == {"example"}, "the restarted server to run it")
+        assert asyncio.get_running_loop().time() - gone < ha.TAKEOVER_DELAY_S    # (its own: no delay)
+        zk = restarted.monitor._zk
+        await until(lambda: getattr(zk.exists(ha.cluster_path("127.0.0.1:11111")), "ephemeralOwner", None)
+                    == zk.client_id[0], "the restarted server registered again")
+    finally:
+        await restarted.monitor.close()
+
+
 async def test_a_stop_lets_a_change_under_way_finish(zookeeper):
     entered, release, finished = asyncio.Event(), asyncio.Event(), []
 
