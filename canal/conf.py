@@ -7,14 +7,18 @@
 A destination's properties are canal.properties overlaid with its instance.properties, `${...}` resolved
 (canal.instance.destination is its name), as Canal's Spring placeholder configurer sees them. Every key is
 classified by canal/keys.py; all problems of all files are reported together (connect.config.ConfigError).
-With canal.destinations empty, the directories holding an instance.properties are the destinations (Canal's
+A `canal.*` key set in the environment (`env canal.port=11112 binlake canal run conf`) overrides both files, as
+Canal reads its keys from the system properties and the environment first (CanalController.getProperty, and
+Spring's placeholder configurer for an instance's keys). With canal.destinations empty, the directories holding an instance.properties are the destinations (Canal's
 auto scan, done once at start).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from . import keys, properties
 from .server import DestinationLog
 
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+ZK_SESSION_TIMEOUT_MS = 18_000      # binlake.zookeeper.session.timeout.ms (Kafka's zookeeper.session.timeout.ms)
 
 
 @dataclass(frozen=True)
@@ -48,19 +53,36 @@ class CanalConf:
     def server_mode(self) -> str:
         return self.server.get("canal.serverMode", "tcp").lower() or "tcp"
 
+    @property
+    def zk_servers(self) -> str:
+        """canal.zkServers: empty, or the ZooKeeper ensemble of the servers' high availability (canal/ha.py)."""
+        return self.server.get("canal.zkServers", "")
 
-def load(directory: str | Path) -> CanalConf:
-    """Read and check CONF_DIR; ConfigError naming every refused key and bad value of every file."""
+    @property
+    def zk_session_timeout_s(self) -> float:
+        return int(self.server.get("binlake.zookeeper.session.timeout.ms") or ZK_SESSION_TIMEOUT_MS) / 1000
+
+
+def load(directory: str | Path, environ: Mapping[str, str] | None = None) -> CanalConf:
+    """Read and check CONF_DIR, with the `canal.*` keys of `environ` (default: os.environ) over it; ConfigError
+    naming every refused key and bad value of every file."""
     directory = Path(directory)
     problems: list[tuple[str, str]] = []
     server_file = directory / "canal.properties"
+    overrides = {k: v for k, v in (os.environ if environ is None else environ).items() if k.startswith("canal.")}
     try:
-        server_raw = properties.load(server_file)
+        file_raw = properties.load(server_file)
     except properties.PropertiesError as exc:
         raise connect_config.ConfigError(str(directory), [("", str(exc))]) from None
+    server_raw = {**file_raw, **overrides}
     server = properties.resolve({"canal.conf.dir": str(directory), **server_raw})
     conf = CanalConf(directory, server, [])
-    _classify(server_raw, server, str(server_file), conf, problems)
+    _classify(file_raw, server, str(server_file), conf, problems)
+    _classify(overrides, server, "environment", conf, problems)
+    timeout = server.get("binlake.zookeeper.session.timeout.ms", "")
+    if timeout and not (timeout.isdigit() and int(timeout) > 0):
+        problems.append((f"{server_file}: binlake.zookeeper.session.timeout.ms", f"{timeout!r} is not a positive "
+                         "number of milliseconds"))
     mode = conf.server_mode
     if mode not in ("kafka", "tcp"):
         problems.append((f"{server_file}: canal.serverMode", f"{mode}: binlake writes to a Kafka-protocol log "
@@ -78,7 +100,7 @@ def load(directory: str | Path) -> CanalConf:
         except properties.PropertiesError as exc:
             problems.append((f"{name}", str(exc)))
             continue
-        merged = properties.resolve({"canal.conf.dir": str(directory), **server_raw, **instance_raw,
+        merged = properties.resolve({"canal.conf.dir": str(directory), **server_raw, **instance_raw, **overrides,
                                      "canal.instance.destination": name})
         _classify(instance_raw, merged, str(instance_file), conf, problems)
         conf.destinations.append(Destination(name, merged, str(instance_file)))

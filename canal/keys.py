@@ -13,7 +13,8 @@ from typing import Callable
 HONOURED = frozenset({
     # canal.properties
     "canal.destinations", "canal.conf.dir", "canal.serverMode", "canal.mq.flatMessage", "canal.mq.database.hash",
-    "canal.metrics.pull.port", "canal.ip", "canal.port", "canal.user", "canal.passwd",
+    "canal.metrics.pull.port", "canal.ip", "canal.port", "canal.user", "canal.passwd", "canal.zkServers",
+    "canal.register.ip",
     "canal.instance.memory.buffer.size", "canal.instance.memory.buffer.memunit", "canal.instance.memory.batch.mode",
     "canal.instance.filter.transaction.entry", "canal.instance.filter.dml.insert", "canal.instance.filter.dml.update",
     "canal.instance.filter.dml.delete", "canal.instance.filter.query.ddl", "canal.instance.filter.rows",
@@ -29,7 +30,7 @@ HONOURED = frozenset({
     "canal.mq.topic", "canal.mq.dynamicTopic", "canal.mq.partition", "canal.mq.partitionsNum",
     "canal.mq.partitionHash", "canal.mq.dynamicTopicPartitionNum",
     # binlake's own, beside Canal's
-    "binlake.flat_message_rows",
+    "binlake.flat_message_rows", "binlake.zookeeper.session.timeout.ms",
 })
 
 _POSITIONS = "binlake keeps its position in the log (committed with the changes, exactly once)"
@@ -38,7 +39,6 @@ _TSDB = "binlake keeps table structures in its schema-history topic (in the log)
 _SPRING = "binlake has no Spring instance wiring: every destination runs binlake's MySQL connector"
 
 IGNORED: dict[str, str] = {
-    "canal.register.ip": "ZooKeeper registration (canal.zkServers) is not supported yet",
     "canal.admin.port": "canal-admin is not supported: binlake is configured by these files only",
     "canal.admin.user": "canal-admin is not supported",
     "canal.admin.passwd": "canal-admin is not supported",
@@ -114,7 +114,6 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.admin.register.auto": (_false, "canal-admin is not supported"),
     "canal.admin.register.cluster": (_empty, "canal-admin is not supported"),
     "canal.admin.register.name": (_empty, "canal-admin is not supported"),
-    "canal.zkServers": (_empty, "ZooKeeper high availability is not supported yet: run one binlake per destination"),
     "canal.instance.filter.table.error": (_false, "binlake stops on a table it cannot decode, naming it"),
     "canal.auto.reset.latest.pos.mode": (_false, "binlake never skips to the latest position on its own: a missing "
                                                  "position stops the destination, naming it"),

@@ -45,7 +45,7 @@ def test_stock_conf_in_kafka_mode_loads(tmp_path):
     assert conf.unknown == []
     ignored = {key for key, _, _ in conf.ignored}
     assert {"canal.instance.memory.rawEntry", "canal.instance.tsdb.enable", "rocketmq.namesrv.addr",
-            "canal.zkServers", "kafka.acks"} <= ignored
+            "kafka.acks"} <= ignored
     example = conf.destinations[0].properties
     assert example["canal.instance.tsdb.dir"] == "../conf/example"   # ${...} as Canal resolves them
     assert example["canal.instance.filter.regex"] == ".*\\..*"
@@ -179,7 +179,7 @@ def test_other_server_modes_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("server, instance, problem", [
-    ({"canal.zkServers": "127.0.0.1:2181"}, {}, "canal.zkServers: '127.0.0.1:2181' is refused: ZooKeeper"),
+    ({"canal.admin.manager": "127.0.0.1:8089"}, {}, "canal.admin.manager: '127.0.0.1:8089' is refused: canal-admin"),
     ({}, {"canal.instance.enableDruid": "true"}, "druid-encrypted passwords"),
     ({"kafka.ssl.truststore.location": "/x.jks"}, {}, "Java keystores is not supported"),
 ])
@@ -192,10 +192,28 @@ def test_refused_values_name_key_and_file(tmp_path, server, instance, problem):
 
 def test_problems_of_every_file_are_reported_together(tmp_path):
     with pytest.raises(ConfigError) as error:
-        canal_conf.load(conf_dir(tmp_path, {"canal.zkServers": "zk:2181", "canal.serverMode": "pulsarMQ"},
+        canal_conf.load(conf_dir(tmp_path, {"canal.aliyun.accessKey": "ak", "canal.serverMode": "pulsarMQ"},
                                  {"canal.instance.enableDruid": "true"}))
     assert [path.rsplit(": ", 1)[1] for path, _ in error.value.problems] == \
-           ["canal.zkServers", "canal.serverMode", "canal.instance.enableDruid"]
+           ["canal.aliyun.accessKey", "canal.serverMode", "canal.instance.enableDruid"]
+
+
+def test_the_environment_overrides_canal_keys_as_canal_reads_them(tmp_path):
+    directory = conf_dir(tmp_path, {"canal.port": "11111", "canal.zkServers": "zk1:2181"},
+                         {"canal.instance.dbUsername": "canal"})
+    with pytest.raises(ConfigError, match=r"environment: canal.admin.manager: 'a:8089' is refused"):
+        canal_conf.load(directory, {"canal.admin.manager": "a:8089"})
+    conf = canal_conf.load(directory, {"canal.port": "11112", "canal.instance.dbUsername": "other", "PATH": "/bin"})
+    assert (conf.server["canal.port"], conf.zk_servers, conf.zk_session_timeout_s) == ("11112", "zk1:2181", 18.0)
+    assert conf.destinations[0].properties["canal.instance.dbUsername"] == "other"
+    assert conf.unknown == []
+
+
+def test_zookeeper_session_timeout(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, {"binlake.zookeeper.session.timeout.ms": "4000"}), {})
+    assert conf.zk_session_timeout_s == 4.0
+    with pytest.raises(ConfigError, match=r"binlake.zookeeper.session.timeout.ms: '4s' is not a positive number"):
+        canal_conf.load(conf_dir(tmp_path / "2", {"binlake.zookeeper.session.timeout.ms": "4s"}), {})
 
 
 def test_unknown_keys_are_listed(tmp_path):
