@@ -22,7 +22,7 @@ from cdc.checks import check_gtids, check_privileges, check_server, position_ava
 from cdc.config import SourceConfig
 from cdc.connection import connection_settings, make_engine
 from cdc.dispatcher import Dispatcher
-from cdc.errors import CdcError
+from cdc.errors import CdcError, ConfigurationError
 from cdc.emitter import Emitter
 from cdc.failover import choose_server
 from cdc.heartbeat_query import HeartbeatQuery
@@ -81,6 +81,16 @@ class MySqlSource:
                                         blocking=self._follow, heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
                                         gtids=offset.gtids if c.restart_by == "gtid" else None)
 
+    def _configured_start(self) -> Offset:
+        """Where `start` says to stream from, on the server chosen; a binlog file is the first server's."""
+        c = self.config
+        (host, port) = c.addresses[0]
+        if c.start.file is not None and (c.host, c.port) != (host, port):
+            raise ConfigurationError(f"the start position names binlog file {c.start.file} of {host}:{port}, which did "
+                                     f"not answer, and {c.host}:{c.port} has binlog files of its own: start once "
+                                     f"{host}:{port} answers, or start after a GTID set or at a time")
+        return start_offset(c.start, self.engine, self._scan)
+
     def _scan(self, position: BinlogPosition) -> BinlogClient:
         """A binlog reader that stops at the binlog's end, to look for a configured start (cdc/start.py)."""
         return PyMySqlReplicationClient(connection_settings(self.config), self.config.server_id, position,
@@ -129,9 +139,7 @@ class MySqlSource:
                 offset = Offset.from_dict(batch.offset)
                 yield batch
         elif decision.snapshot_schema:
-            start = None
-            if offset is None and self.config.start is not None:
-                start = start_offset(self.config.start, self.engine, self._scan)
+            start = self._configured_start() if offset is None and self.config.start is not None else None
             offset = snapshot.structure_only(start)
             self.dispatcher.flush(offset)
             while self.dispatcher.ready:

@@ -10,7 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from cdc.config import SourceConfig
+from cdc.errors import ConfigurationError
 from cdc_harness import Capture
+from sandbox.process import free_port
 
 
 def _ids(batches) -> list[int]:
@@ -89,6 +91,15 @@ def test_start_after_a_gtid_set(server, db, capture):
     assert _ids(batches) == [2]
     server.sql("INSERT INTO t VALUES (3)", db=db)
     assert _ids(capture.run(config, offset=batches[-1].offset)) == [3]
+
+
+def test_a_file_of_the_first_server_is_not_looked_for_on_the_next(server, db, capture):
+    file, pos = server.binlog_end()
+    down = f"127.0.0.1:{free_port()}"               # (nothing listens there)
+    config = capture.config(db, snapshot="no_data", restart_by="gtid", hosts=[down, f"127.0.0.1:{server.port}"],
+                            start={"file": file, "pos": pos})
+    with pytest.raises(ConfigurationError, match=f"names binlog file {file} of {down}, which did not answer"):
+        capture.run(config)
 
 
 @pytest.mark.parametrize("start, overrides, message", [
