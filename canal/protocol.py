@@ -1,7 +1,7 @@
 """Canal's client protocol, server side, without I/O: bytes in (`receive_data`), events out (`next_event`),
 bytes out (`handshake`, `ack`, `error`, `messages`).
 
-Framing: every packet is a 4-byte big-endian length and a serialized `Packet` (canal/proto/CanalProtocol.proto)
+Framing: every packet is a 4-byte big-endian length and a serialized `Packet` (cdc/formats/proto/CanalProtocol.proto)
 whose `body` is the request. The server speaks first (HANDSHAKE with 8 random seeds); the first packet the
 client sends must be CLIENTAUTHENTICATION, answered by an ACK (error code 0) or an error ACK, after which the
 session takes SUBSCRIPTION, UNSUBSCRIPTION, GET, CLIENTACK, CLIENTROLLBACK and HEARTBEAT. Requests are
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from canal.proto import CanalProtocol_pb2 as pb
+from cdc.formats.canal_entry import messages_packet
+from cdc.formats.proto import CanalProtocol_pb2 as pb
 
 HEADER = struct.Struct(">I")
 MAX_PACKET = 16 << 20          # requests are small; a larger frame is garbage, not a request
@@ -182,5 +183,5 @@ class ServerConnection:
     @staticmethod
     def messages(batch_id: int, entries: list[bytes]) -> bytes:
         """A MESSAGES packet: the batch id and each entry's bytes as they are in the log."""
-        body = pb.Messages(batch_id=batch_id, messages=entries).SerializeToString()
-        return _packet(pb.MESSAGES, body)
+        data = messages_packet(batch_id, entries)
+        return HEADER.pack(len(data)) + data

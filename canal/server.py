@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from cdc.formats.canal_entry import is_ddl
 from common.kafka_security import KafkaSecurity
 from common.log_topics import LogTopics
 
@@ -43,6 +44,7 @@ class DestinationLog:
     capacity: int = 16384                 # canal.instance.memory.buffer.size: un-acked entries held at most
     memunit: int | None = 1024            # canal.instance.memory.buffer.memunit with batch.mode MEMSIZE; None: ITEMSIZE
     transaction_entries: bool = True      # not canal.instance.filter.transaction.entry
+    ddl_isolation: bool = False           # canal.instance.get.ddl.isolation: a DDL's entry in a batch of its own
 
 
 def entries_topic(destination: str) -> str:
@@ -102,7 +104,9 @@ class _Reader:
                 continue
             records = batches.get(self.tp, [])
             if records:
-                stream.append([LogEntry(r.offset, r.key, r.value) for r in records])
+                isolate = self.destination.ddl_isolation
+                stream.append([LogEntry(r.offset, r.key, r.value, isolate and r.key is not None and is_ddl(r.value))
+                               for r in records])
                 position = records[-1].offset + 1
                 self.grew.set()
 

@@ -4,7 +4,7 @@ entry log: what Canal's TCP server hands its clients, in binlog order (canal/ se
 A binlog rows event is one ROWDATA entry holding all its rows (a `RowChange`); a MySQL transaction's entries are
 framed by a TRANSACTIONBEGIN entry (before its first captured row) and a TRANSACTIONEND entry (at its commit); a
 DDL is one ROWDATA entry with `isDdl` and its statement. Columns are as Canal's LogEventConvert builds them:
-`index` the column's position, `sqlType` its java.sql.Types code, `isKey`, `isNull`, `value` the text Canal's
+`index` the column's position in the table (Canal's field filters may leave columns out), `sqlType` its java.sql.Types code, `isKey`, `isNull`, `value` the text Canal's
 FlatMessage has (cdc/formats/canal.py; "" for null), `mysqlType` the declared type, and `updated` true for an
 INSERT's columns and for the columns an UPDATE changed. A record's key is `db.table` (none for BEGIN and END), so
 the server filters by a client's subscription without decoding entries.
@@ -13,12 +13,26 @@ the server filters by a client's subscription without decoding entries.
 from __future__ import annotations
 
 from cdc.formats.canal import text
+from cdc.formats.proto import CanalProtocol_pb2 as packets
 from cdc.formats.proto import EntryProtocol_pb2 as pb
 from cdc.records import Record
 
 _EVENT_TYPES = {"c": pb.INSERT, "r": pb.INSERT, "u": pb.UPDATE, "d": pb.DELETE}
 _DDL_TYPES = {"CREATE": pb.CREATE, "ALTER": pb.ALTER, "DROP": pb.ERASE, "RENAME": pb.RENAME,
               "TRUNCATE": pb.TRUNCATE}
+_DDL_EVENT_TYPES = frozenset(_DDL_TYPES.values())
+
+
+def messages_packet(batch_id: int, entries: list[bytes]) -> bytes:
+    """Canal's `Packet` of type MESSAGES holding a batch of serialized entries: what its TCP server sends a client
+    (framed), and what its Kafka producer writes with canal.mq.flatMessage=false (CanalMessageSerializerUtil)."""
+    body = packets.Messages(batch_id=batch_id, messages=entries).SerializeToString()
+    return packets.Packet(type=packets.MESSAGES, version=1, body=body).SerializeToString()
+
+
+def is_ddl(entry: bytes) -> bool:
+    """Whether a serialized entry is a DDL's (its header's event type; the row change is not decoded)."""
+    return pb.Entry.FromString(entry).header.eventType in _DDL_EVENT_TYPES
 
 
 def _header(fields: dict, db: str = "", table: str = "", event_type: int | None = None, rows: int | None = None,
@@ -36,12 +50,12 @@ def _header(fields: dict, db: str = "", table: str = "", event_type: int | None 
 
 def _columns(row: dict, table, before: dict | None, after: bool) -> list[pb.Column]:
     """A row image's columns; `before`: the update's before image (texts), for `updated`."""
-    keys, sql_types, mysql_types = table.primary_key, table.sql_types, table.mysql_types
+    keys, sql_types, mysql_types, indexes = table.primary_key, table.sql_types, table.mysql_types, table.column_index
     columns = []
-    for index, (name, value) in enumerate(row.items()):
+    for position, (name, value) in enumerate(row.items()):
         value = text(value)
         columns.append(pb.Column(
-            index=index, sqlType=sql_types.get(name, 12), name=name, isKey=name in keys,
+            index=indexes.get(name, position), sqlType=sql_types.get(name, 12), name=name, isKey=name in keys,
             updated=after and (before is None or before.get(name, ...) != value), isNull=value is None,
             value=value if value is not None else "", mysqlType=mysql_types.get(name, "")))
     return columns

@@ -2,7 +2,8 @@
 `canal.client` from Maven Central and canal-python from PyPI, looping as Canal's example client does (get without
 ack, ack; every fifth batch rolled back) while a MariaDB workload runs and the server is SIGKILLed twice.
 Replaying what the client received gives MariaDB's tables; an acked batch never comes again (but the one whose ack
-was on the wire at the kill), and every entry comes in some acked batch."""
+was on the wire at the kill), and every entry comes in some acked batch; with canal.instance.get.ddl.isolation each
+DDL comes in a batch of its own."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
     print(f"E2E_SEED={seed}")
     db = server.new_database()
     port = free_port()
-    conf = tcp_conf(tmp_path, broker, server, db, 5404, **{"canal.port": str(port)})
+    conf = tcp_conf(tmp_path, broker, server, db, 5404,
+                    **{"canal.port": str(port), "canal.instance.get.ddl.isolation": "true"})
     process = start_server(conf, tmp_path, 0)
     await wait_for_log(process, "example-0 started", timeout=180)
     await wait_until(lambda: committed_offset(broker.address, "example"), 180, "the destination's start position")
@@ -65,3 +67,5 @@ async def test_canal_clients_through_two_sigkills(mariadb, broker, tmp_path, sta
 
     lines = check_received(out, server, db, workload.tables)
     assert sum(1 for line in lines if "reconnect" in line) >= 2
+    ddl_batches = [line for line in lines if "id" in line and any(e.get("ddl") for e in line["entries"])]
+    assert ddl_batches and all(len(b["entries"]) == 1 for b in ddl_batches)     # get.ddl.isolation: each alone
