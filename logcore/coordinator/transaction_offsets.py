@@ -54,19 +54,16 @@ class TxnOffsets:
             if len(kept) < len(records):
                 self.pending[key] = kept
 
-    async def commit(self, transactional_id: str, group_id: str, producer_id: int, epoch: int, generation: int,
+    async def commit(self, group_id: str, producer_id: int, epoch: int, generation: int,
                member_id: str, instance_id: str | None, commits: list[OffsetCommit]) -> list[ErrorCode]:
-        """One error per commit, in order. Group-level refusals apply to every commit."""
+        """One error per commit, in order. Group-level refusals apply to every commit. The caller
+        checked the transaction with its coordinator (`TxnVerifier`) right before."""
         if not self.groups.owns(group_id):
             return [ErrorCode.not_coordinator] * len(commits)
         error = self._check_member(group_id, generation, member_id, instance_id)
         if error is not ErrorCode.none:
             return [error] * len(commits)
         partition = partition_for(group_id, self.groups.topic.partitions)
-        try:
-            self.transactions.check_in_transaction(transactional_id, producer_id, epoch, (OFFSETS_TOPIC, partition))
-        except BrokerError as exc:
-            return [exc.code] * len(commits)
         errors, records = self.groups.offset_records(group_id, commits)
         if not records:
             return errors
