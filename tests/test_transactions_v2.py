@@ -18,7 +18,7 @@ from brokerproc import read_to_end
 from test_transactions import CONFIG, create_topics, list_offset_latest
 from wire import WireClient
 
-from logcore.coordinator.transaction_log import TRANSACTION_TOPIC, decode_value
+from logcore.coordinator.transaction_log import TRANSACTION_TOPIC, TxnState, decode_value
 from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
 from logcore.storage.batch import TRANSACTIONAL
 from logcore.storage.records import encode_batch
@@ -176,3 +176,97 @@ def test_delayed_write_racing_the_next_transaction(broker, version):
         assert late == ErrorCode.invalid_producer_epoch
         assert everything == [b"txn1", b"txn2"]
     assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"txn1"]
+
+
+def test_end_txn_v5_bumps_the_epoch_and_answers_its_retry_alike(broker):
+    with WireClient(broker.address) as client:
+        producer = TxnProducer(client, "bumps", 2).init()
+        start = producer.epoch
+        for i in range(3):  # each transaction ends with the next epoch
+            assert producer.write(b"%d" % i) == ErrorCode.none
+            assert producer.end(commit=i != 1) == ErrorCode.none
+            assert producer.epoch == start + i + 1
+        assert producer_here(client, producer.producer_id).producer_epoch == producer.epoch  # the markers' epoch
+
+        def end(epoch: int, commit: bool):
+            return call(client, ApiKey.END_TXN, 5, {"transactional_id": "bumps", "producer_id": producer.producer_id,
+                                                    "producer_epoch": epoch, "committed": commit})
+        retried = end(producer.epoch - 1, commit=True)  # the last EndTxn again: its answer was lost
+        assert (retried.error_code, retried.producer_epoch) == (ErrorCode.none, producer.epoch)
+        assert end(producer.epoch - 1, commit=False).error_code == ErrorCode.invalid_txn_state
+        assert end(producer.epoch - 2, commit=True).error_code == ErrorCode.producer_fenced
+        # nothing open: Kafka's rule under v2 takes only a retry's epoch once a transaction ended
+        assert end(producer.epoch, commit=True).error_code == ErrorCode.producer_fenced
+        current = producer.batch(b"next")
+        producer.epoch -= 1
+        assert producer.send(producer.batch(b"old-epoch")) == ErrorCode.invalid_producer_epoch
+        producer.epoch += 1
+        assert producer.send(current) == ErrorCode.none  # the current epoch opens the next transaction
+        assert producer.end(commit=True) == ErrorCode.none
+    assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"0", b"2", b"next"]
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition_itself(broker):
+    """Transactions v2: the producer sends its offsets without AddOffsetsToTxn; the commit's check
+    adds the group's partition of __consumer_offsets to the transaction, so the offsets are pending
+    until the commit marker, as with AddOffsetsToTxn."""
+    with WireClient(broker.address) as client:
+        producer = TxnProducer(client, "offsets-v2", 2).init()
+        assert producer.write(b"out") == ErrorCode.none
+
+        def commit_offset(version: int, epoch: int) -> ErrorCode:
+            answer = call(client, ApiKey.TXN_OFFSET_COMMIT, version, {
+                "transactional_id": "offsets-v2", "group_id": "g-v2", "producer_id": producer.producer_id,
+                "producer_epoch": epoch, "generation_id": -1, "member_id": "", "topics": [
+                    {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                    "committed_metadata": ""}]}]})
+            return ErrorCode(answer.topics[0].partitions[0].error_code)
+
+        def fetch() -> tuple[ErrorCode, int]:
+            answer = call(client, ApiKey.OFFSET_FETCH, 7, {"group_id": "g-v2", "require_stable": True,
+                                                          "topics": [{"name": TOPIC, "partition_indexes": [0]}]})
+            result = answer.topics[0].partitions[0]
+            return ErrorCode(result.error_code), result.committed_offset
+
+        assert commit_offset(4, producer.epoch) == ErrorCode.invalid_txn_state  # v4 verifies only: not added
+        assert commit_offset(5, producer.epoch) == ErrorCode.none
+        assert fetch() == (ErrorCode.unstable_offset_commit, -1)
+        assert producer.end(commit=True) == ErrorCode.none
+        assert fetch() == (ErrorCode.none, 7)
+        assert commit_offset(5, producer.epoch - 1) == ErrorCode.producer_fenced  # the retired epoch
+
+
+def finalized(address: str) -> dict[str, int]:
+    with WireClient(address) as client:
+        answer = call(client, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    return {f.name: f.max_version_level for f in answer.finalized_features}
+
+
+def test_transaction_version_is_finalized_at_2_unless_configured_lower(broker, broker_factory):
+    assert finalized(broker.address)["transaction.version"] == 2
+    assert "transaction.version" not in finalized(broker_factory(config={"transaction.version": "0"}, name="tv0").address)
+
+
+def test_state_of_transactions_v2_survives_a_broker_sigkill(broker):
+    """The open transaction's version is in its TransactionLogValue (v1, tagged field 2), so the
+    restarted coordinator ends it with a bumped epoch and a marker of transactions v2."""
+    with WireClient(broker.address) as client:
+        producer = TxnProducer(client, "survivor-v2", 2).init()
+        assert producer.write(b"before") == ErrorCode.none
+    broker.kill()
+    broker.start()
+    with WireClient(broker.address) as client:
+        producer.client = client
+        opened = producer.epoch
+        assert producer.write(b"after") == ErrorCode.none
+        assert producer.end(commit=True) == ErrorCode.none
+        assert producer.epoch == opened + 1
+        here = producer_here(client, producer.producer_id)
+        assert here.producer_epoch == opened + 1  # the marker the restarted coordinator wrote
+        late = deliver_marker(client, 2, producer.producer_id, opened + 1, here.coordinator_epoch, commit=True)
+        assert late == ErrorCode.invalid_producer_epoch
+    assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"before", b"after"]
+    logged = [decode_value(v) for v in read_to_end(broker.address, {TRANSACTION_TOPIC: 5}) if v is not None]
+    transactions = [v for v in logged if v.producer_id == producer.producer_id and v.state != TxnState.EMPTY]
+    assert [v.state for v in transactions] == [TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+    assert {v.client_transaction_version for v in transactions} == {2}
