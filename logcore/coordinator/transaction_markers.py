@@ -33,7 +33,6 @@ from ..storage.records import encode_control_batch
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-MarkerListener = Callable[[int, str, int, bool], None]  # (producer id, topic, partition, committed)
 WRITE_TXN_MARKERS_VERSION = 2
 TIMEOUT_S = 30.0  # how long a marker may wait for its partition's ISR (Kafka's request.timeout.ms)
 
@@ -48,6 +47,9 @@ class Marker(NamedTuple):
     coordinator_epoch: int
     commit: bool
     transaction_version: int = 0
+
+
+MarkerListener = Callable[[Marker, str, int], None]  # (the marker, topic, partition)
 
 
 class MarkerWriter:
@@ -70,7 +72,7 @@ class MarkerWriter:
         result = self.replicas.append(topic, partition, batch, from_client=False,
                                       transaction_version=marker.transaction_version)
         for listener in self.listeners:
-            listener(marker.producer_id, topic, partition, marker.commit)
+            listener(marker, topic, partition)
         return result
 
     def write_here_now(self, marker: Marker, partitions: list[TopicPartition]) -> set[TopicPartition]:

@@ -20,6 +20,7 @@ from ..protocol.errors import BrokerError, CoordinatorNotAvailable, ErrorCode, I
 from .committed_offsets import OffsetCommit
 from .group import GroupState
 from .offsets_codec import OFFSETS_TOPIC, OffsetKey, OffsetValue, decode, encode_key, encode_value, partition_for
+from .transaction_markers import Marker
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +101,12 @@ class TxnOffsets:
             return ErrorCode.illegal_generation
         return ErrorCode.none
 
-    def on_marker(self, producer_id: int, topic: str, partition: int, committed: bool) -> None:
+    def on_marker(self, marker: Marker, topic: str, partition: int) -> None:
         """A transaction ended on `topic`-`partition`: its offsets take effect, or vanish."""
         if topic != OFFSETS_TOPIC:
             return
-        records = self.pending.pop((producer_id, partition), [])
-        if committed:
+        records = self.pending.pop((marker.producer_id, partition), [])
+        if marker.commit:
             for key, value in records:
                 self.groups.replay(key, value)
 

@@ -16,9 +16,9 @@ of the id's `__transaction_state` partition, asked with AddPartitionsToTxn v5. A
 producer state already shows this producer's transaction open at this epoch needs no check (the
 transaction cannot have ended without a marker here, which would have closed it).
 
-A check awaits the coordinator, and the write follows with no await in between; a marker for the
-producer landing on the partition meanwhile (its transaction ended) voids the check (Kafka's
-verification guard), and the write is refused. A produce answers as Kafka's does (`for_produce`):
+A check awaits the coordinator, and the write follows with no await in between; a marker landing
+on the partition meanwhile that ends the checked transaction voids the check (Kafka's verification
+guard), and the write is refused. A produce answers as Kafka's does (`for_produce`):
 PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, and a coordinator that cannot answer now
 (moving, loading, finishing the last transaction) NOT_ENOUGH_REPLICAS, which producers retry.
 
@@ -33,6 +33,7 @@ from ..protocol.codec import ApiKey, ErrorCode, build, request_class
 from ..protocol.errors import BrokerError
 from ..replication.peer import PeerConnection, PeerUnavailable
 from .transaction_log import TRANSACTION_TOPIC
+from .transaction_markers import Marker
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,8 @@ class TxnVerifier:
         self.cluster = cluster
         self.peer_security = peer_security
         self._peers: dict[tuple[str, int], PeerConnection] = {}
-        self._checks: dict[tuple[int, TopicPartition], object] = {}  # (producer id, partition) -> check under way
+        # (producer id, partition) -> the check under way: (its token, the epoch it checks, transactions v2?)
+        self._checks: dict[tuple[int, TopicPartition], tuple[object, int, bool]] = {}
         coordinator.markers.listeners.append(self._on_marker)
 
     async def check(self, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition],
@@ -64,7 +66,7 @@ class TxnVerifier:
         if not wanted:
             return {}
         adding = transaction_version >= TRANSACTIONS_V2
-        guards = {tp: object() for tp in wanted}
+        guards = {tp: (object(), epoch, adding) for tp in wanted}
         for tp, guard in guards.items():
             self._checks[(producer_id, tp)] = guard
         try:
@@ -133,8 +135,14 @@ class TxnVerifier:
                         code, f"the coordinator of {transactional_id!r} answered {code.name}")
         return refused
 
-    def _on_marker(self, producer_id: int, topic: str, partition: int, committed: bool) -> None:
-        self._checks.pop((producer_id, (topic, partition)), None)
+    def _on_marker(self, marker: Marker, topic: str, partition: int) -> None:
+        """A marker voids a check under way on its partition if it ends the checked transaction: under
+        v1 one of the same epoch; under v2 one of a newer epoch only, since the marker of the
+        transaction before carries the very epoch the next one writes with, and may land meanwhile."""
+        key = (marker.producer_id, (topic, partition))
+        check = self._checks.get(key)
+        if check is not None and (marker.producer_epoch > check[1] if check[2] else marker.producer_epoch >= check[1]):
+            del self._checks[key]
 
     def close(self) -> None:
         for peer in self._peers.values():
