@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import pytest
 from brokerproc import read_to_end
-from test_transactions import CONFIG, create_topics, list_offset_latest
+from test_transactions import CONFIG, TXN_PARTITIONS, append_while_down, create_topics, list_offset_latest
 from wire import WireClient
 
-from logcore.coordinator.transaction_log import TRANSACTION_TOPIC, TxnState, decode_value
+from logcore.coordinator.offsets_codec import partition_for
+from logcore.coordinator.transaction_log import (TRANSACTION_TOPIC, TxnLogValue, TxnState, decode_value, encode_key,
+                                                 encode_value)
 from logcore.protocol.codec import ApiKey, ErrorCode, build, request_class
 from logcore.storage.batch import TRANSACTIONAL
 from logcore.storage.records import encode_batch
@@ -41,7 +43,7 @@ class TxnProducer:
     version: int
     producer_id: int = -1
     epoch: int = -1
-    sequences: dict[tuple[int, int], int] = field(default_factory=dict)  # (epoch, partition) -> next
+    sequences: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (id, epoch, partition) -> next
     added: bool = False
 
     def init(self) -> "TxnProducer":
@@ -53,7 +55,7 @@ class TxnProducer:
 
     def batch(self, value: bytes, partition: int = 0) -> tuple[int, bytes]:
         """(the epoch it carries, a transactional batch with the next sequence of that epoch)."""
-        key = (self.epoch, partition)
+        key = (self.producer_id, self.epoch, partition)
         sequence = self.sequences.get(key, 0)
         self.sequences[key] = sequence + 1
         return self.epoch, encode_batch([(None, value)], int(time.time() * 1000), producer_id=self.producer_id,
@@ -85,8 +87,7 @@ class TxnProducer:
             "transactional_id": self.transactional_id, "producer_id": self.producer_id,
             "producer_epoch": self.epoch, "committed": commit})
         if answer.error_code == ErrorCode.none and self.version == 2:
-            assert answer.producer_id == self.producer_id
-            self.epoch = answer.producer_epoch
+            self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
         self.added = False
         return ErrorCode(answer.error_code)
 
@@ -266,7 +267,43 @@ def test_state_of_transactions_v2_survives_a_broker_sigkill(broker):
         late = deliver_marker(client, 2, producer.producer_id, opened + 1, here.coordinator_epoch, commit=True)
         assert late == ErrorCode.invalid_producer_epoch
     assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"before", b"after"]
-    logged = [decode_value(v) for v in read_to_end(broker.address, {TRANSACTION_TOPIC: 5}) if v is not None]
+    logged = [decode_value(v) for v in read_to_end(broker.address, {TRANSACTION_TOPIC: TXN_PARTITIONS}) if v is not None]
     transactions = [v for v in logged if v.producer_id == producer.producer_id and v.state != TxnState.EMPTY]
     assert [v.state for v in transactions] == [TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
     assert {v.client_transaction_version for v in transactions} == {2}
+
+
+def test_epochs_running_out_hand_over_a_new_producer_id(broker):
+    """Transactions v2 bump the epoch 32,767 times at most: the end that reaches the last one (its
+    markers carry 32767) names a new producer id, which EndTxn answers with epoch 0 and a retry of
+    that EndTxn answers again. The id's epoch is set near the end while the broker is down, in its
+    __transaction_state record."""
+    with WireClient(broker.address) as client:
+        producer = TxnProducer(client, "rollover", 2).init()
+        assert producer.write(b"first") == ErrorCode.none
+        assert producer.end(commit=True) == ErrorCode.none
+    broker.kill()
+    now = int(time.time() * 1000)
+    worn = TxnLogValue(producer.producer_id, 32765, 60000, TxnState.COMPLETE_COMMIT, frozenset(), now, now,
+                       client_transaction_version=2)
+    append_while_down(broker.data_dir, TRANSACTION_TOPIC, partition_for("rollover", TXN_PARTITIONS),
+                      encode_batch([(encode_key("rollover"), encode_value(worn))], now))
+    broker.start()
+    with WireClient(broker.address) as client:
+        producer.client, producer.epoch, old_id = client, 32765, producer.producer_id
+        assert producer.write(b"at-32765") == ErrorCode.none
+        assert producer.end(commit=True) == ErrorCode.none
+        assert (producer.producer_id, producer.epoch) == (old_id, 32766)
+        assert producer.write(b"at-32766") == ErrorCode.none
+        assert producer.end(commit=True) == ErrorCode.none
+        assert producer.producer_id != old_id and producer.epoch == 0
+        assert producer_here(client, old_id).producer_epoch == 32767  # the last marker of the old id
+        retried = call(client, ApiKey.END_TXN, 5, {"transactional_id": "rollover", "producer_id": old_id,
+                                                   "producer_epoch": 32766, "committed": True})
+        assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (
+            ErrorCode.none, producer.producer_id, 0)
+        assert producer.write(b"new-id") == ErrorCode.none
+        assert producer.end(commit=True) == ErrorCode.none
+        assert producer.epoch == 1
+    assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"first", b"at-32765", b"at-32766",
+                                                                          b"new-id"]
