@@ -1,5 +1,6 @@
-"""Kafka 4.1's Java producer running transactions v2 (KIP-890) on a ZooKeeper cluster of logcore
-brokers: TransactionalMessageCopier copies a partition in transactions (random aborts, offsets with
+"""Transactions v2 (KIP-890) against Kafka's own code: the TransactionLogValue records logcore writes
+are the bytes Kafka's generated class writes, and Kafka 4.1's Java producer runs transactions v2 on
+a ZooKeeper cluster of logcore brokers (slow): TransactionalMessageCopier copies a partition in transactions (random aborts, offsets with
 the group's metadata) to the same partition of another topic, led by another broker than the
 transaction's coordinator, so that leader adds the partition to the transaction at the coordinator
 (AddPartitionsToTxn v5 across brokers); the coordinator is SIGKILLed mid-run.
@@ -13,6 +14,7 @@ its marker alone: its write, sent as the abort went out, was refused by the epoc
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,11 @@ from test_replication import cluster, create, partitions  # noqa: F401  (the fix
 from waiting import wait_for
 
 from logcore.coordinator.offsets_codec import partition_for
+from logcore.coordinator.transaction_log import TxnLogValue, TxnState, decode_value, encode_value
 from logcore.storage.batch import HEADER_SIZE, read_header
+from testkit.reference import classpath
 
-pytestmark = [pytest.mark.java, pytest.mark.slow]
+pytestmark = pytest.mark.java
 
 RECORDS = 20000
 TRANSACTION_SIZE = 50
@@ -50,6 +54,33 @@ def transactions_in_log(partition_dir: Path, producer_id: int) -> list[tuple[set
     return found
 
 
+@pytest.mark.parametrize("value", [
+    TxnLogValue(5, 3, 60000, TxnState.ONGOING, frozenset({("orders", 0), ("orders", 2), ("__consumer_offsets", 7)}),
+                1700000000123, 1700000000001, client_transaction_version=2),
+    TxnLogValue(5, 32767, 60000, TxnState.PREPARE_COMMIT, frozenset({("orders", 1)}), 17, 16, next_producer_id=1000,
+                client_transaction_version=2),
+    TxnLogValue(1000, 0, 60000, TxnState.COMPLETE_COMMIT, frozenset(), 18, 16, previous_producer_id=5,
+                client_transaction_version=2),
+    TxnLogValue(9, 1, 900000, TxnState.COMPLETE_ABORT, frozenset(), 20, 19),  # transactions v1: version 0
+], ids=["ongoing", "epochs-run-out", "new-producer-id", "v1"])
+def test_transaction_log_values_are_kafkas_bytes(reference_jars, tmp_path, value):
+    source = Path(__file__).parent / "java" / "TxnLogValueBytes.java"
+    subprocess.run(["javac", "-cp", classpath(), "-d", str(tmp_path), str(source)], check=True, timeout=120)
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(value.partitions):
+        by_topic.setdefault(topic, []).append(index)
+    version = 1 if value.client_transaction_version >= 2 else 0
+    args = [str(a) for a in (version, value.producer_id, value.previous_producer_id, value.next_producer_id,
+                             value.producer_epoch, value.timeout_ms, int(value.state), value.last_update_ms,
+                             value.start_ms, value.client_transaction_version)]
+    args += [f"{topic}:{','.join(map(str, ids))}" for topic, ids in by_topic.items()]
+    kafkas = subprocess.run(["java", "-cp", f"{tmp_path}:{classpath()}", "TxnLogValueBytes", *args], check=True,
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+    assert encode_value(value).hex() == kafkas
+    assert decode_value(bytes.fromhex(kafkas)) == value
+
+
+@pytest.mark.slow
 def test_java_producer_runs_transactions_v2_through_its_coordinators_sigkill(reference_jars, cluster, tmp_path):
     nodes = cluster(3, {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
                         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"})
