@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from brokerproc import read_to_end
-from test_transactions import CONFIG, TXN_PARTITIONS, append_while_down, create_topics, list_offset_latest
+from confluent_kafka import Producer
+from test_transactions import (CONFIG, TXN_PARTITIONS, append_while_down, create_topics, describe_txn,
+                               list_offset_latest)
 from wire import WireClient
 
 from logcore.coordinator.offsets_codec import partition_for
@@ -307,3 +309,19 @@ def test_epochs_running_out_hand_over_a_new_producer_id(broker):
         assert producer.epoch == 1
     assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"first", b"at-32765", b"at-32766",
                                                                           b"new-id"]
+
+
+def test_librdkafka_keeps_transactions_v1_on_a_broker_that_offers_v2(broker):
+    """confluent-kafka (librdkafka 2.16) ignores transaction.version: it adds partitions itself and
+    ends with EndTxn v1, so its epoch stays put from one transaction to the next, and its commits and
+    aborts come out as before."""
+    producer = Producer({"bootstrap.servers": broker.address, "transactional.id": "rdkafka-v1", "linger.ms": 5})
+    producer.init_transactions(30)
+    epochs = []
+    for i, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        producer.produce(TOPIC, b"rd-%d" % i, partition=0)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+        epochs.append(describe_txn(broker.address, "rdkafka-v1").producer_epoch)
+    assert epochs == [epochs[0]] * 3
+    assert read_to_end(broker.address, {TOPIC: 1}, "read_committed") == [b"rd-0", b"rd-2"]
