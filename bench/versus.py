@@ -11,8 +11,9 @@ from `make reference`.
 
 Rows: confluent-kafka (librdkafka) produce acks=all and consume, 100-byte values; Kafka's own
 ProducerPerformance and ConsumerPerformance (the Java client); produce latency p50/p99 at 10,000
-messages/s with both clients; transactions of 1,000 messages; the time a group of three consumers
-takes to join. With each: the broker's CPU seconds per million messages; at the end, its RSS.
+messages/s with both clients; transactions of 1,000 messages (librdkafka: transactions v1), and the
+Java producer's transactions of 100 ms (transactions v2, KIP-890, on both brokers: each finalizes
+`transaction.version` 2); the time a group of three consumers takes to join. With each: the broker's CPU seconds per million messages; at the end, its RSS.
 
 --cluster: three logcore brokers on a ZooKeeper (testkit/clusterproc.py) beside a three-node Apache
 Kafka in KRaft mode, each node a broker and a controller (testkit/kraft.py, 512 MiB heaps), on the
@@ -160,14 +161,15 @@ def leader_failover(broker: Broker, topic: str, rate: int = 1000) -> float:
     return seconds
 
 
-def java_produce(broker: Broker, topic: str, count: int, size: int, rate: int = -1) -> Result:
-    """Kafka's ProducerPerformance (acks=all): its records/sec, and its own latency percentiles. The
-    topic is created first, so its creation is not among the latencies."""
+def java_produce(broker: Broker, topic: str, count: int, size: int, rate: int = -1,
+                 options: tuple[str, ...] = ()) -> Result:
+    """Kafka's ProducerPerformance (acks=all; `options`: more of its own): its records/sec, and its
+    own latency percentiles. The topic is created first, so its creation is not among the latencies."""
     create_topic(broker, topic, 1)
     with Meter(broker) as meter:
         done = run_tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(count), "--record-size",
-                        str(size), "--throughput", str(rate), "--producer-props", f"bootstrap.servers={broker.address}",
-                        "acks=all", timeout=600, jvm=PERF_JVM)
+                        str(size), "--throughput", str(rate), *options, "--producer-props",
+                        f"bootstrap.servers={broker.address}", "acks=all", timeout=600, jvm=PERF_JVM)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     found = re.search(r"([\d.]+) records/sec .* ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th", summary)
     if done.returncode != 0 or not found:
@@ -253,6 +255,8 @@ def rows(messages: int, value: bytes, cluster: bool = False) -> dict:
         "java latency @10,000/s": lambda b, t: java_produce(b, t, 100_000, size, rate=10_000),
         "transactions of 1,000": lambda b, t: produce_in_transactions(
             b.address, b, t, messages // 5, value, "", {"transactional.id": t}, per_txn=1000),
+        "java transactions v2 of 100 ms": lambda b, t: java_produce(
+            b, t, messages // 5, size, options=("--transactional-id", t, "--transaction-duration-ms", "100")),
         "group join, 3 members": lambda b, t: group_join(b, t),
         "leader SIGKILL → next ack": lambda b, t: leader_failover(b, t),
     }

@@ -17,6 +17,7 @@ from .coordinator.producer_ids import ProducerIdManager
 from .coordinator.transaction_coordinator import TransactionCoordinator
 from .coordinator.transaction_log import TRANSACTION_TOPIC
 from .coordinator.transaction_markers import MarkerWriter
+from .coordinator.txn_verification import TxnVerifier
 from .metrics import BrokerMetrics
 from .modes import mode_for
 from .protocol.fetch_session import FetchSessionCache
@@ -66,13 +67,14 @@ class Broker:
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
                                                    ProducerIdManager(self.mode.id_blocks), self.txn_markers,
                                                    self.groups, alone=self.mode.alone)
+        self.txn_verifier = TxnVerifier(self.transactions, self.replicas, self.cluster, self.peer_security)
         self.credentials = self.mode.credentials
         self.authorizer = Authorizer.from_config(  # None: no authorizer.class.name, every request is allowed
             self.config, self.mode.acl_store)
         self.metrics = BrokerMetrics(self.replicas, self.groups, self.transactions)
         self.services = Services(self.broker_id, self.config, self.replicas, self.metadata, self.cluster,
                                  self.topic_admin, self.groups, self.transactions, self.txn_markers,
-                                 self.fetch_sessions, self.authorizer, self.credentials, self.metrics,
+                                 self.txn_verifier, self.fetch_sessions, self.authorizer, self.credentials, self.metrics,
                                  self.mode.group_configs)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self.services, listener.host, listener.port, handlers, limits, listener.name,
@@ -151,6 +153,7 @@ class Broker:
             await self.metrics_endpoint.cleanup()
         await self.groups.stop()
         await self.transactions.stop()
+        self.txn_verifier.close()
         for server in self.servers.values():
             await server.stop()
         await self.mode.stop()

@@ -317,6 +317,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "replicas of __transaction_state, at most the brokers alive when it is created", check=_at_least(1)),
     ConfigDef("transaction.state.log.min.isr", "int", 2,
               "min.insync.replicas of __transaction_state, at most its replication factor", check=_at_least(1)),
+    ConfigDef("transaction.version", "int", 2,
+              "the transaction.version feature finalized in ApiVersions: 2 lets clients run transactions v2 "
+              "(KIP-890: the epoch bumped at each commit or abort, partitions added by the produce requests), "
+              "0 keeps them on the protocol of KIP-98 (the broker serves both either way)",
+              check=_between(0, 2)),
     ConfigDef("transaction.max.timeout.ms", "int", 900000, "largest transaction.timeout.ms a producer may ask for",
               check=_at_least(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,

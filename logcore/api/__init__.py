@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..coordinator.group_coordinator import GroupCoordinator
     from ..coordinator.transaction_coordinator import TransactionCoordinator
     from ..coordinator.transaction_markers import MarkerWriter
+    from ..coordinator.txn_verification import TxnVerifier
     from ..group_configs import FileGroupConfigs, ZooKeeperGroupConfigs
     from ..metrics import BrokerMetrics
     from ..protocol.fetch_session import FetchSessionCache
@@ -51,6 +52,7 @@ class Services:
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     txn_markers: MarkerWriter
+    txn_verifier: TxnVerifier              # a transactional write's check with its coordinator (KIP-890)
     fetch_sessions: FetchSessionCache
     authorizer: Authorizer | None          # None: every request is allowed
     credentials: FileCredentials | ZooKeeperCredentials  # SCRAM users
@@ -106,6 +108,10 @@ class RequestContext:
     @property
     def txn_markers(self) -> MarkerWriter:
         return self.services.txn_markers
+
+    @property
+    def txn_verifier(self) -> TxnVerifier:
+        return self.services.txn_verifier
 
     @property
     def fetch_sessions(self) -> FetchSessionCache:

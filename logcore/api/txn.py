@@ -11,6 +11,8 @@ import datetime
 from ..coordinator.group_coordinator import OffsetCommit
 from ..coordinator.offsets_codec import OFFSETS_TOPIC, partition_for
 from ..coordinator.transaction_log import TxnState
+from ..coordinator.transaction_markers import Marker
+from ..coordinator.txn_verification import TRANSACTIONS_V2
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidRequest
 from ..security.acls import Operation, ResourceType
@@ -76,8 +78,9 @@ async def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: i
             errors[tp] = (ErrorCode.not_coordinator if not coordinator.owns(transactional_id) else ErrorCode.none
                           if coordinator.verify(producer_id, epoch, tp) else ErrorCode.invalid_txn_state)
     else:
-        try:
-            await ctx.transactions.add_partitions(transactional_id, producer_id, epoch, wanted)
+        try:  # (v5 from a partition's leader: a producer of transactions v2 writes there first)
+            await ctx.transactions.add_partitions(transactional_id, producer_id, epoch, wanted,
+                                                  TRANSACTIONS_V2 if ctx.api_version >= 5 else 0)
             code = ErrorCode.none
         except BrokerError as exc:
             code = _code(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, exc)
@@ -126,10 +129,7 @@ async def txn_offset_commit(ctx, request) -> dict:
                else None)
     denied = {c.topic for c in asked if refused is None and not ctx.allowed(Operation.READ, TOPIC, c.topic)}
     commits = [c for c in asked if refused is None and c.topic not in denied]
-    errors = await ctx.transactions.offsets.commit(
-        request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
-        getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
-        getattr(request, "group_instance_id", None), commits) if commits else []
+    errors = await _commit_offsets(ctx, request, commits) if commits else []
     done = dict(zip(((c.topic, c.partition) for c in commits), errors))
     errors = [done.get((c.topic, c.partition), refused or ErrorCode.topic_authorization_failed) for c in asked]
     topics: dict[str, list[dict]] = {}
@@ -139,21 +139,38 @@ async def txn_offset_commit(ctx, request) -> dict:
     return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-@handles(ApiKey.END_TXN, 0, 4)
+async def _commit_offsets(ctx, request, commits: list[OffsetCommit]) -> list[ErrorCode]:
+    """The offsets' partition of `__consumer_offsets` is checked with the transaction's coordinator
+    first (KIP-890; from v5, transactions v2, the check adds it to the transaction)."""
+    partition = (OFFSETS_TOPIC, partition_for(request.group_id, ctx.groups.topic.partitions))
+    refused = await ctx.txn_verifier.check(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           [partition], TRANSACTIONS_V2 if ctx.api_version >= 5 else 1)
+    if refused:
+        return [refused[partition][0]] * len(commits)
+    return await ctx.transactions.offsets.commit(
+        request.group_id, request.producer_id, request.producer_epoch,
+        getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
+        getattr(request, "group_instance_id", None), commits)
+
+
+@handles(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx, request) -> dict:
+    """From v5 (transactions v2) the answer carries the producer id and epoch to go on with."""
     try:
         ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
-        meta = await ctx.transactions.end_txn(request.transactional_id, request.producer_id,
-                                              request.producer_epoch, request.committed)
+        producer_id, epoch = await ctx.transactions.end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+            TRANSACTIONS_V2 if ctx.api_version >= 5 else 0)
     except BrokerError as exc:
         return {"error_code": _code(ctx, ApiKey.END_TXN, exc)}
-    return {"error_code": ErrorCode.none, "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch}
+    return {"error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
 
 
-@handles(ApiKey.WRITE_TXN_MARKERS, 1, 1)
+@handles(ApiKey.WRITE_TXN_MARKERS, 1, 2)
 async def write_txn_markers(ctx, request) -> dict:
     """Markers from a coordinator, or from `binlake transactions abort` for a hanging transaction;
-    each answered once its partition's ISR has it."""
+    each answered once its partition's ISR has it. v2 says which transaction version the marker
+    ends (2: its epoch must be newer than the producer's on the partition)."""
     markers = ctx.txn_markers
     allowed = ctx.allowed(Operation.CLUSTER_ACTION, CLUSTER)
     results = []
@@ -165,8 +182,9 @@ async def write_txn_markers(ctx, request) -> dict:
                 try:
                     if not allowed:
                         ctx.require(Operation.CLUSTER_ACTION, CLUSTER)
-                    await markers.write_here(m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                             m.transaction_result, topic.name, index)
+                    await markers.write_here(Marker(m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                                    m.transaction_result, getattr(m, "transaction_version", 0)),
+                                             topic.name, index)
                     code = ErrorCode.none
                 except BrokerError as exc:
                     code = exc.code

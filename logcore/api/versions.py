@@ -4,7 +4,10 @@ connection answers it in v0 with the table (see connection.py).
 
 Features: `group.version` 1 means the consumer group protocol (KIP-848) is on; it is finalized at
 1 when `group.coordinator.rebalance.protocols` has `consumer`, and then, only then, are
-ConsumerGroupHeartbeat and ConsumerGroupDescribe listed."""
+ConsumerGroupHeartbeat and ConsumerGroupDescribe listed. `transaction.version` 2 (the broker
+setting of that name, 2 by default) tells producers to run transactions v2 (KIP-890 part 2: Produce
+v12 and TxnOffsetCommit v5 add partitions to the transaction, EndTxn v5 bumps the epoch), as Kafka
+4 does; the APIs of both versions are listed either way, since a broker serves both."""
 
 import re
 
@@ -17,15 +20,16 @@ from . import SUPPORTED, handles
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-SUPPORTED_FEATURES = {"group.version": (0, 1)}  # name → (min, max) level this broker can run
+SUPPORTED_FEATURES = {"group.version": (0, 1), "transaction.version": (0, 2)}  # name → (min, max) level this broker can run
 FEATURES_EPOCH = 1  # the features are set by the broker's configuration: they never change while it runs
 CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 
 
 def finalized_features(config) -> dict[str, int]:
     """The level of each feature this broker runs at (a level-0 feature is not listed, as in Kafka)."""
-    consumer = "consumer" in config.get("group.coordinator.rebalance.protocols")
-    return {"group.version": 1} if consumer else {}
+    levels = {"group.version": 1 if "consumer" in config.get("group.coordinator.rebalance.protocols") else 0,
+              "transaction.version": config.get("transaction.version")}
+    return {name: level for name, level in levels.items() if level}
 
 
 @handles(ApiKey.API_VERSIONS, 0, 4)

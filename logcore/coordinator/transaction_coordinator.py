@@ -22,6 +22,15 @@ leaders wherever they are.
 Zombies are fenced by epoch: InitProducerId bumps it (aborting an open transaction with the bumped
 epoch first), and so does aborting a transaction that ran past its timeout.
 
+Transactions v2 (KIP-890 part 2, `transaction_version` 2): a transaction started by a partition's
+leader on the producer's behalf (Produce v12+, TxnOffsetCommit v5+: no AddPartitionsToTxn from the
+client) and ended by EndTxn v5 bumps the producer's epoch at its end, so its markers carry the
+bumped epoch and the producer's next transaction writes with it: a delayed write of the ended
+transaction is fenced by its epoch, and a delayed marker of it by the partitions (a marker of
+transactions v2 must carry an epoch newer than the data it ends). When the epochs run out the
+decision names a new producer id, which the producer gets in the EndTxn answer and which the
+completion installs.
+
 Event loop only; no `await` between computing a transition and replaying it.
 """
 
@@ -37,7 +46,6 @@ from ..protocol.errors import (
     BrokerError,
     ConcurrentTransactions,
     CoordinatorNotAvailable,
-    InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -47,7 +55,6 @@ from ..protocol.errors import (
     ProducerFenced,
     TransactionalIdNotFound,
 )
-from ..storage.batch import HEADER_SIZE, read_header
 from ..replication.partition import Partition
 from .producer_ids import ProducerIdManager
 from .state_topic import StateTopic
@@ -61,7 +68,7 @@ from .transaction_log import (
     encode_value,
     partition_for,
 )
-from .transaction_markers import MarkerWriter
+from .transaction_markers import Marker, MarkerWriter
 from .transaction_offsets import TxnOffsets
 
 log = logging.getLogger(__name__)
@@ -88,10 +95,19 @@ class TxnMetadata:
     # The epoch before the last bump, so a retried InitProducerId (KIP-360) gets the same answer.
     # Not logged (as in Kafka): a reloaded coordinator knows none.
     last_producer_epoch: int = NO_EPOCH
+    previous_producer_id: int = -1  # transactions v2: the id before the epochs ran out
+    next_producer_id: int = -1  # transactions v2: the id a decision hands over when its epochs ran out
+    transaction_version: int = 0  # 2: the open or last transaction runs transactions v2
 
     def to_log(self) -> TxnLogValue:
         return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, self.partitions,
-                           self.last_update_ms, self.start_ms)
+                           self.last_update_ms, self.start_ms, self.previous_producer_id, self.next_producer_id,
+                           self.transaction_version)
+
+    @property
+    def bumps_epoch(self) -> bool:
+        """Whether ending this transaction bumps the producer's epoch (transactions v2)."""
+        return self.transaction_version >= 2
 
     @property
     def completing(self) -> bool:
@@ -225,7 +241,8 @@ class TransactionCoordinator:
             self._pending.pop(transactional_id, None)
             return
         meta = TxnMetadata(transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms, value.state,
-                           value.partitions, value.start_ms, value.last_update_ms, last_producer_epoch)
+                           value.partitions, value.start_ms, value.last_update_ms, last_producer_epoch,
+                           value.previous_producer_id, value.next_producer_id, value.client_transaction_version)
         self.txns[transactional_id] = meta
         self._by_producer[meta.producer_id] = transactional_id
         if meta.completing:
@@ -320,7 +337,10 @@ class TransactionCoordinator:
         return meta
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                             partitions: list[TopicPartition]) -> None:
+                             partitions: list[TopicPartition], transaction_version: int = 0) -> None:
+        """Add partitions to the producer's transaction, starting one if none is open: asked by the
+        producer (AddPartitionsToTxn up to v3, AddOffsetsToTxn), or with `transaction_version` 2 by
+        a partition's leader for a producer of transactions v2 that writes there first."""
         self._check_owner(transactional_id)
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.completing:
@@ -332,33 +352,19 @@ class TransactionCoordinator:
             raise InvalidTxnState(f"cannot add partitions to {transactional_id!r} in state {meta.state.kafka_name}")
         if not (meta.state == S.ONGOING and meta.partitions.issuperset(partitions)):
             now = _now_ms()
-            start = meta.start_ms if meta.state == S.ONGOING else now
+            opening = meta.state != S.ONGOING
             self._log(replace(meta, state=S.ONGOING, partitions=meta.partitions | frozenset(partitions),
-                              start_ms=start, last_update_ms=now))
+                              start_ms=now if opening else meta.start_ms, last_update_ms=now,
+                              transaction_version=transaction_version if opening else meta.transaction_version))
         await self._replicated(transactional_id)  # (a retry too: the first answer may have been lost to a timeout)
 
     def check_in_transaction(self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition) -> None:
         """Raise unless `tp` was added to the open transaction of this producer (KIP-890's check, so a
-        fenced or finished producer cannot slip writes in after its transaction ended). In a cluster
-        only where this broker is the id's coordinator: asking another broker is not built."""
-        if not self.owns(transactional_id):
-            return
+        fenced or finished producer cannot slip writes in after its transaction ended)."""
         meta = self._current(transactional_id, producer_id, epoch)
         if meta.state != S.ONGOING or tp not in meta.partitions:
             raise InvalidTxnState(f"{tp[0]}-{tp[1]} is not part of an open transaction of {transactional_id!r}; "
                                   f"add it first (AddPartitionsToTxn / AddOffsetsToTxn)")
-
-    def check_produce(self, transactional_id: str, tp: TopicPartition, records: bytes) -> None:
-        """The same check for a transactional produce, so a write that arrives after its transaction
-        ended (a delayed or zombie request) is refused instead of opening a transaction that nothing
-        would ever close."""
-        header = read_header(records) if len(records) >= HEADER_SIZE else None
-        if header is None or not header.is_transactional:
-            return  # the log answers malformed or non-transactional batches itself
-        try:
-            self.check_in_transaction(transactional_id, header.producer_id, header.producer_epoch, tp)
-        except ProducerFenced as exc:
-            raise InvalidProducerEpoch(exc.message) from None  # what produce answers since KIP-588
 
     def verify(self, producer_id: int, epoch: int, tp: TopicPartition) -> bool:
         """Whether a transactional produce to `tp` belongs to an open transaction that added it."""
@@ -367,25 +373,69 @@ class TransactionCoordinator:
 
     # -- EndTxn --------------------------------------------------------------------------------
 
-    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnMetadata:
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                      transaction_version: int = 0) -> tuple[int, int]:
+        """Log the decision and return the producer id and epoch the producer goes on with: for a
+        transaction of transactions v2 ended by EndTxn v5 (`transaction_version` 2), the bumped
+        epoch (or a new producer id once the epochs ran out)."""
         self._check_owner(transactional_id)
+        meta = self.txns.get(transactional_id)
+        if meta is not None and meta.bumps_epoch:
+            return await self._end_bumping(transactional_id, meta, producer_id, epoch, commit, transaction_version)
         meta = self._current(transactional_id, producer_id, epoch)
-        wanted = "commit" if commit else "abort"
         if meta.state == S.ONGOING:
             self._log(replace(meta, state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, last_update_ms=_now_ms()))
             meta = self.txns[transactional_id]
             await self._replicated(transactional_id)
             self._complete_after_response(transactional_id)
-            return meta
+            return meta.producer_id, meta.producer_epoch
+        return self._end_again(transactional_id, meta, commit)
+
+    def _end_again(self, transactional_id: str, meta: TxnMetadata, commit: bool) -> tuple[int, int]:
+        """An EndTxn for a transaction already decided: a retry's answer, or why not."""
+        wanted = "commit" if commit else "abort"
         done, doing = (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
+        if meta.state == doing:
+            meta = self._complete(transactional_id)
         if meta.state == done:
-            return meta  # a retry of an EndTxn that succeeded
-        if meta.state == doing and self._complete(transactional_id).state == done:
-            return self.txns[transactional_id]
+            return meta.producer_id, meta.producer_epoch  # a retry of an EndTxn that succeeded
         if meta.state == doing:
             raise ConcurrentTransactions(f"the {wanted} of {transactional_id!r} is still writing its markers; retry")
         raise InvalidTxnState(f"cannot {wanted} {transactional_id!r}: it is in state {meta.state.kafka_name}"
                               + (" (no partition was added)" if meta.state == S.EMPTY else ""))
+
+    async def _end_bumping(self, transactional_id: str, meta: TxnMetadata, producer_id: int, epoch: int,
+                           commit: bool, transaction_version: int) -> tuple[int, int]:
+        """EndTxn for a transaction of transactions v2 (Kafka's rules): the open transaction ends with
+        the epoch bumped; a retry names the epoch before the bump (or, past a new producer id, the
+        last epoch of the old one)."""
+        retry_after_bump = meta.producer_id == producer_id and meta.producer_epoch == epoch + 1
+        retry_after_new_id = (meta.previous_producer_id == producer_id and epoch == MAX_EPOCH - 1
+                              and meta.producer_epoch == 0)
+        if meta.producer_id != producer_id and not retry_after_new_id:
+            raise InvalidProducerIdMapping(f"producer id {producer_id} is not the one of transactional id "
+                                           f"{transactional_id!r}; the producer must call InitProducerId first")
+        valid = {S.ONGOING: meta.producer_epoch == epoch, S.EMPTY: meta.producer_epoch == epoch,
+                 S.PREPARE_COMMIT: retry_after_bump, S.PREPARE_ABORT: retry_after_bump,
+                 S.COMPLETE_COMMIT: retry_after_bump or retry_after_new_id,
+                 S.COMPLETE_ABORT: retry_after_bump or retry_after_new_id}.get(meta.state, False)
+        if not valid:
+            raise self._fenced(meta, producer_id, epoch)
+        if meta.state != S.ONGOING:
+            return self._end_again(transactional_id, meta, commit)
+        if transaction_version < 2:
+            raise InvalidTxnState(f"the transaction of {transactional_id!r} runs transactions v2 (begun by a "
+                                  f"produce request of v12 or later); end it with EndTxn v5 or later")
+        exhausted = meta.producer_epoch >= MAX_EPOCH - 1
+        self._log(replace(meta, state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, last_update_ms=_now_ms(),
+                          producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
+                          next_producer_id=self.producer_ids.next_id() if exhausted else -1))
+        meta = self.txns[transactional_id]
+        await self._replicated(transactional_id)
+        self._complete_after_response(transactional_id)
+        if meta.next_producer_id >= 0:
+            return meta.next_producer_id, 0
+        return meta.producer_id, meta.producer_epoch
 
     def _abort_fenced(self, meta: TxnMetadata, reason: str, retried_by: int | None = None) -> None:
         """Abort an open transaction with a bumped epoch, so its producer can neither write nor commit
@@ -417,9 +467,7 @@ class TransactionCoordinator:
 
     def _complete_here(self, transactional_id: str, pending: _Pending) -> None:
         meta = pending.metadata
-        pending.remaining -= self.markers.write_here_now(meta.producer_id, meta.producer_epoch,
-                                                         self._coordinator_epoch(transactional_id),
-                                                         meta.state == S.PREPARE_COMMIT, sorted(pending.remaining))
+        pending.remaining -= self.markers.write_here_now(self._marker(transactional_id, meta), sorted(pending.remaining))
         if pending.remaining:
             log.warning("transaction %s: markers for %s not written yet; will retry", transactional_id,
                         sorted(pending.remaining))
@@ -431,8 +479,12 @@ class TransactionCoordinator:
 
     def _log_completion(self, meta: TxnMetadata) -> None:
         commit = meta.state == S.PREPARE_COMMIT
-        self._log(replace(meta, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=frozenset(),
-                          last_update_ms=_now_ms()))
+        done = replace(meta, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=frozenset(),
+                       last_update_ms=_now_ms())
+        if meta.next_producer_id >= 0:  # transactions v2 ran out of epochs: the producer goes on with the new id
+            done = replace(done, producer_id=meta.next_producer_id, producer_epoch=0, next_producer_id=-1,
+                           previous_producer_id=meta.producer_id, last_producer_epoch=NO_EPOCH)
+        self._log(done)
 
     async def _finish(self, transactional_id: str, pending: _Pending) -> None:
         """Once the decision is in the ISR: write the markers still missing, then log the completion.
@@ -443,9 +495,8 @@ class TransactionCoordinator:
             while self._pending.get(transactional_id) is pending and self.owns(transactional_id):
                 try:
                     await self._replicated(transactional_id)
-                    pending.remaining -= await self.markers.write(
-                        meta.producer_id, meta.producer_epoch, self._coordinator_epoch(transactional_id), commit,
-                        sorted(pending.remaining))
+                    pending.remaining -= await self.markers.write(self._marker(transactional_id, meta),
+                                                                  sorted(pending.remaining))
                     if not pending.remaining and self._pending.get(transactional_id) is pending:
                         self._log_completion(meta)
                         return
@@ -458,6 +509,10 @@ class TransactionCoordinator:
                 await asyncio.sleep(MARKER_RETRY_S)
         finally:
             pending.finishing = None
+
+    def _marker(self, transactional_id: str, meta: TxnMetadata) -> Marker:
+        return Marker(meta.producer_id, meta.producer_epoch, self._coordinator_epoch(transactional_id),
+                      meta.state == S.PREPARE_COMMIT, meta.transaction_version)
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         try:

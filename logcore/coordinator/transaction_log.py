@@ -7,9 +7,11 @@
                             partitions:[topic:string  partition_ids:[int32]]   (null when empty)
                             last_update_timestamp_ms:int64  start_timestamp_ms:int64
 
-Version 1 of the value is the flexible (compact, tagged-field) form of the same fields with
-previous/next producer id and client transaction version as tagged fields; it is read, and v0 is
-written. A null value is a tombstone (the transactional id expired).
+Version 1 of the value is the flexible (compact, tagged-field) form of the same fields, with tagged
+fields PreviousProducerId (tag 0, int64), NextProducerId (tag 1, int64) and ClientTransactionVersion
+(tag 2, int16). As Kafka does, v1 is written for a transaction of transactions v2 (KIP-890: the
+epoch bumped at each commit or abort, a new producer id when the epochs run out), v0 otherwise;
+both are read. A null value is a tombstone (the transactional id expired).
 
 The partition of a transactional id is abs(javaHash(id)) % partitions, as for consumer groups.
 """
@@ -59,6 +61,9 @@ class TxnLogValue:
     partitions: frozenset[tuple[str, int]] = field(default_factory=frozenset)
     last_update_ms: int = -1
     start_ms: int = -1
+    previous_producer_id: int = -1
+    next_producer_id: int = -1  # the producer id a transaction of transactions v2 hands over at its end
+    client_transaction_version: int = 0
 
 
 class CorruptTxnRecord(ValueError):
@@ -73,17 +78,43 @@ def encode_key(transactional_id: str) -> bytes:
 def encode_value(value: TxnLogValue | None) -> bytes | None:
     if value is None:
         return None
-    out = bytearray(struct.pack(">hqhib", 0, value.producer_id, value.producer_epoch, value.timeout_ms,
-                                value.state))
+    flexible = value.client_transaction_version >= 2
+    out = bytearray(struct.pack(">hqhib", 1 if flexible else 0, value.producer_id, value.producer_epoch,
+                                value.timeout_ms, value.state))
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(value.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    out += struct.pack(">i", len(by_topic))
+    out += _length(len(by_topic), ">i", flexible)
     for topic, partitions in by_topic.items():
         name = topic.encode()
-        out += struct.pack(">h", len(name)) + name + struct.pack(f">i{len(partitions)}i", len(partitions), *partitions)
+        out += _length(len(name), ">h", flexible) + name + _length(len(partitions), ">i", flexible)
+        out += struct.pack(f">{len(partitions)}i", *partitions)
+        if flexible:
+            out += b"\x00"  # no tagged fields in a partitions entry
     out += struct.pack(">qq", value.last_update_ms, value.start_ms)
+    if flexible:
+        tags = [(0, struct.pack(">q", value.previous_producer_id)), (1, struct.pack(">q", value.next_producer_id)),
+                (2, struct.pack(">h", value.client_transaction_version))]
+        tags = [(tag, data) for tag, data in tags if data != _TAG_DEFAULTS[tag]]
+        out += _uvarint(len(tags)) + b"".join(_uvarint(tag) + _uvarint(len(data)) + data for tag, data in tags)
     return bytes(out)
+
+
+_TAG_DEFAULTS = {0: struct.pack(">q", -1), 1: struct.pack(">q", -1), 2: struct.pack(">h", 0)}
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length(n: int, legacy_fmt: str, flexible: bool) -> bytes:
+    """An array or string length: compact (n+1 as uvarint) when flexible."""
+    return _uvarint(n + 1) if flexible else struct.pack(legacy_fmt, n)
 
 
 class _Reader:
@@ -118,11 +149,13 @@ class _Reader:
         raw = self.unpack(f">{n}s")
         return raw.decode()
 
-    def skip_tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self.pos += self.uvarint()
+    def tags(self) -> dict[int, bytes]:
+        """The tagged fields that follow (none before the flexible versions), by tag."""
+        found = {}
+        for _ in range(self.uvarint() if self.flexible else 0):
+            tag = self.uvarint()
+            found[tag] = self.unpack(f">{self.uvarint()}s")
+        return found
 
 
 def decode_key(data: bytes) -> str:
@@ -151,7 +184,13 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
         topic = r.string()
         for _ in range(max(r.length(">i"), 0)):
             partitions.add((topic, r.unpack(">i")))
-        r.skip_tags()
+        r.tags()
     last_update_ms, start_ms = r.unpack(">qq")
-    r.skip_tags()
-    return TxnLogValue(producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms)
+    tags = {**_TAG_DEFAULTS, **r.tags()}
+    try:
+        (previous,), (following,), (version,) = (struct.unpack(">q", tags[0]), struct.unpack(">q", tags[1]),
+                                                 struct.unpack(">h", tags[2]))
+    except struct.error as exc:
+        raise CorruptTxnRecord(f"a tagged field of a TransactionLogValue has the wrong size: {exc}") from None
+    return TxnLogValue(producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms,
+                       previous, following, version)

@@ -20,6 +20,7 @@ from ..protocol.errors import BrokerError, CoordinatorNotAvailable, ErrorCode, I
 from .committed_offsets import OffsetCommit
 from .group import GroupState
 from .offsets_codec import OFFSETS_TOPIC, OffsetKey, OffsetValue, decode, encode_key, encode_value, partition_for
+from .transaction_markers import Marker
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +55,16 @@ class TxnOffsets:
             if len(kept) < len(records):
                 self.pending[key] = kept
 
-    async def commit(self, transactional_id: str, group_id: str, producer_id: int, epoch: int, generation: int,
+    async def commit(self, group_id: str, producer_id: int, epoch: int, generation: int,
                member_id: str, instance_id: str | None, commits: list[OffsetCommit]) -> list[ErrorCode]:
-        """One error per commit, in order. Group-level refusals apply to every commit."""
+        """One error per commit, in order. Group-level refusals apply to every commit. The caller
+        checked the transaction with its coordinator (`TxnVerifier`) right before."""
         if not self.groups.owns(group_id):
             return [ErrorCode.not_coordinator] * len(commits)
         error = self._check_member(group_id, generation, member_id, instance_id)
         if error is not ErrorCode.none:
             return [error] * len(commits)
         partition = partition_for(group_id, self.groups.topic.partitions)
-        try:
-            self.transactions.check_in_transaction(transactional_id, producer_id, epoch, (OFFSETS_TOPIC, partition))
-        except BrokerError as exc:
-            return [exc.code] * len(commits)
         errors, records = self.groups.offset_records(group_id, commits)
         if not records:
             return errors
@@ -103,12 +101,12 @@ class TxnOffsets:
             return ErrorCode.illegal_generation
         return ErrorCode.none
 
-    def on_marker(self, producer_id: int, topic: str, partition: int, committed: bool) -> None:
+    def on_marker(self, marker: Marker, topic: str, partition: int) -> None:
         """A transaction ended on `topic`-`partition`: its offsets take effect, or vanish."""
         if topic != OFFSETS_TOPIC:
             return
-        records = self.pending.pop((producer_id, partition), [])
-        if committed:
+        records = self.pending.pop((marker.producer_id, partition), [])
+        if marker.commit:
             for key, value in records:
                 self.groups.replay(key, value)
 

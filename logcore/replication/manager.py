@@ -195,8 +195,9 @@ class ReplicaManager:
 
     # -- produce / fetch -----------------------------------------------------------------------
 
-    def append(self, topic: str, index: int, records: bytes, from_client: bool = True, required_acks: int = 1):
-        return self.get(topic, index).append_as_leader(records, from_client, required_acks)
+    def append(self, topic: str, index: int, records: bytes, from_client: bool = True, required_acks: int = 1,
+               transaction_version: int = 0):
+        return self.get(topic, index).append_as_leader(records, from_client, required_acks, transaction_version)
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, min_one_batch: bool,
              read_committed: bool = False, replica_id: int = CONSUMER) -> FetchSlice:

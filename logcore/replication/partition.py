@@ -111,9 +111,11 @@ class Partition:
 
     # -- the leader's side -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, from_client: bool = True, required_acks: int = 1) -> AppendResult:
+    def append_as_leader(self, records: bytes, from_client: bool = True, required_acks: int = 1,
+                         transaction_version: int = 0) -> AppendResult:
         """Validate, then write, then advance the high watermark: no await in between. An acks=all
-        write needs min.insync.replicas in the ISR, checked before anything is written (as Kafka)."""
+        write needs min.insync.replicas in the ISR, checked before anything is written (as Kafka).
+        `transaction_version`: of the transaction a marker ends (2: its epoch must be newer)."""
         self.check_leader()
         if required_acks == -1 and len(self.isr) < (needed := self.log.config["min.insync.replicas"]):
             raise NotEnoughReplicas(
@@ -121,7 +123,7 @@ class Partition:
                 f"{needed}: acks=all writes are refused until enough replicas are in sync (lower the topic's "
                 f"min.insync.replicas, or write with acks=1)")
         headers = self.log.validate(records)
-        result = self.log.append(records, headers, from_client)
+        result = self.log.append(records, headers, from_client, transaction_version)
         if not self._advance_high_watermark():
             self.wake_waiters()  # followers' long polls wait for new records, not a new high watermark
         return result

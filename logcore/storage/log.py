@@ -206,7 +206,8 @@ class PartitionLog:
                 raise InvalidTimestamp(f"timestamp {header.max_timestamp} of a record to {self} is more than "
                                        f"message.timestamp.after.max.ms={after} in the future")
 
-    def append(self, records: bytes, headers: list[BatchHeader], from_client: bool = True) -> AppendResult:
+    def append(self, records: bytes, headers: list[BatchHeader], from_client: bool = True,
+               transaction_version: int = 0) -> AppendResult:
         """Assign offsets to already validated batches and write them. No await inside. A batch an
         idempotent producer already wrote is answered with its original offset and not written;
         control batches (transaction markers) come only from the coordinator (`from_client=False`)."""
@@ -222,7 +223,7 @@ class PartitionLog:
                 raise RecordTooLarge(f"a batch stored as {self.config['compression.type']} for {self} takes "
                                      f"{largest} bytes, over max.message.bytes={self.config['max.message.bytes']}")
         base = self.log_end_offset
-        pending = self.producers.prepare(records, headers, base, from_client)  # raises; mutates nothing
+        pending = self.producers.prepare(records, headers, base, from_client, transaction_version)  # raises only
         if pending is not None and pending.duplicate is not None:
             return AppendResult(pending.duplicate.first_offset, pending.duplicate.last_offset + 1, -1,
                                 self.log_start_offset, 0)

@@ -130,12 +130,16 @@ class Check(enum.Enum):
 
 
 def transition(entry: ProducerEntry, header: BatchHeader, marker: ControlMarker | None, check: Check,
-               tp: str = "") -> tuple[ProducerEntry, CompletedTxn | None, BatchMetadata | None]:
+               tp: str = "", transaction_version: int = 0) -> tuple[ProducerEntry, CompletedTxn | None,
+                                                                     BatchMetadata | None]:
     """(new entry, transaction the batch completes, duplicate batch) for one batch whose offsets are
-    already assigned; raises the error the append deserves at the `check` level."""
+    already assigned; raises the error the append deserves at the `check` level. A marker of
+    transactions v2 (`transaction_version` 2) carries the epoch its transaction's end bumped, so it
+    must be newer than the producer's epoch here (KIP-890: the same epoch means the producer's next
+    transaction already wrote, and this marker is a late one)."""
     pid, epoch = header.producer_id, header.producer_epoch
     if marker is not None:
-        return _apply_marker(entry, header, marker, check is not Check.NONE, tp)
+        return _apply_marker(entry, header, marker, check is not Check.NONE, tp, transaction_version)
     first_seq = header.base_sequence
     last_seq = next_sequence(first_seq, header.last_offset_delta)
     if check is not Check.NONE and epoch < entry.epoch:
@@ -180,12 +184,16 @@ def _check_sequence(entry: ProducerEntry, epoch: int, first_seq: int, tp: str) -
 
 
 def _apply_marker(entry: ProducerEntry, header: BatchHeader, marker: ControlMarker, check: bool,
-                  tp: str) -> tuple[ProducerEntry, CompletedTxn, None]:
+                  tp: str, transaction_version: int) -> tuple[ProducerEntry, CompletedTxn, None]:
     pid, epoch = header.producer_id, header.producer_epoch
     if check:
         if epoch < entry.epoch:
             raise InvalidProducerEpoch(
                 f"transaction marker for producer {pid} on {tp} has epoch {epoch}, older than {entry.epoch}")
+        if transaction_version >= 2 and epoch == entry.epoch:
+            raise InvalidProducerEpoch(
+                f"transaction marker (transactions v2) for producer {pid} on {tp} has epoch {epoch}, which the "
+                f"producer already writes with: the marker is late, its transaction ended before this epoch")
         if marker.coordinator_epoch < entry.coordinator_epoch:
             raise TransactionCoordinatorFenced(
                 f"marker for producer {pid} on {tp} comes from coordinator epoch {marker.coordinator_epoch}, "
@@ -209,9 +217,10 @@ class ProducerStateManager:
     # -- the produce path ------------------------------------------------------------------------
 
     def prepare(self, records, headers: list[BatchHeader], first_offset: int,
-                from_client: bool = True) -> PendingAppend | None:
+                from_client: bool = True, transaction_version: int = 0) -> PendingAppend | None:
         """Check batches about to be written at `first_offset`; None when none carries a producer id.
-        Raises the partition's error (OutOfOrderSequence, InvalidProducerEpoch, ...). Mutates nothing."""
+        Raises the partition's error (OutOfOrderSequence, InvalidProducerEpoch, ...). Mutates nothing.
+        `transaction_version`: of the transaction a marker ends (see `transition`)."""
         for header in headers:
             if header.is_control and from_client:
                 raise InvalidRecord(f"produce requests to {self.tp} may not carry control batches")
@@ -226,7 +235,7 @@ class ProducerStateManager:
         marker = read_marker(records) if header.is_control else None
         current = self.producers.get(header.producer_id) or ProducerEntry(header.producer_id)
         entry, done, duplicate = transition(current, header, marker, Check.CLIENT if from_client else Check.EPOCH,
-                                            self.tp)
+                                            self.tp, transaction_version)
         if duplicate is not None:
             return PendingAppend(None, duplicate=duplicate)
         return PendingAppend(entry, done)
@@ -257,6 +266,11 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction, which read_committed readers may not pass."""
         return min(self.ongoing.values()) if self.ongoing else None
+
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether this producer's transaction is open here at `epoch`."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.txn_first_offset >= 0
 
     def active_producers(self) -> list[ProducerEntry]:
         return list(self.producers.values())

@@ -14,6 +14,9 @@ from confluent_kafka import Producer
 
 from java_tools import KafkaTools, json_lines
 from waiting import wait_for
+from wire import WireClient
+
+from logcore.protocol.codec import ApiKey, request_class
 
 pytestmark = pytest.mark.java
 
@@ -222,17 +225,24 @@ def test_verifiable_producer_and_three_consumers_rebalancing(kafka_tools, tmp_pa
         assert all(offsets == sorted(offsets) for offsets in per_partition.values())
 
 
-@pytest.mark.slow  # a crash variant (half a minute): the Java transactional producer runs by default in test_debezium (exactly once)
+@pytest.mark.parametrize("transaction_version", [pytest.param(0, marks=pytest.mark.slow), 2], ids=["tv0", "tv2"])
 def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_committed(reference_jars, broker_factory,
-                                                                                    tmp_path):
+                                                                                    tmp_path, transaction_version):
     """Kafka's own exactly-once check: TransactionalMessageCopier copies a partition in transactions (some
     aborted at random, offsets sent with the group's metadata), is SIGKILLed and restarted; a
     read_committed verifiable consumer then sees each input record exactly once.
 
     The copier asks for its position before it calls initTransactions, so when the kill leaves offsets
     pending in an open transaction, the restarted one waits (UNSTABLE_OFFSET_COMMIT) until the
-    coordinator aborts that transaction on its timeout: short ones here, checked every second."""
-    t = KafkaTools(broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}).address)
+    coordinator aborts that transaction on its timeout: short ones here, checked every second.
+
+    With `transaction.version` 2 finalized (the broker's default) Kafka 4.1's producer runs
+    transactions v2 (KIP-890): no AddPartitionsToTxn or AddOffsetsToTxn, and each commit or abort
+    bumps its epoch, so the epoch ends up past the number of transactions; with 0 it runs the
+    protocol of KIP-98 and keeps its epoch from one transaction to the next."""
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+                             "transaction.version": str(transaction_version)})
+    t = KafkaTools(broker.address)
     t.admin("kafka-topics", "--create", "--topic", "input", "--partitions", "1")
     t.admin("kafka-topics", "--create", "--topic", "output", "--partitions", "2")
     t.admin("kafka-verifiable-producer", "--topic", "input", "--max-messages", "20000", "--acks", "-1")
@@ -256,6 +266,13 @@ def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_commit
     assert sorted(values, key=int) == [str(i) for i in range(20000)]
     total = sum(int(line.split(":")[-1]) for line in t.admin("kafka-get-offsets", "--topic", "output").split())
     assert total > 20000  # aborted records and markers are in the log, hidden from read_committed
+    with WireClient(broker.address) as client:
+        epoch = client.call(request_class(ApiKey.DESCRIBE_TRANSACTIONS, 0)(
+            transactional_ids=("copier",))).transaction_states[0].producer_epoch
+    if transaction_version == 2:
+        assert epoch >= 20000 // 50  # at least one bump per transaction of at most 50 records
+    else:
+        assert epoch <= 3  # InitProducerId twice, and the timeout's abort of the killed copier's transaction
 
 
 async def test_consumer_groups_describe_agrees_with_binlakes_but_counts_commit_markers_as_lag(kafka_tools, broker):
