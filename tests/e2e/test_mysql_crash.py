@@ -137,7 +137,7 @@ async def test_connector_and_broker_crashes_lose_and_repeat_nothing(server, any_
     await run_crash_test(server, any_broker, connector, tmp_path, seconds=12, kills=3, commit_interval_ms=100)
 
 
-@pytest.mark.slow  # a crash variant (40 s): restarts by GTID set run by default in test_mysql_failover
+@pytest.mark.slow  # a crash variant (40 s): restarts by GTID set run by default in test_mysql_failover.py on MySQL
 async def test_mysql_at_full_row_metadata_restarting_by_gtid(mysql_factory, broker, connector, tmp_path):
     """The MySQL workload at binlog_row_metadata=FULL, the connector restarting after its stored GTID set
     (tagged GTIDs included) instead of its binlog position."""
