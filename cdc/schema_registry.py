@@ -50,8 +50,12 @@ class SchemaRegistrySettings(BaseModel):
 
 
 class SchemaIncompatible(CdcError):
-    def __init__(self, subject: str, latest: str, new: str, reason: str) -> None:
-        super().__init__(
+    """A schema the subject's compatibility level refuses (one message argument: it crosses the source process's
+    pipe pickled)."""
+
+    @classmethod
+    def of(cls, subject: str, latest: str, new: str, reason: str) -> "SchemaIncompatible":
+        return cls(
             f"the schema registry refuses a new version of subject {subject}: {reason}\n"
             f"  latest registered: {latest}\n  new: {new}\n"
             f"Make the table change compatible with the subject's level (e.g. add columns as NULL), or relax the "
@@ -86,7 +90,7 @@ class Registrar:
             reason = exc.error_message
         latest = self.client.get_latest_version(subject).schema.schema_str
         if self.on_incompatible == "stop":
-            raise SchemaIncompatible(subject, latest, text, reason)
+            raise SchemaIncompatible.of(subject, latest, text, reason)
         log.warning("subject %s: the new schema is incompatible (%s); setting the subject's compatibility to NONE "
                     "(schema_incompatible: new_subject_version_with_none) and registering it", subject, reason)
         self.client.set_compatibility(subject, "NONE")
