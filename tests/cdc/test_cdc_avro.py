@@ -18,6 +18,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from brokerproc import BrokerProcess
 from cdc.schema_registry import SchemaIncompatible
 from cdc_harness import Capture
+from connect.config import ConfigError, validate
 from test_cdc_types import columns, create_and_insert
 from testkit.registryproc import RegistryProcess
 
@@ -182,3 +183,35 @@ def test_new_subject_version_with_none_goes_on(server, db, capture, registry, cl
     assert client.get_versions(subject) == [1, 2]
     assert client.get_compatibility(subject) == "NONE"
     assert [r["value"]["after"] for r in decoded(client, first + second)] == [{"id": 1, "v": 1}, {"id": 2, "v": "b"}]
+
+
+MYSQL = {"name": "shop", "connector": "mysql", "bootstrap_servers": "127.0.0.1:9092",
+         "database": {"user": "cdc", "server_id": 5}}
+
+
+def config_problems(**keys) -> dict[str, str]:
+    with pytest.raises(ConfigError) as caught:
+        validate({**MYSQL, **keys}, "shop.yaml", {})
+    return dict(caught.value.problems)
+
+
+def test_the_connector_config_refuses_wrong_combinations():
+    registry_url = {"url": "http://127.0.0.1:8081"}
+    ok = validate({**MYSQL, "value_format": "avro", "schema_registry": {**registry_url, "basic_auth_user": "u",
+                                                                       "basic_auth_password": "p"}}, "shop.yaml", {})
+    source = ok.config.source_config("shop")
+    assert (source.value_format, source.key_format, source.schema_registry.client_conf()) == (
+        "avro", "json", {"url": "http://127.0.0.1:8081", "basic.auth.user.info": "u:p"})
+    assert config_problems(value_format="avro") == {
+        "": "value_format: avro registers its schemas: set schema_registry: {url: http://HOST:PORT}"}
+    assert config_problems(schema_registry=registry_url) == {
+        "": "schema_registry is used by Avro keys or values: set value_format: avro (or key_format: avro), or drop "
+            "schema_registry"}
+    assert config_problems(key_format="avro", format="canal", schema_registry=registry_url) == {
+        "": "key_format: avro writes Debezium's envelope in Avro: set format: debezium (not canal)"}
+    wrong = config_problems(value_format="avro", schema_registry={"url": "http://r:8081", "basic_auth_user": "u"})
+    assert wrong == {"schema_registry": "basic_auth_user and basic_auth_password go together: set both, or neither"}
+    wrong = config_problems(value_format="avro", schema_registry={"url": "r:8081"})
+    assert "schema_registry.url" in wrong
+    wrong = config_problems(value_format="avro", schema_registry=registry_url, schema_incompatible="ignore")
+    assert "'stop' or 'new_subject_version_with_none'" in wrong["schema_incompatible"]
