@@ -92,8 +92,65 @@ def envelope_schema(ns: str, value: dict) -> dict:
     ], "connect.version": 2, "connect.name": f"{ns}.Envelope"}
 
 
+def encode(schema, datum) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, datum)
+    return out.getvalue()
+
+
+class _Varints(dict):
+    """Avro's encoding of int and long values (zigzag varints) by value, written by fastavro once each: row numbers
+    and transaction orders repeat from event to event."""
+
+    def __missing__(self, n: int) -> bytes:
+        if len(self) > 100_000:
+            self.clear()
+        found = self[n] = encode("long", n)
+        return found
+
+
+_VARINTS = _Varints()
+_NULL, _SECOND = b"\0", b"\2"          # a union's branch 0 (null) or 1, as a zigzag varint
+_PARSED_SOURCE = fastavro.parse_schema(SOURCE)
+_OPS = {op: encode("string", op) for op in "cudr"}
+
+
+class _EventParts:
+    """The envelope's parts that one event's changes share: `source` up to its last field (`row`), `op` and
+    `ts_ms`. Kept for the last event: changes come event by event."""
+
+    __slots__ = ("event", "op", "ts_ms", "source", "tail")
+
+    def __init__(self, event, op: str, ts_ms: int) -> None:
+        self.event, self.op, self.ts_ms = event, op, ts_ms
+        self.source = encode(_PARSED_SOURCE, {**event.fields, "row": 0})[:-1]     # (row 0 is one byte, 0)
+        self.tail = _OPS[op] + _SECOND + _VARINTS[ts_ms]                          # op, ts_ms (branch long)
+
+
+class _Strings(dict):
+    """Avro's encoding of strings (transaction ids) by value, the last few hundred."""
+
+    def __missing__(self, text: str) -> bytes:
+        if len(self) > 256:
+            self.clear()
+        found = self[text] = encode("string", text)
+        return found
+
+
+_STRINGS = _Strings()
+
+
+def _transaction(txn: bytes | None) -> bytes:
+    """The `transaction` union: null, or event.block {id, total_order, data_collection_order} from its JSON."""
+    if txn is None:
+        return _NULL
+    block = orjson.loads(txn)
+    return b"".join((_SECOND, _STRINGS[block["id"]], _VARINTS[block["total_order"]],
+                     _VARINTS[block["data_collection_order"]]))
+
+
 class _Writer:
-    """One registered schema: Confluent's header, the parsed schema, fastavro's writer."""
+    """One registered schema: Confluent's header and the parsed schema."""
 
     __slots__ = ("header", "parsed")
 
@@ -102,20 +159,26 @@ class _Writer:
         self.parsed = fastavro.parse_schema(schema)
 
     def write(self, datum: dict) -> bytes:
-        out = io.BytesIO()
-        out.write(self.header)
-        fastavro.schemaless_writer(out, self.parsed, datum)
-        return out.getvalue()
+        return self.header + encode(self.parsed, datum)
 
 
 class AvroTable:
-    """A table's Avro writers for one structure: the envelope (`value`) and, with key_format: avro, the key."""
+    """A table's Avro writers for one structure: the envelope (`value`) and, with key_format: avro, the key.
+
+    Avro writes a record as its fields' encodings one after the other, so an envelope is built from parts:
+    `before` and `after` written by fastavro from the table's `Value` record (a union's branch is its index
+    before it), the event's shared parts (_EventParts), the row number (the source's last field) and the
+    transaction block. fastavro writes every part; `test_cdc_avro` checks the bytes against fastavro's own
+    writing of the whole envelope."""
 
     def __init__(self, registrar: Registrar, server: str, topic: str, definition: TableDef,
                  primary_key: tuple[str, ...], decimals: str, keys: bool) -> None:
         ns = namespace(server, definition.db, definition.name)
         value, self.image = _record("Value", ns, list(definition.columns), decimals)
-        self._value = _Writer(registrar, f"{topic}-value", envelope_schema(ns, value))
+        self.envelope = envelope_schema(ns, value)
+        self._header = b"\0" + registrar.id_for(f"{topic}-value", self.envelope).to_bytes(4, "big")
+        self._value = fastavro.parse_schema(value)
+        self._event: _EventParts | None = None
         self._key = self._key_image = None
         if keys and primary_key:
             columns = [definition.column(name) for name in primary_key]
@@ -133,12 +196,18 @@ class AvroTable:
     def avro_keys(self) -> bool:
         return self._key is not None
 
-    def value(self, op: str, before: dict | None, after: dict | None, source: dict, ts_ms: int,
+    def value(self, op: str, before: dict | None, after: dict | None, event, row: int, ts_ms: int,
               txn: bytes | None) -> bytes:
-        image = self.image
-        return self._value.write({
-            "before": None if before is None else image(before), "after": None if after is None else image(after),
-            "source": source, "op": op, "ts_ms": ts_ms, "transaction": None if txn is None else orjson.loads(txn)})
+        """The envelope of one change: `event` is the event's cdc.offsets.EventSource, `row` the change's row."""
+        parts = self._event
+        if parts is None or parts.event is not event or parts.op != op or parts.ts_ms != ts_ms:
+            parts = self._event = _EventParts(event, op, ts_ms)
+        image, schema = self.image, self._value
+        return b"".join((
+            self._header,
+            _NULL if before is None else _SECOND + encode(schema, image(before)),
+            _NULL if after is None else _SECOND + encode(schema, image(after)),
+            parts.source, _VARINTS[row], parts.tail, _transaction(txn)))
 
 
 class DebeziumAvroFormat:
@@ -146,9 +215,9 @@ class DebeziumAvroFormat:
 
     name = "debezium-avro"
     tombstones = True
-    template = None              # built change by change: each value is one schemaless_writer call
+    template = None              # built change by change (AvroTable.value)
 
     @staticmethod
     def row(table, op: str, before: dict | None, after: dict | None, source, row: int, ts_ms: int,
             txn: bytes | None) -> bytes:
-        return table.avro.value(op, before, after, {**source.fields, "row": row}, ts_ms, txn)
+        return table.avro.value(op, before, after, source, row, ts_ms, txn)

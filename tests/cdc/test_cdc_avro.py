@@ -8,7 +8,11 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import io
+import json
 import re
+
+import fastavro
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -16,6 +20,9 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokerproc import BrokerProcess
+from cdc.formats.debezium_avro import AvroTable
+from cdc.offsets import SourceInfo
+from cdc.schema.model import ColumnDef, TableDef
 from cdc.schema_registry import SchemaIncompatible
 from cdc_harness import Capture
 from connect.config import ConfigError, validate
@@ -215,3 +222,31 @@ def test_the_connector_config_refuses_wrong_combinations():
     assert "schema_registry.url" in wrong
     wrong = config_problems(value_format="avro", schema_registry=registry_url, schema_incompatible="ignore")
     assert "'stop' or 'new_subject_version_with_none'" in wrong["schema_incompatible"]
+
+
+class _Ids:
+    """A registrar that hands out id 7 (the bytes of the body are under test, not the registry)."""
+
+    def id_for(self, subject: str, schema: dict) -> int:
+        return 7
+
+
+def test_an_envelope_built_from_parts_is_fastavros_whole_envelope():
+    table = TableDef("shop", "t", (ColumnDef("id", "bigint", nullable=False), ColumnDef("v", "varchar", (9,)),
+                                   ColumnDef("d", "decimal", (6, 2)), ColumnDef("at", "datetime", (6,))), ("id",))
+    avro = AvroTable(_Ids(), "srv", "srv.shop.t", table, ("id",), "precise", keys=True)
+    parsed = fastavro.parse_schema(avro.envelope)
+    event = SourceInfo("srv", 1, "binlog.000002", 4711, 0, "0-1-9", "shop", "t", 1_700_000_000_000).event()
+    one = {"id": 1, "v": "é", "d": "-1.50", "at": "2024-02-29T23:59:59.000001"}
+    two = {"id": 2, "v": None, "d": None, "at": None}
+    for op, before, after, row, txn in [("c", None, one, 0, None), ("u", one, two, 300, b'{"id":"0-1-9",'
+                                        b'"total_order":70000,"data_collection_order":2}'), ("d", two, None, 5, None),
+                                        ("r", None, two, 2**31 - 1, None)]:
+        value = avro.value(op, before, after, event, row, 1_700_000_000_123, txn)
+        whole = io.BytesIO()
+        fastavro.schemaless_writer(whole, parsed, {
+            "before": before and avro.image(before), "after": after and avro.image(after),
+            "source": {**event.fields, "row": row}, "op": op, "ts_ms": 1_700_000_000_123,
+            "transaction": txn and json.loads(txn)})
+        assert value == b"\0\0\0\0\7" + whole.getvalue(), op
+    assert avro.key({"id": 5}) == b"\0\0\0\0\7" + b"\x0a"
