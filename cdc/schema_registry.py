@@ -11,7 +11,7 @@ from typing import Literal
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from cdc.errors import CdcError
 
@@ -29,7 +29,7 @@ class SchemaRegistrySettings(BaseModel):
 
     url: str = Field(pattern=r"^https?://[^,\s]+(,\s*https?://[^,\s]+)*$")
     basic_auth_user: str | None = None
-    basic_auth_password: str | None = Field(default=None, repr=False)
+    basic_auth_password: SecretStr | None = None
     ca_file: str | None = None
 
     @model_validator(mode="after")
@@ -43,7 +43,7 @@ class SchemaRegistrySettings(BaseModel):
     def client_conf(self) -> dict:
         conf = {"url": self.url}
         if self.basic_auth_user is not None:
-            conf["basic.auth.user.info"] = f"{self.basic_auth_user}:{self.basic_auth_password}"
+            conf["basic.auth.user.info"] = f"{self.basic_auth_user}:{self.basic_auth_password.get_secret_value()}"
         if self.ca_file is not None:
             conf["ssl.ca.location"] = self.ca_file
         return conf

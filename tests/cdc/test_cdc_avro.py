@@ -250,3 +250,12 @@ def test_an_envelope_built_from_parts_is_fastavros_whole_envelope():
             "transaction": txn and json.loads(txn)})
         assert value == b"\0\0\0\0\7" + whole.getvalue(), op
     assert avro.key({"id": 5}) == b"\0\0\0\0\7" + b"\x0a"
+
+
+def test_the_registry_password_is_not_shown():
+    settings = validate({**MYSQL, "value_format": "avro", "schema_registry": {
+        "url": "https://r:8081", "basic_auth_user": "u", "basic_auth_password": "s3cret", "ca_file": "/ca.pem"}},
+        "shop.yaml", {}).config.source_config("shop").schema_registry
+    assert "s3cret" not in repr(settings) and "s3cret" not in str(settings.model_dump())
+    assert settings.client_conf() == {"url": "https://r:8081", "basic.auth.user.info": "u:s3cret",
+                                      "ssl.ca.location": "/ca.pem"}
