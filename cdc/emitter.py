@@ -149,7 +149,7 @@ def avro_table(config: SourceConfig, db: str, table: str, primary_key: tuple[str
                        "new snapshot (snapshot: always, once)")
     return AvroTable(registrar(config.schema_registry, config.schema_incompatible), config.name,
                      config.topic_for(db, table), definition, primary_key, config.decimal_handling_mode,
-                     keys=config.key_format == "avro")
+                     values=config.value_format == "avro", keys=config.key_format == "avro")
 
 
 def _projected(columns: frozenset[str], kind: str, images: list[dict], start: int, stop: int

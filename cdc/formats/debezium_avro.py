@@ -163,7 +163,8 @@ class _Writer:
 
 
 class AvroTable:
-    """A table's Avro writers for one structure: the envelope (`value`) and, with key_format: avro, the key.
+    """A table's Avro writers for one structure: with value_format: avro the envelope (`value`), with key_format:
+    avro the key.
 
     Avro writes a record as its fields' encodings one after the other, so an envelope is built from parts:
     `before` and `after` written by fastavro from the table's `Value` record (a union's branch is its index
@@ -172,11 +173,12 @@ class AvroTable:
     writing of the whole envelope."""
 
     def __init__(self, registrar: Registrar, server: str, topic: str, definition: TableDef,
-                 primary_key: tuple[str, ...], decimals: str, keys: bool) -> None:
+                 primary_key: tuple[str, ...], decimals: str, values: bool, keys: bool) -> None:
         ns = namespace(server, definition.db, definition.name)
         value, self.image = _record("Value", ns, list(definition.columns), decimals)
         self.envelope = envelope_schema(ns, value)
-        self._header = b"\0" + registrar.id_for(f"{topic}-value", self.envelope).to_bytes(4, "big")
+        if values:             # (key_format: avro alone registers the key only)
+            self._header = b"\0" + registrar.id_for(f"{topic}-value", self.envelope).to_bytes(4, "big")
         self._value = fastavro.parse_schema(value)
         self._event: _EventParts | None = None
         self._key = self._key_image = None

@@ -21,6 +21,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokerproc import BrokerProcess
 from cdc.formats.debezium_avro import AvroTable
+from cdc.murmur2 import partition_for
 from cdc.offsets import SourceInfo
 from cdc.schema.model import ColumnDef, TableDef
 from cdc.schema_registry import SchemaIncompatible
@@ -234,7 +235,7 @@ class _Ids:
 def test_an_envelope_built_from_parts_is_fastavros_whole_envelope():
     table = TableDef("shop", "t", (ColumnDef("id", "bigint", nullable=False), ColumnDef("v", "varchar", (9,)),
                                    ColumnDef("d", "decimal", (6, 2)), ColumnDef("at", "datetime", (6,))), ("id",))
-    avro = AvroTable(_Ids(), "srv", "srv.shop.t", table, ("id",), "precise", keys=True)
+    avro = AvroTable(_Ids(), "srv", "srv.shop.t", table, ("id",), "precise", values=True, keys=True)
     parsed = fastavro.parse_schema(avro.envelope)
     event = SourceInfo("srv", 1, "binlog.000002", 4711, 0, "0-1-9", "shop", "t", 1_700_000_000_000).event()
     one = {"id": 1, "v": "é", "d": "-1.50", "at": "2024-02-29T23:59:59.000001"}
@@ -259,3 +260,18 @@ def test_the_registry_password_is_not_shown():
     assert "s3cret" not in repr(settings) and "s3cret" not in str(settings.model_dump())
     assert settings.client_conf() == {"url": "https://r:8081", "basic.auth.user.info": "u:s3cret",
                                       "ssl.ca.location": "/ca.pem"}
+
+
+def test_avro_keys_with_json_values_partition_by_the_avro_bytes(server, db, capture, registry, client):
+    """key_format: avro alone: the key is the Key record (murmur2 of its bytes picks the partition, as Java's
+    producer with Confluent's serializer does), the value stays the JSON envelope; no value subject."""
+    server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, k VARCHAR(5))",
+               f"INSERT INTO `{db}`.t VALUES " + ", ".join(f"({i}, 'k{i}')" for i in range(40)))
+    config = capture.config(db, key_format="avro", schema_registry={"url": registry.url}, topic_partitions=3)
+    records = [r for b in capture.run(config) for r in b.records if r.topic == f"srv.{db}.t"]
+    read = AvroDeserializer(client)
+    assert sorted(read(r.key, SerializationContext(r.topic, MessageField.KEY))["id"] for r in records) == list(range(40))
+    assert [r.partition for r in records] == [partition_for(r.key, 3) for r in records]
+    assert {r.partition for r in records} == {0, 1, 2}
+    assert [json.loads(r.value)["after"]["k"] for r in records] == [f"k{i}" for i in range(40)]
+    assert f"srv.{db}.t-value" not in client.get_subjects()
