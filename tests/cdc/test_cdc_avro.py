@@ -246,7 +246,8 @@ def test_an_envelope_built_from_parts_is_fastavros_whole_envelope():
         value = avro.value(op, before, after, event, row, 1_700_000_000_123, txn)
         whole = io.BytesIO()
         fastavro.schemaless_writer(whole, parsed, {
-            "before": before and avro.image(before), "after": after and avro.image(after),
+            "before": before and ("srv.shop.t.Value", avro.image(before)),
+            "after": after and ("srv.shop.t.Value", avro.image(after)),
             "source": {**event.fields, "row": row}, "op": op, "ts_ms": 1_700_000_000_123,
             "transaction": txn and json.loads(txn)})
         assert value == b"\0\0\0\0\7" + whole.getvalue(), op
