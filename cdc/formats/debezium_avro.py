@@ -116,18 +116,23 @@ def encode(schema, datum) -> bytes:
     return out.getvalue()
 
 
-class _Varints(dict):
-    """Avro's encoding of int and long values (zigzag varints) by value, written by fastavro once each: row numbers
-    and transaction orders repeat from event to event."""
+class _Encodings(dict):
+    """Avro's encoding of values of one primitive type by value, written by fastavro once each and kept up to
+    `size`: row numbers, transaction orders and ids repeat from event to event."""
 
-    def __missing__(self, n: int) -> bytes:
-        if len(self) > 100_000:
+    def __init__(self, avro_type: str, size: int) -> None:
+        super().__init__()
+        self.avro_type, self.size = avro_type, size
+
+    def __missing__(self, value) -> bytes:
+        if len(self) > self.size:
             self.clear()
-        found = self[n] = encode("long", n)
+        found = self[value] = encode(self.avro_type, value)
         return found
 
 
-_VARINTS = _Varints()
+_VARINTS = _Encodings("long", 100_000)          # (an int's encoding is a long's)
+_STRINGS = _Encodings("string", 256)
 _NULL, _SECOND = b"\0", b"\2"          # a union's branch 0 (null) or 1, as a zigzag varint
 _PARSED_SOURCE = fastavro.parse_schema(SOURCE)
 _OPS = {op: encode("string", op) for op in "cudr"}
@@ -142,20 +147,7 @@ class _EventParts:
     def __init__(self, event, op: str, ts_ms: int) -> None:
         self.event, self.op, self.ts_ms = event, op, ts_ms
         self.source = encode(_PARSED_SOURCE, {**event.fields, "row": 0})[:-1]     # (row 0 is one byte, 0)
-        self.tail = _OPS[op] + _SECOND + _VARINTS[ts_ms]                          # op, ts_ms (branch long)
-
-
-class _Strings(dict):
-    """Avro's encoding of strings (transaction ids) by value, the last few hundred."""
-
-    def __missing__(self, text: str) -> bytes:
-        if len(self) > 256:
-            self.clear()
-        found = self[text] = encode("string", text)
-        return found
-
-
-_STRINGS = _Strings()
+        self.tail = _OPS[op] + _SECOND + encode("long", ts_ms)                    # op, ts_ms (branch long)
 
 
 def _transaction(txn: bytes | None) -> bytes:
