@@ -26,8 +26,9 @@ from cdc.offsets import SourceInfo
 from cdc.schema.model import ColumnDef, TableDef
 from cdc.schema_registry import SchemaIncompatible
 from cdc_harness import Capture
-from connect.config import ConfigError, validate
+from connect.config import ConfigError, load, validate
 from test_cdc_types import columns, create_and_insert
+from testkit.brokerproc import ROOT
 from testkit.registryproc import RegistryProcess
 
 
@@ -276,3 +277,10 @@ def test_avro_keys_with_json_values_partition_by_the_avro_bytes(server, db, capt
     assert {r.partition for r in records} == {0, 1, 2}
     assert [json.loads(r.value)["after"]["k"] for r in records] == [f"k{i}" for i in range(40)]
     assert f"srv.{db}.t-value" not in client.get_subjects()
+
+
+def test_the_avro_example_is_valid():
+    spec = load(ROOT / "examples" / "shop-avro.yaml", {"MYSQL_PASSWORD": "x"})
+    source = spec.config.source_config(spec.name)
+    assert (source.value_format, source.key_format, source.schema_registry.url) == (
+        "avro", "avro", "http://127.0.0.1:8081")
