@@ -24,7 +24,7 @@ from cdc.formats.debezium_avro import AvroTable
 from cdc.murmur2 import partition_for
 from cdc.offsets import SourceInfo
 from cdc.schema.model import ColumnDef, TableDef
-from cdc.schema_registry import SchemaIncompatible
+from cdc.schema_registry import SchemaIncompatible, registrar
 from cdc_harness import Capture
 from connect.config import ConfigError, load, validate
 from test_cdc_types import columns, create_and_insert
@@ -151,6 +151,11 @@ def test_avro_carries_what_json_carries(server, db, capture, registry, client):
     assert client.get_versions(f"srv.{db}.dst-key") == [1]
 
 
+def table_ids(batches) -> list[int]:
+    """The schema id of each record of table t."""
+    return [int.from_bytes(r.value[1:5], "big") for b in batches for r in b.records if r.topic.endswith(".t")]
+
+
 def test_a_ddl_registers_the_next_version(server, db, capture, registry, client):
     server.sql(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10))", f"INSERT INTO `{db}`.t VALUES (1, 'a')")
     config = avro_config(capture, registry, db)
@@ -161,8 +166,11 @@ def test_a_ddl_registers_the_next_version(server, db, capture, registry, client)
     assert client.get_versions(subject) == [1, 2]
     values = [r["value"] for r in decoded(client, first + second)]
     assert [v["after"] for v in values] == [{"id": 1, "v": "a"}, {"id": 2, "v": "b", "n": 5}]
-    ids = {int.from_bytes(r.value[1:5], "big") for b in first + second for r in b.records if r.topic.endswith(".t")}
-    assert ids == {client.get_version(subject, v).schema_id for v in (1, 2)}
+    assert table_ids(first) + table_ids(second) == [client.get_version(subject, v).schema_id for v in (1, 2)]
+    registrar.cache_clear()               # a restarted source process registers again: the same ids, no version
+    again = capture.run(config, offset=first[-1].offset)
+    assert table_ids(again) == table_ids(second) == [client.get_version(subject, 2).schema_id]
+    assert client.get_versions(subject) == [1, 2]
 
 
 def test_an_incompatible_change_stops_the_source(server, db, capture, registry, client):
