@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq, Router, router_for
+from cdc.schema_registry import Incompatible, SchemaRegistrySettings
 
 
 def check_regexes(patterns):
@@ -48,6 +49,18 @@ def check_canal_outputs(format: str, outputs: dict, fields=None) -> None:
         raise ValueError(f"{' and '.join(given)} are Canal's two server modes (kafka, tcp): set one")
     if fields is not None and not given:
         raise ValueError(f"canal_fields shapes Canal's messages: set {' or '.join(outputs)} too")
+
+
+def check_avro(format: str, value_format: str, key_format: str, registry) -> None:
+    """Avro keys or values are Debezium's, registered with a schema registry; a registry is for Avro."""
+    avro = [key for key, kind in (("value_format", value_format), ("key_format", key_format)) if kind == "avro"]
+    if avro and format != "debezium":
+        raise ValueError(f"{avro[0]}: avro writes Debezium's envelope in Avro: set format: debezium (not {format})")
+    if avro and registry is None:
+        raise ValueError(f"{avro[0]}: avro registers its schemas: set schema_registry: {{url: http://HOST:PORT}}")
+    if registry is not None and not avro:
+        raise ValueError("schema_registry is used by Avro keys or values: set value_format: avro (or key_format: "
+                         "avro), or drop schema_registry")
 
 
 def check_start(start: "StartAt", snapshot: str, restart_by: str) -> None:
@@ -98,6 +111,12 @@ class SourceConfig(BaseModel):
     password: str = ""
     server_id: int = Field(ge=1, lt=2**32, description="replica server id; unique among the server's replicas")
     format: Literal["debezium", "canal"] = "debezium"
+    # Avro keys and values (Debezium's envelope, Confluent's wire format), registered with a schema registry
+    value_format: Literal["json", "avro"] = "json"
+    key_format: Literal["json", "avro"] = "json"
+    schema_registry: SchemaRegistrySettings | None = None
+    schema_incompatible: Incompatible = "stop"
+    decimal_handling_mode: Literal["precise", "string"] = "precise"    # DECIMAL in Avro: Connect's Decimal, or text
     snapshot: Literal["initial", "initial_only", "when_needed", "no_data", "always"] = "initial"
     restart_by: Literal["position", "gtid"] = "position"
     snapshot_chunk_rows: int = Field(default=10_000, ge=1)
@@ -139,6 +158,11 @@ class SourceConfig(BaseModel):
     def _start_streams_without_snapshot(self) -> "SourceConfig":
         if self.start is not None:
             check_start(self.start, self.snapshot, self.restart_by)
+        return self
+
+    @model_validator(mode="after")
+    def _avro_registers(self) -> "SourceConfig":
+        check_avro(self.format, self.value_format, self.key_format, self.schema_registry)
         return self
 
     @model_validator(mode="after")

@@ -36,7 +36,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from cdc import signals
 from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq
-from cdc.config import SourceConfig, StartAt, check_address, check_canal_outputs, check_regexes, check_start
+from cdc.config import (SourceConfig, StartAt, check_address, check_avro, check_canal_outputs, check_regexes,
+                        check_start)
+from cdc.schema_registry import Incompatible, SchemaRegistrySettings
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -104,6 +106,18 @@ class MySqlConfig(ConnectorConfig):
     snapshot: Literal["initial", "initial_only", "when_needed", "no_data", "always"] = "initial"
     snapshot_chunk_rows: int = Field(10_000, ge=1)
     format: Literal["debezium", "canal"] = "debezium"
+    value_format: Literal["json", "avro"] = "json"
+    """avro: Debezium's envelope in Avro, in Confluent's wire format, its schema registered as `<topic>-value` in
+    `schema_registry` (docs/connect.md, "Avro")."""
+    key_format: Literal["json", "avro"] = "json"
+    """avro: the primary-key record in Avro, registered as `<topic>-key` (partitions follow its bytes)."""
+    schema_registry: SchemaRegistrySettings | None = None
+    """`{url, basic_auth_user, basic_auth_password, ca_file}` of a schema registry (Confluent's REST API)."""
+    schema_incompatible: Incompatible = "stop"
+    """A table change the subject's compatibility level forbids: `stop` the connector (with the subject, both
+    schemas and what to do), or `new_subject_version_with_none`: set the subject's level to NONE and register it."""
+    decimal_handling_mode: Literal["precise", "string"] = "precise"
+    """DECIMAL in Avro: Kafka Connect's Decimal (bytes, exact) or its text, as Debezium's option of that name."""
     restart_by: Literal["position", "gtid"] = "position"
     topic_prefix: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
     """Logical server name: prefix of every topic, `source.name` of events. Default: the connector name."""
@@ -149,6 +163,11 @@ class MySqlConfig(ConnectorConfig):
         return self
 
     @model_validator(mode="after")
+    def _avro_registers(self) -> "MySqlConfig":
+        check_avro(self.format, self.value_format, self.key_format, self.schema_registry)
+        return self
+
+    @model_validator(mode="after")
     def _canal_outputs_write_canal(self) -> "MySqlConfig":
         check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries},
                             self.canal_fields)
@@ -169,6 +188,8 @@ class MySqlConfig(ConnectorConfig):
             failover_catch_up_s=db.failover_catch_up_ms / 1000, user=db.user, ssl_mode=db.ssl_mode, ssl_ca=db.ssl_ca,
             ssl_cert=db.ssl_cert, ssl_key=db.ssl_key,
             password=db.password.get_secret_value(), server_id=db.server_id, format=self.format,
+            value_format=self.value_format, key_format=self.key_format, schema_registry=self.schema_registry,
+            schema_incompatible=self.schema_incompatible, decimal_handling_mode=self.decimal_handling_mode,
             snapshot=self.snapshot, restart_by=self.restart_by, snapshot_chunk_rows=self.snapshot_chunk_rows,
             table_include=tuple(self.tables.include), table_exclude=tuple(self.tables.exclude),
             topic_partitions=self.topic_partitions, tombstones_on_delete=self.tombstones_on_delete,

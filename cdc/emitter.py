@@ -17,10 +17,12 @@ from cdc.config import SourceConfig
 from cdc.errors import CdcError
 from cdc.formats import CanalFormat, DebeziumFormat
 from cdc.formats.canal_mq import CanalMqOutput
+from cdc.formats.debezium_avro import AvroTable, DebeziumAvroFormat
 from cdc.murmur2 import partition_for, partitions_for
 from cdc.offsets import EventSource
 from cdc.records import Record
 from cdc.schema.model import TableDef
+from cdc.schema_registry import registrar
 
 _dumps = orjson.dumps
 
@@ -35,19 +37,21 @@ _SKIPPED = {"insert": "c", "update": "u", "delete": "d"}     # Canal's event fil
 KNOWN_KEYS = 100_000  # keys a table remembers: a row that changes again soon is keyed without JSON or murmur2
 
 
-def _keyers(primary_key: tuple[str, ...], partitions: int) -> tuple[Callable, Callable]:
+def _keyers(primary_key: tuple[str, ...], partitions: int, encode: Callable[[dict], bytes] = _key
+            ) -> tuple[Callable, Callable]:
     """(key_of, keys_of) of a table: row -> (key bytes, partition), and a list of rows -> a list of
     those (their partitions computed together: cdc.murmur2.partitions_for). Specialized because they
-    run for every row; a single-column key remembers the last KNOWN_KEYS values it keyed."""
+    run for every row; a single-column key remembers the last KNOWN_KEYS values it keyed. `encode`: the
+    primary-key columns -> the key's bytes (JSON, or Avro with key_format: avro)."""
     if not primary_key:
         return (lambda row: (None, 0)), (lambda rows: [(None, 0)] * len(rows))
     if len(primary_key) > 1:
         def key_of(row: dict) -> tuple[bytes, int]:
-            key = _key({k: row[k] for k in primary_key})
+            key = encode({k: row[k] for k in primary_key})
             return key, partition_for(key, partitions) if partitions > 1 else 0
 
         def keys_of(rows: list[dict]) -> list[tuple[bytes, int]]:
-            keys = [_key({k: row[k] for k in primary_key}) for row in rows]
+            keys = [encode({k: row[k] for k in primary_key}) for row in rows]
             return list(zip(keys, partitions_for(keys, partitions)))
         return key_of, keys_of
     (column,) = primary_key
@@ -59,7 +63,7 @@ def _keyers(primary_key: tuple[str, ...], partitions: int) -> tuple[Callable, Ca
         if found is None:
             if len(known) >= KNOWN_KEYS:
                 known.clear()
-            key = _key({column: value})
+            key = encode({column: value})
             found = known[value] = key, partition_for(key, partitions) if partitions > 1 else 0
         return found
 
@@ -72,11 +76,11 @@ def _keyers(primary_key: tuple[str, ...], partitions: int) -> tuple[Callable, Ca
         if len(known) + len(missing) > KNOWN_KEYS:
             known.clear()
         if len(missing) == len(values):         # all new (inserts): keyed together, remembered together
-            keys = [_key({column: value}) for value in values]
+            keys = [encode({column: value}) for value in values]
             found = list(zip(keys, partitions_for(keys, partitions)))
             known.update(zip(values, found))
             return found
-        keys = [_key({column: values[i]}) for i in missing]
+        keys = [encode({column: values[i]}) for i in missing]
         for i, key, partition in zip(missing, keys, partitions_for(keys, partitions)):
             found[i] = known[values[i]] = key, partition
         return found
@@ -107,9 +111,13 @@ class TableContext:
     collection: str = ""
     canal_columns: frozenset[str] | None = None     # the columns Canal's field filters keep (None: all)
     column_index: dict[str, int] = field(default_factory=dict)   # a column's index in the table
+    avro: AvroTable | None = None       # value_format or key_format avro: the table's registered Avro writers
 
     def __post_init__(self) -> None:
-        self.key_of, self.keys_of = _keyers(self.primary_key, self.partitions)
+        if self.avro is not None and self.avro.avro_keys:
+            self.key_of, self.keys_of = _keyers(self.primary_key, self.partitions, self.avro.key)
+        else:
+            self.key_of, self.keys_of = _keyers(self.primary_key, self.partitions)
         self.primary_key_changed = _primary_key_changed(self.primary_key)
         self.collection = f"{self.db}.{self.table}"
 
@@ -127,7 +135,21 @@ class TableContext:
             cols = [c for c in cols if c.name in kept]
         return cls(db, table, topic, partitions(topic), primary_key,
                    {c.name: c.mysql_type for c in cols}, {c.name: c.jdbc_type for c in cols},
-                   canal_columns=None if kept is None else frozenset(kept), column_index=index)
+                   canal_columns=None if kept is None else frozenset(kept), column_index=index,
+                   avro=avro_table(config, db, table, primary_key, definition))
+
+
+def avro_table(config: SourceConfig, db: str, table: str, primary_key: tuple[str, ...], definition: TableDef | None
+               ) -> AvroTable | None:
+    """The table's Avro writers when keys or values are Avro (its schemas registered), else None."""
+    if config.value_format != "avro" and config.key_format != "avro":
+        return None
+    if definition is None:
+        raise CdcError(f"{db}.{table} has no structure in the schema history to build its Avro schema from: take a "
+                       "new snapshot (snapshot: always, once)")
+    return AvroTable(registrar(config.schema_registry, config.schema_incompatible), config.name,
+                     config.topic_for(db, table), definition, primary_key, config.decimal_handling_mode,
+                     values=config.value_format == "avro", keys=config.key_format == "avro")
 
 
 def _projected(columns: frozenset[str], kind: str, images: list[dict], start: int, stop: int
@@ -140,7 +162,8 @@ def _projected(columns: frozenset[str], kind: str, images: list[dict], start: in
 class Emitter:
     def __init__(self, config: SourceConfig, partitions: Callable[[str], int], clock=time.time) -> None:
         self.config = config
-        self.format = CanalFormat if config.format == "canal" else DebeziumFormat
+        self.format = (CanalFormat if config.format == "canal" else
+                       DebeziumAvroFormat if config.value_format == "avro" else DebeziumFormat)
         self._format_row = self.format.row
         self._template = self.format.template
         self.tombstones = self.format.tombstones and config.tombstones_on_delete
@@ -270,6 +293,9 @@ class Emitter:
                 topic = self.config.topic_for(change.db, change.table)
                 out.append(Record(topic, None, CanalFormat.ddl(change, ddl, source, now), 0))
             return
+        for change in changes:          # Avro: the tables' next schema versions, registered at the DDL
+            if change.definition is not None:
+                avro_table(self.config, change.db, change.table, change.definition.primary_key, change.definition)
         topic = self.config.schema_change_topic
         key = _dumps({"databaseName": db})
         value = DebeziumFormat.schema_change(db, ddl, changes, source, now)
