@@ -62,6 +62,7 @@ class _Reader:
         self.stream: Stream | None = None
         self.grew = asyncio.Event()
         self.space = asyncio.Event()
+        self.failure: str | None = None     # why it stopped reading; its client's requests get this until a subscribe
         self._task: asyncio.Task | None = None
 
     async def start(self, client: str, next_id) -> Stream:
@@ -72,16 +73,26 @@ class _Reader:
             await self.consumer.seek_to_beginning(self.tp)
             committed = await self.consumer.position(self.tp)
         self.stream = Stream(client, committed, self.destination.capacity, next_id)
-        self._task = asyncio.create_task(self._fill())
-        self._task.add_done_callback(self._ended)
+        self._task = asyncio.create_task(self._read())
         return self.stream
 
-    def _ended(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: the entry log's reader stopped", self.destination.name, exc_info=task.exception())
+    async def _read(self) -> None:
+        """Fill the stream until an error no retry mends: then say why in `failure`, wake the waiting gets (they
+        answer with it) and let go of the log."""
+        try:
+            await self._fill()
+        except Exception as exc:
+            self.failure = (f"destination:{self.destination.name}: reading {self.tp.topic} from offset "
+                            f"{self.stream.read_to} failed ({type(exc).__name__}: {exc}); the server stopped reading "
+                            "it for this client: subscribe again (a reconnecting client does) to read on from the last "
+                            "ack, and see the server's log if it fails again")
+            log.error("%s", self.failure, exc_info=exc)
+            self.grew.set()
+            await self.consumer.stop()
 
     async def _fill(self) -> None:
-        """Read on while the stream has room; a failed fetch is logged and retried from where the stream is."""
+        """Read on while the stream has room; a failed fetch is logged and retried from where the stream is (any
+        error but a Kafka error ends it)."""
         stream, consumer = self.stream, self.consumer
         position = None
         while True:
@@ -147,8 +158,10 @@ class CanalServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        connections = list(self._connections)
+        for task in connections:
             task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
         for reader in self._readers.values():
             await reader.stop()
 
@@ -219,6 +232,10 @@ class CanalServer:
                              f"{', '.join(self.destinations)})")
         key = (destination, client_id)
         self._filters[key] = table_filter(filter_text, served.transaction_entries)
+        failed = self._readers.get(key)
+        if failed is not None and failed.failure is not None:
+            del self._readers[key]
+            await failed.stop()
         if key not in self._readers:
             reader = self._readers[key] = _Reader(served, client_id)
             try:
@@ -233,7 +250,10 @@ class CanalServer:
         key = (destination, client_id)
         if key not in self._filters:
             raise _NotServed(f"ClientIdentity:{client_id}/{destination} should subscribe first")
-        return self._readers[key], self._filters[key]
+        reader = self._readers[key]
+        if reader.failure is not None:
+            raise _NotServed(reader.failure)
+        return reader, self._filters[key]
 
     async def _get(self, conn: ServerConnection, get: Get) -> bytes:
         reader, accepts = self._subscribed(get.destination, get.client_id)
@@ -241,13 +261,15 @@ class CanalServer:
         size = get.fetch_size if get.fetch_size > 0 else 1000
         if get.timeout_s is not None:
             deadline = None if get.timeout_s == 0 else asyncio.get_running_loop().time() + get.timeout_s
-            while not stream.ready(accepts, size) and stream.room > 0:
+            while not stream.ready(accepts, size) and stream.room > 0 and reader.failure is None:
                 reader.grew.clear()
                 remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
                 if remaining is not None and remaining <= 0:
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(reader.grew.wait(), remaining)
+            if reader.failure is not None:
+                raise _NotServed(reader.failure)
         memunit = reader.destination.memunit
         taken = stream.take(size, accepts, None if memunit is None else size * memunit)
         if taken is None:
@@ -267,4 +289,4 @@ class CanalServer:
 
 
 class _NotServed(Exception):
-    """A request for a destination or client this server does not serve (yet)."""
+    """A request for a destination or client this server does not serve (yet, or any more: its reader failed)."""
