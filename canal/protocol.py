@@ -88,6 +88,30 @@ class Heartbeat:
     pass
 
 
+# Protobuf's wire format, for MESSAGES: (field number << 3) | wire type (0 varint, 2 length-delimited)
+_MESSAGES_PACKET = bytes([2 << 3, VERSION, 3 << 3, pb.MESSAGES, 5 << 3 | 2])   # Packet: version, type, body's tag
+_MESSAGES_BATCH_ID = bytes([1 << 3])                                            # Messages.batch_id
+_MESSAGES_ENTRY = bytes([2 << 3 | 2])                                           # Messages.messages, one per entry
+
+
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
+
+
+def _varint(n: int) -> bytes:
+    """A protobuf varint; a negative int64 as protobuf writes it (ten bytes of two's complement)."""
+    if 0 <= n < 0x80:
+        return _ONE_BYTE[n]
+    if 0 <= n < 0x4000:                        # (an entry's length, most often)
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _packet(packet_type: int, body: bytes) -> bytes:
     data = pb.Packet(type=packet_type, version=VERSION, body=body).SerializeToString()
     return HEADER.pack(len(data)) + data
@@ -181,6 +205,12 @@ class ServerConnection:
 
     @staticmethod
     def messages(batch_id: int, entries: list[bytes]) -> bytes:
-        """A MESSAGES packet: the batch id and each entry's bytes as they are in the log."""
-        body = pb.Messages(batch_id=batch_id, messages=entries).SerializeToString()
-        return _packet(pb.MESSAGES, body)
+        """A MESSAGES packet: the batch id and each entry's bytes as they are in the log, framed by hand in one
+        join, the bytes protobuf writes for the same `Packet` and `Messages` (its serializer copies a batch's
+        megabyte three times, at ~10 ms a batch on this machine: the packet's whole cost)."""
+        body = [_MESSAGES_BATCH_ID, _varint(batch_id)] if batch_id else []
+        for entry in entries:
+            body += (_MESSAGES_ENTRY, _varint(len(entry)), entry)
+        size = sum(map(len, body))
+        head = _MESSAGES_PACKET + _varint(size)
+        return b"".join([HEADER.pack(len(head) + size), head, *body])

@@ -4,8 +4,9 @@ canal/protocol.py (framing, packets) and canal/batches.py (batches, acks, rollba
 Each destination's mysql connector writes Canal entries, exactly once, to one partition of its entry log
 (`<destination>.canal-entries`). A subscribed (destination, client id) reads that partition, read_committed,
 from its committed offset in the group `binlake-canal-<destination>-<client id>`: an ack commits the end of the
-acked batch there before the connection's next request is read, so a server killed at any moment resumes
-after the last ack, and a batch never acked comes again.
+acked batch there before the connection's next reply is written, so a server killed at any moment resumes
+after the last ack the client may know was taken, and a batch never acked comes again. (The commit runs while
+the next request is read and its batch taken: a Canal client sends its ack and its next get back to back.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 
@@ -64,6 +66,8 @@ class _Reader:
         self.space = asyncio.Event()
         self.failure: str | None = None     # why it stopped reading; its client's requests get this until a subscribe
         self._task: asyncio.Task | None = None
+        self._committing = asyncio.Lock()
+        self._committed = 0                 # the offset last committed
 
     async def start(self, client: str, next_id) -> Stream:
         await self.consumer.start()
@@ -73,6 +77,7 @@ class _Reader:
             await self.consumer.seek_to_beginning(self.tp)
             committed = await self.consumer.position(self.tp)
         self.stream = Stream(client, committed, self.destination.capacity, next_id)
+        self._committed = committed
         self._task = asyncio.create_task(self._read())
         return self.stream
 
@@ -117,9 +122,21 @@ class _Reader:
                 position = records[-1].offset + 1
                 self.grew.set()
 
-    async def commit(self, offset: int) -> None:
-        await self.consumer.commit({self.tp: OffsetAndMetadata(offset, "")})
+    def ack(self, batch_id: int) -> asyncio.Task:
+        """Ack the oldest batch (BatchError for any other id); the task that stores the ack."""
+        offset = self.stream.ack(batch_id)
         self.space.set()
+        return asyncio.ensure_future(self._commit(offset))
+
+    async def _commit(self, offset: int) -> None:
+        """Store the acks up to `offset`, at least, as the group's committed offset. One commit at a time, of the
+        latest ack then: a commit that finds its offset stored by a later ack's returns at once."""
+        async with self._committing:
+            if self._committed >= offset:
+                return
+            latest = self.stream.acked
+            await self.consumer.commit({self.tp: OffsetAndMetadata(latest, "")})
+            self._committed = latest
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -171,15 +188,22 @@ class CanalServer:
         self._connections.add(task)
         conn = ServerConnection(os.urandom(8))
         peer = writer.get_extra_info("peername")
+        storing: list[tuple[int, asyncio.Task]] = []      # (batch id, its ack's commit): the next reply waits
+        sock = writer.get_extra_info("socket")
         try:
             writer.write(conn.handshake())
             while data := await reader.read(1 << 16):
+                _quick_ack(sock)
                 conn.receive_data(data)
                 while (event := conn.next_event()) is not NEED_DATA:
-                    reply, close = await self._handle(conn, event)
+                    reply, close = await self._handle(conn, event, storing)
+                    if reply and storing:
+                        failed = await _acks_stored(conn, storing)
+                        reply, close = (failed, True) if failed else (reply, close)
                     if reply:
                         writer.write(reply)
                         await writer.drain()
+                        _quick_ack(sock)
                     if close:
                         return
         except ProtocolError as exc:
@@ -188,13 +212,17 @@ class CanalServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            if storing and not task.cancelling():      # the acks the client sent before it left are stored all the same
+                await _acks_stored(conn, storing)
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _handle(self, conn: ServerConnection, event) -> tuple[bytes | None, bool]:
-        """The reply to one request (None: none), and whether to close the connection after it."""
+    async def _handle(self, conn: ServerConnection, event,
+                      storing: list[tuple[int, asyncio.Task]]) -> tuple[bytes | None, bool]:
+        """The reply to one request (None: none), and whether to close the connection after it. An ack adds the
+        commit that stores it to `storing`."""
         try:
             if isinstance(event, Auth):
                 if not auth.check(self.user, self.passwd, event.username, event.password, conn.seeds):
@@ -211,7 +239,7 @@ class CanalServer:
             if isinstance(event, Get):
                 return await self._get(conn, event), False
             if isinstance(event, ClientAck):
-                return await self._ack(conn, event), False
+                return self._ack(conn, event, storing), False
             if isinstance(event, Rollback):
                 reader = self._readers.get((event.destination, event.client_id))
                 if reader is not None:           # (as Canal: a rollback before subscribing is ignored)
@@ -277,15 +305,36 @@ class CanalServer:
         batch, entries = taken
         return conn.messages(batch.id, entries)
 
-    async def _ack(self, conn: ServerConnection, ack: ClientAck) -> bytes | None:
+    def _ack(self, conn: ServerConnection, ack: ClientAck, storing: list[tuple[int, asyncio.Task]]) -> bytes | None:
         if ack.batch_id == 0:
             return conn.error(402, "batchId should assign value")
         if ack.batch_id == -1:          # the get before it had nothing
             return None
         reader, _ = self._subscribed(ack.destination, ack.client_id)
-        offset = reader.stream.ack(ack.batch_id)
-        await reader.commit(offset)
+        storing.append((ack.batch_id, reader.ack(ack.batch_id)))
         return None
+
+
+def _quick_ack(sock) -> None:
+    """ACK what the client sends at once. Canal's Java client writes each request as two writes, its 4-byte length
+    and then its body, with Nagle's algorithm on: the body waits for the length's ACK, which Linux delays (up to
+    40 ms) on a connection that answers what it reads, or until the server reads the length. Linux leaves quick-ACK
+    mode by itself, so it is set again after every read and every reply."""
+    if hasattr(socket, "TCP_QUICKACK"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+
+
+async def _acks_stored(conn: ServerConnection, storing: list[tuple[int, asyncio.Task]]) -> bytes | None:
+    """Wait until the connection's acks are stored; Canal's error ACK if one could not be (the connection then
+    closes: the client connects again and gets every batch not stored as acked again)."""
+    acks, storing[:] = list(storing), []
+    results = await asyncio.gather(*(task for _, task in acks), return_exceptions=True)
+    for (batch_id, _), result in zip(acks, results):
+        if isinstance(result, BaseException):
+            log.warning("storing the ack of batch %d failed: %r", batch_id, result)
+            return conn.error(400, f"storing the ack of batch {batch_id} failed ({type(result).__name__}: "
+                                   f"{result}): connect again; the batches after the last stored ack come again")
+    return None
 
 
 class _NotServed(Exception):
