@@ -71,8 +71,8 @@ $(CANAL_CLIENT_JARS)/.fetched: tests/canal_clients/java/pom.xml
 
 # Canal's .proto files (written from its field numbers) compiled into the modules binlake imports.
 canal-proto:
-	cd cdc/formats/proto && ../../../$(VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. EntryProtocol.proto
-	cd canal/proto && ../../$(VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. CanalProtocol.proto
+	cd cdc/formats/proto && ../../../$(VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. EntryProtocol.proto \
+		CanalProtocol.proto
 
 # Oracle MySQL, which Debian 12 lacks: a minimal Debian sid root with sid's mysql-server (9.x), from
 # Debian's archive (its Release file may be past Valid-Until). sandbox.sql runs mysqld from it.

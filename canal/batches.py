@@ -5,7 +5,8 @@ memory store: while the client holds that many un-acked, reading waits). `take` 
 `fetch_size` entries, or `fetch_size * memunit` bytes in Canal's MEMSIZE mode) past the client's filter; a batch
 covers a range of log offsets, the entries the filter dropped included. `ack` must name the oldest un-acked
 batch (Canal's rule: acks in the order batches were handed out) and returns the offset to commit: the end of
-that batch. `rollback` (of one batch, or 0: all) forgets every un-acked batch; the next `take` hands out the
+that batch. With DDL isolation (Canal's get.ddl.isolation) a DDL entry ends the batch before it, or is the batch
+when it comes first, as Canal's memory store cuts batches. `rollback` (of one batch, or 0: all) forgets every un-acked batch; the next `take` hands out the
 same entries again, in order.
 """
 
@@ -26,6 +27,7 @@ class LogEntry:
     offset: int
     key: bytes | None        # b"db.table"; None: a transaction's BEGIN or END
     value: bytes             # a serialized Canal Entry
+    ddl: bool = False        # a DDL's entry, put in a batch of its own (canal.instance.get.ddl.isolation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +99,13 @@ class Stream:
         while i < len(entries) and len(values) < fetch_size and (max_bytes is None or size <= max_bytes):
             entry = entries[i]
             if accepts(entry.key):
+                if entry.ddl and values:        # (a DDL after other entries: the next batch's, alone)
+                    break
                 values.append(entry.value)
                 size += len(entry.value)
                 last = i
+                if entry.ddl:
+                    break
             i += 1
         if last is None:
             return None

@@ -7,14 +7,18 @@
 A destination's properties are canal.properties overlaid with its instance.properties, `${...}` resolved
 (canal.instance.destination is its name), as Canal's Spring placeholder configurer sees them. Every key is
 classified by canal/keys.py; all problems of all files are reported together (connect.config.ConfigError).
-With canal.destinations empty, the directories holding an instance.properties are the destinations (Canal's
+A `canal.*` key set in the environment (`env canal.port=11112 binlake canal run conf`) overrides both files, as
+Canal reads its keys from the system properties and the environment first (CanalController.getProperty, and
+Spring's placeholder configurer for an instance's keys). With canal.destinations empty, the directories holding an instance.properties are the destinations (Canal's
 auto scan, done once at start).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from . import keys, properties
 from .server import DestinationLog
 
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+ZK_SESSION_TIMEOUT_MS = 18_000      # binlake.zookeeper.session.timeout.ms (Kafka's zookeeper.session.timeout.ms)
 
 
 @dataclass(frozen=True)
@@ -48,19 +53,36 @@ class CanalConf:
     def server_mode(self) -> str:
         return self.server.get("canal.serverMode", "tcp").lower() or "tcp"
 
+    @property
+    def zk_servers(self) -> str:
+        """canal.zkServers: empty, or the ZooKeeper ensemble of the servers' high availability (canal/ha.py)."""
+        return self.server.get("canal.zkServers", "")
 
-def load(directory: str | Path) -> CanalConf:
-    """Read and check CONF_DIR; ConfigError naming every refused key and bad value of every file."""
+    @property
+    def zk_session_timeout_s(self) -> float:
+        return int(self.server.get("binlake.zookeeper.session.timeout.ms") or ZK_SESSION_TIMEOUT_MS) / 1000
+
+
+def load(directory: str | Path, environ: Mapping[str, str] | None = None) -> CanalConf:
+    """Read and check CONF_DIR, with the `canal.*` keys of `environ` (default: os.environ) over it; ConfigError
+    naming every refused key and bad value of every file."""
     directory = Path(directory)
     problems: list[tuple[str, str]] = []
     server_file = directory / "canal.properties"
+    overrides = {k: v for k, v in (os.environ if environ is None else environ).items() if k.startswith("canal.")}
     try:
-        server_raw = properties.load(server_file)
+        file_raw = properties.load(server_file)
     except properties.PropertiesError as exc:
         raise connect_config.ConfigError(str(directory), [("", str(exc))]) from None
+    server_raw = {**file_raw, **overrides}
     server = properties.resolve({"canal.conf.dir": str(directory), **server_raw})
     conf = CanalConf(directory, server, [])
-    _classify(server_raw, server, str(server_file), conf, problems)
+    _classify(file_raw, server, str(server_file), conf, problems)
+    _classify(overrides, server, "environment", conf, problems)
+    timeout = server.get("binlake.zookeeper.session.timeout.ms", "")
+    if timeout and not (timeout.isdigit() and int(timeout) > 0):
+        problems.append((f"{server_file}: binlake.zookeeper.session.timeout.ms", f"{timeout!r} is not a positive "
+                         "number of milliseconds"))
     mode = conf.server_mode
     if mode not in ("kafka", "tcp"):
         problems.append((f"{server_file}: canal.serverMode", f"{mode}: binlake writes to a Kafka-protocol log "
@@ -78,7 +100,7 @@ def load(directory: str | Path) -> CanalConf:
         except properties.PropertiesError as exc:
             problems.append((f"{name}", str(exc)))
             continue
-        merged = properties.resolve({"canal.conf.dir": str(directory), **server_raw, **instance_raw,
+        merged = properties.resolve({"canal.conf.dir": str(directory), **server_raw, **instance_raw, **overrides,
                                      "canal.instance.destination": name})
         _classify(instance_raw, merged, str(instance_file), conf, problems)
         conf.destinations.append(Destination(name, merged, str(instance_file)))
@@ -129,10 +151,6 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
             problems.append((key, "required: Canal needs it too"))
         return value
 
-    flat = p.get("canal.mq.flatMessage", "true").lower()
-    if mode == "kafka" and flat != "true":
-        problems.append(("canal.mq.flatMessage", f"{flat!r} is refused: only FlatMessages (JSON) are written yet, "
-                                                 "not Canal's protobuf Messages; set it to true"))
     address = need("canal.instance.master.address")
     host, _, port = address.rpartition(":") if ":" in address else (address, "", "3306")
     raw = {
@@ -150,6 +168,13 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
         "restart_by": "gtid" if p.get("canal.instance.gtidon", "false").lower() == "true" else "position",
     }
     raw["canal_skip"] = _skipped(p)
+    _standby(p, address, raw, problems)
+    fields = {side: _fields(p.get(key, ""), key, problems) for side, key in
+              (("include", "canal.instance.filter.field"), ("exclude", "canal.instance.filter.black.field"))}
+    if any(fields.values()):
+        raw["canal_fields"] = fields
+    if (start := _start(p, raw["restart_by"] == "gtid", problems)) is not None:
+        raw["start"] = start
     if mode == "tcp":
         raw["canal_entries"] = entries_topic(destination.name)
     else:
@@ -161,7 +186,10 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
             "partition_hash": p.get("canal.mq.partitionHash", ""),
             "dynamic_topic_partition_num": p.get("canal.mq.dynamicTopicPartitionNum", ""),
             "database_hash": p.get("canal.mq.database.hash", "true").lower() == "true",
-            "flat_message_rows": p.get("binlake.flat_message_rows", "event")}
+            "flat_message_rows": p.get("binlake.flat_message_rows", "event"),
+            "flat_message": p.get("canal.mq.flatMessage", "true").lower() == "true",
+            # (Canal's MQ producer drops BEGIN and END unless the key says false; its TCP server keeps them)
+            "transaction_entries": p.get("canal.instance.filter.transaction.entry", "true").lower() != "true"}
     if ssl_mode := p.get("canal.instance.master.sslMode", "").lower():
         if ssl_mode.startswith("verify"):
             problems.append(("canal.instance.master.sslMode", f"{ssl_mode.upper()} verifies the server with a CA "
@@ -179,6 +207,7 @@ def connector_spec(destination: Destination, mode: str, environ: dict | None = N
 
 _CANAL_KEYS = {
     "bootstrap_servers": "kafka.bootstrap.servers", "database.host": "canal.instance.master.address",
+    "database.hosts": "canal.instance.master.address / canal.instance.standby.address",
     "database.port": "canal.instance.master.address", "database.user": "canal.instance.dbUsername",
     "database.server_id": "canal.instance.mysql.slaveId", "database.ssl_mode": "canal.instance.master.sslMode",
     "tables.include": "canal.instance.filter.regex", "tables.exclude": "canal.instance.filter.black.regex",
@@ -187,6 +216,8 @@ _CANAL_KEYS = {
     "canal.partition_hash": "canal.mq.partitionHash",
     "canal.dynamic_topic_partition_num": "canal.mq.dynamicTopicPartitionNum",
     "canal.flat_message_rows": "binlake.flat_message_rows", "producer.compression_type": "kafka.compression.type",
+    "start": "canal.instance.master.journal.name / position / timestamp / gtid",
+    "canal_fields.include": "canal.instance.filter.field", "canal_fields.exclude": "canal.instance.filter.black.field",
     "producer.max_batch_size": "kafka.batch.size", "producer.linger_ms": "kafka.linger.ms",
     "security": "kafka.security.protocol / kafka.sasl.*",
 }
@@ -215,6 +246,70 @@ def _int(text: str, key: str, problems: list) -> int | None:
     except ValueError:
         problems.append((key, f"{text!r} is not a whole number"))
         return None
+
+
+_DETECTING = ("canal.instance.detecting.enable", "canal.instance.detecting.heartbeatHaEnable")
+
+
+def _standby(p: dict[str, str], address: str, raw: dict, problems: list) -> None:
+    """canal.instance.standby.address: the connector's database.hosts, [master, standby], followed by GTID set
+    (cdc/failover.py) when the binlog connection is lost. Canal's detecting heartbeat, which switches it there,
+    is then what binlake's connection does; without a standby it is refused."""
+    standby = p.get("canal.instance.standby.address", "").strip()
+    for key in _DETECTING:
+        if p.get(key, "false").lower() not in ("", "false") and not standby:
+            problems.append((key, f"{p[key]!r} is refused: binlake has no detecting SQL, it notices a lost server "
+                                  "from the binlog connection (and then switches to canal.instance.standby.address, "
+                                  "when one is set); set it to false"))
+    if not standby:
+        return
+    if raw["restart_by"] != "gtid":
+        problems.append(("canal.instance.standby.address", "binlake follows a switch to the standby by GTID set, "
+                         "so set canal.instance.gtidon=true (MySQL: gtid_mode=ON; MariaDB always has GTIDs)"))
+    database = raw["database"]
+    del database["host"], database["port"]
+    database["hosts"] = [address, standby]
+
+
+def _fields(text: str, key: str, problems: list) -> dict[str, list[str]]:
+    """Canal's column filter syntax, `db.table:col1/col2,db2.table2:col3` (Canal drops a malformed entry in
+    silence; binlake names it)."""
+    tables: dict[str, list[str]] = {}
+    for entry in filter(str.strip, text.split(",")):
+        name, colon, columns = entry.partition(":")
+        if not colon or ":" in columns or name.strip().count(".") != 1 or not columns.strip():
+            problems.append((key, f"{entry.strip()!r} is not db.table:column/column"))
+            continue
+        tables[name.strip()] = [c.strip() for c in columns.split("/")]
+    return tables
+
+
+def _start(p: dict[str, str], gtid_on: bool, problems: list) -> dict | None:
+    """Canal's canal.instance.master.* start, for a destination with no stored position (as Canal: a stored one
+    wins): with gtidon, the GTID set; else the journal (binlog file) with its position, or with a timestamp to
+    search it for; else a timestamp alone (every binlog searched); nothing: the server's current position."""
+    journal, position, timestamp, gtid = (p.get(f"canal.instance.master.{key}", "").strip()
+                                          for key in ("journal.name", "position", "timestamp", "gtid"))
+    if gtid and not gtid_on:
+        problems.append(("canal.instance.master.gtid", "a start GTID set is followed with GTIDs on: set "
+                         "canal.instance.gtidon=true (Canal would ignore it and start elsewhere)"))
+    if gtid:
+        return {"gtids": gtid}
+    if position and not journal:
+        problems.append(("canal.instance.master.position", "a position needs its binlog file: set "
+                         "canal.instance.master.journal.name too"))
+        return None
+    start: dict = {}
+    if journal:
+        start["file"] = journal
+        if not position and not timestamp:
+            problems.append(("canal.instance.master.journal.name", "a binlog file needs a position in it "
+                             "(canal.instance.master.position) or a time to search it for (master.timestamp)"))
+    if position:
+        start["pos"] = _int(position, "canal.instance.master.position", problems)
+    elif timestamp:
+        start["timestamp_ms"] = _int(timestamp, "canal.instance.master.timestamp", problems)
+    return start or None
 
 
 _EVENT_FILTERS = {"canal.instance.filter.dml.insert": ["insert"], "canal.instance.filter.dml.update": ["update"],
@@ -283,4 +378,5 @@ def destination_log(destination: Destination, spec: connect_config.ConnectorSpec
         raise connect_config.ConfigError(destination.source, problems)
     return DestinationLog(destination.name, entries_topic(destination.name), spec.runtime.bootstrap_servers,
                           spec.runtime.security, capacity, memunit if memsize == "MEMSIZE" else None,
-                          p.get("canal.instance.filter.transaction.entry", "false").lower() != "true")
+                          p.get("canal.instance.filter.transaction.entry", "false").lower() != "true",
+                          p.get("canal.instance.get.ddl.isolation", "false").lower() == "true")

@@ -13,7 +13,8 @@ from typing import Callable
 HONOURED = frozenset({
     # canal.properties
     "canal.destinations", "canal.conf.dir", "canal.serverMode", "canal.mq.flatMessage", "canal.mq.database.hash",
-    "canal.metrics.pull.port", "canal.ip", "canal.port", "canal.user", "canal.passwd",
+    "canal.metrics.pull.port", "canal.ip", "canal.port", "canal.user", "canal.passwd", "canal.zkServers",
+    "canal.register.ip",
     "canal.instance.memory.buffer.size", "canal.instance.memory.buffer.memunit", "canal.instance.memory.batch.mode",
     "canal.instance.filter.transaction.entry", "canal.instance.filter.dml.insert", "canal.instance.filter.dml.update",
     "canal.instance.filter.dml.delete", "canal.instance.filter.query.ddl", "canal.instance.filter.rows",
@@ -21,12 +22,15 @@ HONOURED = frozenset({
     "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.jaas.config",
     # instance.properties (or canal.instance.* defaults in canal.properties)
     "canal.instance.mysql.slaveId", "canal.instance.gtidon", "canal.instance.master.address",
-    "canal.instance.master.sslMode", "canal.instance.dbUsername",
+    "canal.instance.master.sslMode", "canal.instance.dbUsername", "canal.instance.master.journal.name",
+    "canal.instance.master.position", "canal.instance.master.timestamp", "canal.instance.master.gtid",
     "canal.instance.dbPassword", "canal.instance.filter.regex", "canal.instance.filter.black.regex",
+    "canal.instance.filter.field", "canal.instance.filter.black.field", "canal.instance.standby.address",
+    "canal.instance.detecting.enable", "canal.instance.detecting.heartbeatHaEnable", "canal.instance.get.ddl.isolation",
     "canal.mq.topic", "canal.mq.dynamicTopic", "canal.mq.partition", "canal.mq.partitionsNum",
     "canal.mq.partitionHash", "canal.mq.dynamicTopicPartitionNum",
     # binlake's own, beside Canal's
-    "binlake.flat_message_rows",
+    "binlake.flat_message_rows", "binlake.zookeeper.session.timeout.ms",
 })
 
 _POSITIONS = "binlake keeps its position in the log (committed with the changes, exactly once)"
@@ -35,7 +39,6 @@ _TSDB = "binlake keeps table structures in its schema-history topic (in the log)
 _SPRING = "binlake has no Spring instance wiring: every destination runs binlake's MySQL connector"
 
 IGNORED: dict[str, str] = {
-    "canal.register.ip": "ZooKeeper registration (canal.zkServers) is not supported yet",
     "canal.admin.port": "canal-admin is not supported: binlake is configured by these files only",
     "canal.admin.user": "canal-admin is not supported",
     "canal.admin.passwd": "canal-admin is not supported",
@@ -49,6 +52,9 @@ IGNORED: dict[str, str] = {
     "canal.instance.detecting.retry.threshold": "binlake notices a lost server from the binlog connection itself",
     "canal.instance.transaction.size": "binlake delivers a transaction whole, however large (it is written in "
                                        "bounded slices of one Kafka transaction), where Canal cuts it",
+    **{f"canal.instance.standby.{key}": "binlake resumes on the standby exactly after the last transaction the log "
+                                        "holds, found by GTID set, not at a standby position"
+       for key in ("journal.name", "position", "timestamp", "gtid")},
     "canal.instance.fallbackIntervalInSeconds": "a failover is followed by GTID set (database.hosts), not by "
                                                 "time fallback",
     "canal.instance.network.receiveBufferSize": "the operating system's socket buffers are used",
@@ -108,13 +114,7 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.admin.register.auto": (_false, "canal-admin is not supported"),
     "canal.admin.register.cluster": (_empty, "canal-admin is not supported"),
     "canal.admin.register.name": (_empty, "canal-admin is not supported"),
-    "canal.zkServers": (_empty, "ZooKeeper high availability is not supported yet: run one binlake per destination"),
-    "canal.instance.detecting.enable": (_false, "binlake's source has no detecting SQL: it notices a lost server "
-                                                "from the binlog connection; set it to false"),
-    "canal.instance.detecting.heartbeatHaEnable": (_false, "standby switching by heartbeat is not supported: list "
-                                                           "the servers in binlake's database.hosts instead"),
     "canal.instance.filter.table.error": (_false, "binlake stops on a table it cannot decode, naming it"),
-    "canal.instance.get.ddl.isolation": (_false, "a DDL is not put in a batch of its own yet"),
     "canal.auto.reset.latest.pos.mode": (_false, "binlake never skips to the latest position on its own: a missing "
                                                  "position stops the destination, naming it"),
     "canal.instance.global.manager.address": (_empty, "canal-admin is not supported"),
@@ -133,20 +133,9 @@ ALLOWED: dict[str, tuple[Callable[[str], bool], str]] = {
     "canal.instance.master.clientCertificateKeyStoreType": (_empty, "Java keystores are not read"),
     "canal.instance.master.clientCertificateKeyStoreUrl": (_empty, "Java keystores are not read"),
     "canal.instance.master.clientCertificateKeyStorePassword": (_empty, "Java keystores are not read"),
-    **{f"canal.instance.master.{key}": (_empty, "starting at a given binlog position is not supported yet: a "
-                                                "destination starts at the server's current position, as Canal's "
-                                                "does when these keys are empty")
-       for key in ("journal.name", "position", "timestamp", "gtid")},
-    "canal.instance.standby.address": (_empty, "standby switching is not supported through Canal's keys yet"),
-    "canal.instance.standby.journal.name": (_empty, "standby switching is not supported through Canal's keys yet"),
-    "canal.instance.standby.position": (_empty, "standby switching is not supported through Canal's keys yet"),
-    "canal.instance.standby.timestamp": (_empty, "standby switching is not supported through Canal's keys yet"),
-    "canal.instance.standby.gtid": (_empty, "standby switching is not supported through Canal's keys yet"),
     "canal.instance.enableDruid": (_false, "druid-encrypted passwords are not supported: write dbPassword in clear "
                                            "(or give it through the file's permissions)"),
     "canal.instance.pwdPublicKey": (_empty, "druid-encrypted passwords are not supported"),
-    "canal.instance.filter.field": (_empty, "column projection is not supported yet"),
-    "canal.instance.filter.black.field": (_empty, "column projection is not supported yet"),
     "canal.mq.enableDynamicQueuePartition": (_false, "RocketMQ's dynamic queue partitions do not apply to Kafka"),
     "kafka.kerberos.enable": (_false, "Kerberos (GSSAPI) is not supported: use SASL PLAIN or SCRAM"),
 }

@@ -1,7 +1,7 @@
 """Canal's client protocol, server side, without I/O: bytes in (`receive_data`), events out (`next_event`),
 bytes out (`handshake`, `ack`, `error`, `messages`).
 
-Framing: every packet is a 4-byte big-endian length and a serialized `Packet` (canal/proto/CanalProtocol.proto)
+Framing: every packet is a 4-byte big-endian length and a serialized `Packet` (cdc/formats/proto/CanalProtocol.proto)
 whose `body` is the request. The server speaks first (HANDSHAKE with 8 random seeds); the first packet the
 client sends must be CLIENTAUTHENTICATION, answered by an ACK (error code 0) or an error ACK, after which the
 session takes SUBSCRIPTION, UNSUBSCRIPTION, GET, CLIENTACK, CLIENTROLLBACK and HEARTBEAT. Requests are
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from canal.proto import CanalProtocol_pb2 as pb
+from cdc.formats.canal_entry import messages_packet
+from cdc.formats.proto import CanalProtocol_pb2 as pb
 
 HEADER = struct.Struct(">I")
 MAX_PACKET = 16 << 20          # requests are small; a larger frame is garbage, not a request
@@ -86,30 +87,6 @@ class Rollback:
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     pass
-
-
-# Protobuf's wire format, for MESSAGES: (field number << 3) | wire type (0 varint, 2 length-delimited)
-_MESSAGES_PACKET = bytes([2 << 3, VERSION, 3 << 3, pb.MESSAGES, 5 << 3 | 2])   # Packet: version, type, body's tag
-_MESSAGES_BATCH_ID = bytes([1 << 3])                                            # Messages.batch_id
-_MESSAGES_ENTRY = bytes([2 << 3 | 2])                                           # Messages.messages, one per entry
-
-
-_ONE_BYTE = [bytes([n]) for n in range(0x80)]
-
-
-def _varint(n: int) -> bytes:
-    """A protobuf varint; a negative int64 as protobuf writes it (ten bytes of two's complement)."""
-    if 0 <= n < 0x80:
-        return _ONE_BYTE[n]
-    if 0 <= n < 0x4000:                        # (an entry's length, most often)
-        return bytes((n & 0x7F | 0x80, n >> 7))
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _packet(packet_type: int, body: bytes) -> bytes:
@@ -205,12 +182,6 @@ class ServerConnection:
 
     @staticmethod
     def messages(batch_id: int, entries: list[bytes]) -> bytes:
-        """A MESSAGES packet: the batch id and each entry's bytes as they are in the log, framed by hand in one
-        join, the bytes protobuf writes for the same `Packet` and `Messages` (its serializer copies a batch's
-        megabyte three times, at ~10 ms a batch on this machine: the packet's whole cost)."""
-        body = [_MESSAGES_BATCH_ID, _varint(batch_id)] if batch_id else []
-        for entry in entries:
-            body += (_MESSAGES_ENTRY, _varint(len(entry)), entry)
-        size = sum(map(len, body))
-        head = _MESSAGES_PACKET + _varint(size)
-        return b"".join([HEADER.pack(len(head) + size), head, *body])
+        """A MESSAGES packet: the batch id and each entry's bytes as they are in the log."""
+        data = messages_packet(batch_id, entries)
+        return HEADER.pack(len(data)) + data

@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from cdc.formats.canal_entry import is_ddl
 from common.kafka_security import KafkaSecurity
 from common.log_topics import LogTopics
 
@@ -45,6 +46,7 @@ class DestinationLog:
     capacity: int = 16384                 # canal.instance.memory.buffer.size: un-acked entries held at most
     memunit: int | None = 1024            # canal.instance.memory.buffer.memunit with batch.mode MEMSIZE; None: ITEMSIZE
     transaction_entries: bool = True      # not canal.instance.filter.transaction.entry
+    ddl_isolation: bool = False           # canal.instance.get.ddl.isolation: a DDL's entry in a batch of its own
 
 
 def entries_topic(destination: str) -> str:
@@ -118,7 +120,9 @@ class _Reader:
                 continue
             records = batches.get(self.tp, [])
             if records:
-                stream.append([LogEntry(r.offset, r.key, r.value) for r in records])
+                isolate = self.destination.ddl_isolation
+                stream.append([LogEntry(r.offset, r.key, r.value, isolate and r.key is not None and is_ddl(r.value))
+                               for r in records])
                 position = records[-1].offset + 1
                 self.grew.set()
 
@@ -147,16 +151,21 @@ class _Reader:
 
 
 class CanalServer:
-    """Canal's client protocol on one address, for these destinations. Event loop only."""
+    """Canal's client protocol on one address, for these destinations. Event loop only.
+
+    With `standby`, it serves none of them until told to (`serve`), as a server standing by in Canal's high
+    availability (canal/ha.py); `release` stops serving one again, closing its clients' connections."""
 
     def __init__(self, host: str, port: int, destinations: dict[str, DestinationLog], user: str = "",
-                 passwd: str = "") -> None:
+                 passwd: str = "", standby: bool = False) -> None:
         self.host, self.port = host, port
         self.destinations = destinations
         self.user, self.passwd = user, passwd
+        self.served: set[str] = set() if standby else set(destinations)
         self._readers: dict[tuple[str, str], _Reader] = {}
         self._filters: dict[tuple[str, str], object] = {}
-        self._batch_id = int(time.time() * 1000) << 8     # batch ids grow across restarts: a stale ack fails
+        self._clients: dict[str, set[asyncio.Task]] = {name: set() for name in destinations}
+        self._batch_id = _first_batch_id()
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
 
@@ -170,7 +179,8 @@ class CanalServer:
                 destination.topic, 1)
         self._server = await asyncio.start_server(self._connection, self.host or None, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("Canal's TCP protocol on %s:%d for %s", self.host or "*", self.port, ", ".join(self.destinations))
+        log.info("Canal's TCP protocol on %s:%d for %s%s", self.host or "*", self.port, ", ".join(self.destinations),
+                 "" if self.served else " (standing by until ZooKeeper says which run here)")
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -181,6 +191,20 @@ class CanalServer:
         await asyncio.gather(*connections, return_exceptions=True)
         for reader in self._readers.values():
             await reader.stop()
+
+    def serve(self, destination: str) -> None:
+        self.served.add(destination)
+        self._batch_id = max(self._batch_id, _first_batch_id())     # (past the ids of the server it takes over from)
+
+    async def release(self, destination: str) -> None:
+        """Stop serving `destination`: its clients' connections close (they reconnect, to the server running it
+        now) and its readers stop, so that serving it again starts from the committed offsets."""
+        self.served.discard(destination)
+        for task in list(self._clients[destination]):
+            task.cancel()
+        for key in [k for k in self._readers if k[0] == destination]:
+            self._filters.pop(key, None)
+            await self._readers.pop(key).stop()
 
     # --- connections -----------------------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -215,6 +239,8 @@ class CanalServer:
             if storing and not task.cancelling():      # the acks the client sent before it left are stored all the same
                 await _acks_stored(conn, storing)
             self._connections.discard(task)
+            for clients in self._clients.values():
+                clients.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -258,6 +284,10 @@ class CanalServer:
         if served is None:
             raise _NotServed(f"destination:{destination} should start first (served here: "
                              f"{', '.join(self.destinations)})")
+        if destination not in self.served:
+            raise _NotServed(f"destination:{destination} should start first (this server stands by for it: "
+                             f"another runs it)")
+        self._clients[destination].add(asyncio.current_task())
         key = (destination, client_id)
         self._filters[key] = table_filter(filter_text, served.transaction_entries)
         failed = self._readers.get(key)
@@ -269,7 +299,7 @@ class CanalServer:
             try:
                 await reader.start(client_id, self._next_id)
             except BaseException:
-                del self._readers[key]
+                self._readers.pop(key, None)        # (a release may have taken it meanwhile)
                 raise
             log.info("%s: client %s subscribed, from offset %d of %s", destination, client_id,
                      reader.stream.acked, served.topic)
@@ -335,6 +365,13 @@ async def _acks_stored(conn: ServerConnection, storing: list[tuple[int, asyncio.
             return conn.error(400, f"storing the ack of batch {batch_id} failed ({type(result).__name__}: "
                                    f"{result}): connect again; the batches after the last stored ack come again")
     return None
+
+
+def _first_batch_id() -> int:
+    """Batch ids start from the clock (ms << 8), so they grow across restarts and takeovers: an ack of a batch the
+    previous server handed out fails here instead of acking another batch (unless that server handed out more than
+    256 batches a millisecond)."""
+    return int(time.time() * 1000) << 8
 
 
 class _NotServed(Exception):

@@ -44,6 +44,11 @@ class CanalMq(BaseModel):
     flat_message_rows: Literal["event", "row"] = "event"
     """event: Canal's batching, every row of a binlog event (of one partition) in one message's `data`;
     row: one message per row."""
+    flat_message: bool = True
+    """canal.mq.flatMessage: FlatMessages (JSON); false: Canal's protobuf Messages (cdc/formats/canal_mq_messages.py)."""
+    transaction_entries: bool = True
+    """With flat_message false: the Messages hold TRANSACTIONBEGIN and TRANSACTIONEND entries where no dynamic topic
+    or partition hash drops them (canal.instance.filter.transaction.entry false)."""
 
     @model_validator(mode="after")
     def _rules_compile(self) -> "CanalMq":

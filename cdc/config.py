@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq, Router, router_for
 
 
@@ -37,13 +38,48 @@ def check_address(address: str) -> str:
     return address
 
 
-def check_canal_outputs(format: str, outputs: dict) -> None:
-    """Canal's two outputs (`{key: its setting}`: MQ routing, entry log) write Canal's messages, one at a time."""
+def check_canal_outputs(format: str, outputs: dict, fields=None) -> None:
+    """Canal's two outputs (`{key: its setting}`: MQ routing, entry log) write Canal's messages, one at a time;
+    Canal's column filters (`fields`) shape those messages only."""
     given = [key for key, value in outputs.items() if value is not None]
     if given and format != "canal":
         raise ValueError(f"{given[0]} writes Canal's messages: set format: canal (not {format})")
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} are Canal's two server modes (kafka, tcp): set one")
+    if fields is not None and not given:
+        raise ValueError(f"canal_fields shapes Canal's messages: set {' or '.join(outputs)} too")
+
+
+def check_start(start: "StartAt", snapshot: str, restart_by: str) -> None:
+    """A start position replaces the snapshot's (no data is read), and a GTID set is followed by GTID set."""
+    if snapshot != "no_data":
+        raise ValueError(f"start streams from a chosen position without reading the tables: set snapshot: no_data "
+                         f"(not {snapshot}), whose table structures are then recorded at that position")
+    if start.gtids is not None and restart_by != "gtid":
+        raise ValueError("start: {gtids: ...} streams by GTID set: set restart_by: gtid")
+
+
+class StartAt(BaseModel):
+    """Where a source with no stored offset streams from (snapshot: no_data): a binlog `file` and `pos` (moved back
+    to the start of the transaction it falls in), an executed GTID set `gtids` (restart_by: gtid), or
+    `timestamp_ms`: the first transaction begun at or after that time (in `file` only, when given). cdc/start.py."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str | None = None
+    pos: int | None = Field(default=None, ge=4)
+    gtids: str | None = None
+    timestamp_ms: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "StartAt":
+        if self.gtids is not None and (self.file, self.pos, self.timestamp_ms) != (None, None, None):
+            raise ValueError("start: give gtids alone, or a file with pos or timestamp_ms, or timestamp_ms")
+        if self.pos is not None and (self.file is None or self.timestamp_ms is not None):
+            raise ValueError("start: pos needs file (and no timestamp_ms)")
+        if self.gtids is None and self.pos is None and self.timestamp_ms is None:
+            raise ValueError("start: give file and pos, gtids, or timestamp_ms")
+        return self
 
 
 class SourceConfig(BaseModel):
@@ -94,10 +130,21 @@ class SourceConfig(BaseModel):
     canal_entries: str | None = None
     # Canal's event filters (canal.instance.filter.dml.*, filter.query.ddl, filter.rows): what its outputs leave out
     canal_skip: tuple[Literal["insert", "update", "delete", "ddl"], ...] = ()
+    # Canal's column filters (canal.instance.filter.field, filter.black.field), for Canal's outputs only
+    canal_fields: CanalFields | None = None
+    # Where to stream from when no offset is stored (cdc/start.py); a stored offset wins
+    start: StartAt | None = None
+
+    @model_validator(mode="after")
+    def _start_streams_without_snapshot(self) -> "SourceConfig":
+        if self.start is not None:
+            check_start(self.start, self.snapshot, self.restart_by)
+        return self
 
     @model_validator(mode="after")
     def _canal_outputs_need_canal(self) -> "SourceConfig":
-        check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries})
+        check_canal_outputs(self.format, {"canal_mq": self.canal_mq, "canal_entries": self.canal_entries},
+                            self.canal_fields)
         return self
 
     # the signal topic (read by the connector, cdc/connector.py): without a signal table binlake writes nothing

@@ -34,8 +34,9 @@ import pymysql
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from cdc import signals
+from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq
-from cdc.config import SourceConfig, check_address, check_canal_outputs, check_regexes
+from cdc.config import SourceConfig, StartAt, check_address, check_canal_outputs, check_regexes, check_start
 from cdc.errors import CdcError
 from cdc.source_process import SourceProcess, warm_up
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
@@ -134,9 +135,23 @@ class MySqlConfig(ConnectorConfig):
     """Canal's MQ routing and batching (with format: canal): canal.mq.topic, dynamicTopic, partition,
     partitionsNum, partitionHash, dynamicTopicPartitionNum, database.hash, and flat_message_rows (docs/canal.md)."""
 
+    canal_fields: CanalFields | None = None
+    """With canal or canal_entries: the columns Canal's messages carry, `{include: {db.table: [columns]}, exclude:
+    {...}}` (canal.instance.filter.field, filter.black.field; cdc/canal_fields.py)."""
+    start: StartAt | None = None
+    """Where to stream from when no offset is stored (with snapshot: no_data): `{file, pos}`, `{gtids}` (with
+    restart_by: gtid), `{timestamp_ms}` or `{file, timestamp_ms}` (cdc/start.py). A stored offset wins."""
+
+    @model_validator(mode="after")
+    def _start_without_snapshot(self) -> "MySqlConfig":
+        if self.start is not None:
+            check_start(self.start, self.snapshot, self.restart_by)
+        return self
+
     @model_validator(mode="after")
     def _canal_outputs_write_canal(self) -> "MySqlConfig":
-        check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries})
+        check_canal_outputs(self.format, {"canal": self.canal, "canal_entries": self.canal_entries},
+                            self.canal_fields)
         return self
 
     @model_validator(mode="after")
@@ -162,7 +177,7 @@ class MySqlConfig(ConnectorConfig):
             max_batch_records=self.max_batch_records, max_batch_bytes=self.max_batch_bytes,
             ddl_skip_unparseable=self.ddl_skip_unparseable, signal_table=self.signals.table,
             signal_topic=self.signals.topic, canal_mq=self.canal, canal_entries=self.canal_entries,
-            canal_skip=tuple(self.canal_skip))
+            canal_skip=tuple(self.canal_skip), canal_fields=self.canal_fields, start=self.start)
 
 
 class _Handoff:

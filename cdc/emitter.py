@@ -14,6 +14,7 @@ from typing import Callable
 import orjson
 
 from cdc.config import SourceConfig
+from cdc.errors import CdcError
 from cdc.formats import CanalFormat, DebeziumFormat
 from cdc.formats.canal_mq import CanalMqOutput
 from cdc.murmur2 import partition_for, partitions_for
@@ -104,6 +105,8 @@ class TableContext:
     keys_of: Callable[[list[dict]], list[tuple[bytes | None, int]]] = None
     primary_key_changed: Callable[[dict, dict], bool] = None
     collection: str = ""
+    canal_columns: frozenset[str] | None = None     # the columns Canal's field filters keep (None: all)
+    column_index: dict[str, int] = field(default_factory=dict)   # a column's index in the table
 
     def __post_init__(self) -> None:
         self.key_of, self.keys_of = _keyers(self.primary_key, self.partitions)
@@ -115,8 +118,23 @@ class TableContext:
               primary_key: tuple[str, ...], definition: TableDef | None) -> "TableContext":
         topic = config.topic_for(db, table)
         cols = definition.columns if definition else ()
+        index = {c.name: i for i, c in enumerate(cols)}
+        kept = config.canal_fields.kept(db, table, index) if config.canal_fields is not None else None
+        if kept is not None:
+            if definition is None:
+                raise CdcError(f"{db}.{table} has a Canal field filter but no structure in the schema history to "
+                               "apply it to: take a new snapshot (snapshot: always, once)")
+            cols = [c for c in cols if c.name in kept]
         return cls(db, table, topic, partitions(topic), primary_key,
-                   {c.name: c.mysql_type for c in cols}, {c.name: c.jdbc_type for c in cols})
+                   {c.name: c.mysql_type for c in cols}, {c.name: c.jdbc_type for c in cols},
+                   canal_columns=None if kept is None else frozenset(kept), column_index=index)
+
+
+def _projected(columns: frozenset[str], kind: str, images: list[dict], start: int, stop: int
+               ) -> tuple[list[dict], int, int]:
+    """Changes `start`..`stop - 1` of `images` with `columns` only (Canal's field filters), renumbered from 0."""
+    low, high = (2 * start, 2 * stop) if kind == "u" else (start, stop)
+    return [{k: v for k, v in image.items() if k in columns} for image in images[low:high]], 0, stop - start
 
 
 class Emitter:
@@ -130,14 +148,20 @@ class Emitter:
         self.clock = clock
         self.now_ms = int(clock() * 1000)
         # Canal's MQ routing and batching, when configured: it builds the records of row and DDL events
-        self.canal_mq = CanalMqOutput(config.canal_mq, partitions) if config.canal_mq is not None else None
-        # ... or Canal's change entries, on a destination's entry log; both leave out what Canal's filters say
+        mq = config.canal_mq
+        self.canal_mq = CanalMqOutput(mq, partitions) if mq is not None and mq.flat_message else None
+        # ... or Canal's change entries, on a destination's entry log or in protobuf Messages routed as Canal's MQ
+        # output routes them; all leave out what Canal's filters say
         self.canal_skip = {_SKIPPED[k] for k in config.canal_skip if k in _SKIPPED}
         self.canal_skip_ddl = "ddl" in config.canal_skip
         self.canal_entries = None
+        gtids = config.restart_by == "gtid"
         if config.canal_entries is not None:
             from cdc.formats.canal_entry import CanalEntryOutput   # (protobuf only for a Canal destination)
-            self.canal_entries = CanalEntryOutput(config.canal_entries, gtids=config.restart_by == "gtid")
+            self.canal_entries = CanalEntryOutput(config.canal_entries, gtids)
+        elif mq is not None and not mq.flat_message:
+            from cdc.formats.canal_mq_messages import CanalMqMessages
+            self.canal_entries = CanalMqMessages(mq, partitions, gtids, config.max_batch_bytes)
 
     def tick(self) -> None:
         """Read the clock for the events about to be emitted (once per binlog event, not per row)."""
@@ -156,6 +180,8 @@ class Emitter:
         if self.canal_mq is not None or self.canal_entries is not None:
             if kind in self.canal_skip or (kind == "r" and "c" in self.canal_skip):
                 return
+            if table.canal_columns is not None:
+                images, start, stop = _projected(table.canal_columns, kind, images, start, stop)
             if self.canal_mq is not None:
                 self.canal_mq.rows(table, kind, images, start, stop, source, self.now_ms, out)
             else:

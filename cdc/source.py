@@ -4,7 +4,8 @@
     for batch in source.batches():      # per MySQL transaction, snapshot chunk, DDL or heartbeat
         write batch.records and batch.offset in one Kafka transaction
 
-Startup checks run first; the snapshotter decides whether to snapshot; then the binlog is streamed
+Startup checks run first; the snapshotter decides whether to snapshot (with no stored offset and a
+configured `start`, structure only, recorded at that start: cdc/start.py); then the binlog is streamed
 from the resulting offset until `stop()` (or, with follow=False, until the server has nothing more).
 The stream reconnects at the offset's file/position, or with `restart_by: gtid` at its GTID set (so
 a source can follow a failover to another server of the same replication topology: with several
@@ -21,15 +22,16 @@ from cdc.checks import check_gtids, check_privileges, check_server, position_ava
 from cdc.config import SourceConfig
 from cdc.connection import connection_settings, make_engine
 from cdc.dispatcher import Dispatcher
-from cdc.errors import CdcError
+from cdc.errors import CdcError, ConfigurationError
 from cdc.emitter import Emitter
 from cdc.failover import choose_server
 from cdc.heartbeat_query import HeartbeatQuery
-from cdc.offsets import Offset
+from cdc.offsets import BinlogPosition, Offset
 from cdc.records import Batch
 from cdc.schema.history import HistoryStore, SchemaHistory
 from cdc.snapshot import SnapshotSource, Snapshotter
 from cdc.snapshot.incremental import IncrementalSnapshot
+from cdc.start import start_offset
 from cdc.streaming import StreamingSource
 
 ClientFactory = Callable[[Offset], BinlogClient]
@@ -79,6 +81,21 @@ class MySqlSource:
                                         blocking=self._follow, heartbeat_s=min(c.heartbeat_interval_s or 1.0, 1.0),
                                         gtids=offset.gtids if c.restart_by == "gtid" else None)
 
+    def _configured_start(self) -> Offset:
+        """Where `start` says to stream from, on the server chosen; a binlog file is the first server's."""
+        c = self.config
+        (host, port) = c.addresses[0]
+        if c.start.file is not None and (c.host, c.port) != (host, port):
+            raise ConfigurationError(f"the start position names binlog file {c.start.file} of {host}:{port}, which did "
+                                     f"not answer, and {c.host}:{c.port} has binlog files of its own: start once "
+                                     f"{host}:{port} answers, or start after a GTID set or at a time")
+        return start_offset(c.start, self.engine, self._scan)
+
+    def _scan(self, position: BinlogPosition) -> BinlogClient:
+        """A binlog reader that stops at the binlog's end, to look for a configured start (cdc/start.py)."""
+        return PyMySqlReplicationClient(connection_settings(self.config), self.config.server_id, position,
+                                        blocking=False)
+
     def _use_server(self) -> None:
         """Point the source at the first server of `hosts` that answers and holds what was published
         (cdc/failover.py): the snapshot, the schema reads and the binlog stream all use it."""
@@ -122,7 +139,8 @@ class MySqlSource:
                 offset = Offset.from_dict(batch.offset)
                 yield batch
         elif decision.snapshot_schema:
-            offset = snapshot.structure_only()
+            start = self._configured_start() if offset is None and self.config.start is not None else None
+            offset = snapshot.structure_only(start)
             self.dispatcher.flush(offset)
             while self.dispatcher.ready:
                 yield self.dispatcher.ready.popleft()

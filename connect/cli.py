@@ -76,9 +76,9 @@ async def run_connectors(specs: list[config.ConnectorSpec], rest: tuple[str, int
                          metrics_at: str | None) -> bool:
     """Run `specs` on one standalone worker until SIGTERM/SIGINT or until every task ended; False when one failed."""
     worker = Worker(specs)
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
     server = None
-    metrics_endpoint = await _serve_metrics(
+    metrics_endpoint = await serve_task_metrics(
         lambda: [r for c in worker.connectors.values() for r in c.runners], metrics_at)
     if rest is not None:
         from .rest import bind, serve  # aiohttp only when asked for
@@ -102,7 +102,7 @@ async def run_connectors(specs: list[config.ConnectorSpec], rest: tuple[str, int
     return ok
 
 
-async def _serve_metrics(runners, listener: str | None):
+async def serve_task_metrics(runners, listener: str | None):
     """The metrics endpoint over these task runners, if a listener is given; its aiohttp runner."""
     if listener is None:
         return None
@@ -113,7 +113,7 @@ async def _serve_metrics(runners, listener: str | None):
     return await serve_metrics(metrics.exposition, listener)
 
 
-def _stop_on_signals() -> asyncio.Event:
+def stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -152,7 +152,7 @@ def worker_command(config_path: str, log_level: str) -> None:
 async def _run_worker(settings: worker_config.WorkerConfig) -> None:
     from .distributed import DistributedWorker
     from .rest import bind, serve
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
     sock = bind(*settings.rest_address)
     host, port = sock.getsockname()[:2]
     if host in ("0.0.0.0", "::"):
@@ -161,7 +161,7 @@ async def _run_worker(settings: worker_config.WorkerConfig) -> None:
     server = metrics_endpoint = None
     try:
         await worker.start()
-        metrics_endpoint = await _serve_metrics(lambda: list(worker.runners.values()), settings.prometheus_listener)
+        metrics_endpoint = await serve_task_metrics(lambda: list(worker.runners.values()), settings.prometheus_listener)
         server = await serve(worker, sock)  # once the config topic is read: answers are current
         log.info("REST API on %s (group %s)", worker.url, settings.group_id)
         running = asyncio.ensure_future(worker.wait())

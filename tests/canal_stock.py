@@ -34,3 +34,13 @@ def conf_dir(where: Path, server: dict[str, str] | None = None, instance: dict[s
     _set(conf / "canal.properties", server or {})
     _set(conf / destination / "instance.properties", instance or {})
     return conf
+
+
+def add_destination(conf: Path, name: str, instance: dict[str, str]) -> None:
+    """Another destination `name` in the conf directory: the stock instance.properties with `instance` set, named
+    in canal.destinations."""
+    shutil.copytree(STOCK / "example", conf / name)
+    _set(conf / name / "instance.properties", instance)
+    server = conf / "canal.properties"
+    names = re.search(r"^canal\.destinations\s*=\s*(.*)$", server.read_text(), re.M).group(1).strip()
+    _set(server, {"canal.destinations": f"{names},{name}" if names else name})

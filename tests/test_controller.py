@@ -14,7 +14,7 @@ from logcore.cluster.controller import Controller, create_topic
 from logcore.cluster.election import NO_LEADER, initial_state, next_state
 from logcore.cluster.membership import ZooKeeperMembership
 from logcore.cluster.view import Node
-from logcore.cluster.zk_client import stop_client
+from common.zk_client import stop_client
 from logcore.cluster.zk_layout import PartitionState
 from logcore.cluster.zk_state import ClusterState
 from waiting import wait_for

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from logcore.cluster.membership import BrokerIdTaken, ZooKeeperMembership
 from logcore.cluster.view import Node
-from logcore.cluster.zk_client import stop_client
+from common.zk_client import stop_client
 from waiting import wait_for
 
 SESSION_TIMEOUT_S = 4.0  # a killed broker's session ends this long after its last heartbeat

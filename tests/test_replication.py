@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 
 from binlake.cli import main
 from testkit.clusterproc import LocalCluster
-from logcore.cluster.zk_client import stop_client
+from common.zk_client import stop_client
 from logcore.cluster.zk_layout import decode_partition_state, partition_state_path
 from logcore.coordinator.offsets_codec import partition_for
 from logcore.replication.partition import FollowerProgress

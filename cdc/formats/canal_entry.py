@@ -4,7 +4,7 @@ entry log: what Canal's TCP server hands its clients, in binlog order (canal/ se
 A binlog rows event is one ROWDATA entry holding all its rows (a `RowChange`); a MySQL transaction's entries are
 framed by a TRANSACTIONBEGIN entry (before its first captured row) and a TRANSACTIONEND entry (at its commit); a
 DDL is one ROWDATA entry with `isDdl` and its statement. Columns are as Canal's LogEventConvert builds them:
-`index` the column's position, `sqlType` its java.sql.Types code, `isKey`, `isNull`, `value` the text Canal's
+`index` the column's position in the table (Canal's field filters may leave columns out), `sqlType` its java.sql.Types code, `isKey`, `isNull`, `value` the text Canal's
 FlatMessage has (cdc/formats/canal.py; "" for null), `mysqlType` the declared type, and `updated` true for an
 INSERT's columns and for the columns an UPDATE changed. A record's key is `db.table` (none for BEGIN and END), so
 the server filters by a client's subscription without decoding entries.
@@ -13,12 +13,52 @@ the server filters by a client's subscription without decoding entries.
 from __future__ import annotations
 
 from cdc.formats.canal import text
+from cdc.formats.proto import CanalProtocol_pb2 as packets
 from cdc.formats.proto import EntryProtocol_pb2 as pb
 from cdc.records import Record
 
 _EVENT_TYPES = {"c": pb.INSERT, "r": pb.INSERT, "u": pb.UPDATE, "d": pb.DELETE}
 _DDL_TYPES = {"CREATE": pb.CREATE, "ALTER": pb.ALTER, "DROP": pb.ERASE, "RENAME": pb.RENAME,
               "TRUNCATE": pb.TRUNCATE}
+_DDL_EVENT_TYPES = frozenset(_DDL_TYPES.values())
+
+
+# Protobuf's wire format of a MESSAGES Packet: (field number << 3) | wire type (0 varint, 2 length-delimited)
+_PACKET_HEAD = bytes([2 << 3, 1, 3 << 3, packets.MESSAGES, 5 << 3 | 2])   # Packet: version 1, type, body's tag
+_BATCH_ID = bytes([1 << 3])                                               # Messages.batch_id
+_ENTRY = bytes([2 << 3 | 2])                                              # Messages.messages, one per entry
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
+
+
+def messages_packet(batch_id: int, entries: list[bytes]) -> bytes:
+    """Canal's `Packet` of type MESSAGES holding a batch of serialized entries: what its TCP server sends a client
+    (framed), and what its Kafka producer writes with canal.mq.flatMessage=false (CanalMessageSerializerUtil).
+    Framed by hand in one join, the bytes protobuf writes: upb takes 5-15 ms for a 1 MB batch (three copies of it),
+    this 0.1-0.4 ms (a few microseconds more than upb below 64 KB)."""
+    body = [_BATCH_ID, _varint(batch_id)] if batch_id else []
+    for entry in entries:
+        body += (_ENTRY, _varint(len(entry)), entry)
+    return b"".join([_PACKET_HEAD, _varint(sum(map(len, body))), *body])
+
+
+def _varint(n: int) -> bytes:
+    """A protobuf varint; a negative int64 as protobuf writes it (ten bytes of two's complement)."""
+    if 0 <= n < 0x80:
+        return _ONE_BYTE[n]
+    if 0 <= n < 0x4000:                        # (an entry's length, most often)
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def is_ddl(entry: bytes) -> bool:
+    """Whether a serialized entry is a DDL's (its header's event type; the row change is not decoded)."""
+    return pb.Entry.FromString(entry).header.eventType in _DDL_EVENT_TYPES
 
 
 def _header(fields: dict, db: str = "", table: str = "", event_type: int | None = None, rows: int | None = None,
@@ -36,12 +76,12 @@ def _header(fields: dict, db: str = "", table: str = "", event_type: int | None 
 
 def _columns(row: dict, table, before: dict | None, after: bool) -> list[pb.Column]:
     """A row image's columns; `before`: the update's before image (texts), for `updated`."""
-    keys, sql_types, mysql_types = table.primary_key, table.sql_types, table.mysql_types
+    keys, sql_types, mysql_types, indexes = table.primary_key, table.sql_types, table.mysql_types, table.column_index
     columns = []
-    for index, (name, value) in enumerate(row.items()):
+    for position, (name, value) in enumerate(row.items()):
         value = text(value)
         columns.append(pb.Column(
-            index=index, sqlType=sql_types.get(name, 12), name=name, isKey=name in keys,
+            index=indexes.get(name, position), sqlType=sql_types.get(name, 12), name=name, isKey=name in keys,
             updated=after and (before is None or before.get(name, ...) != value), isNull=value is None,
             value=value if value is not None else "", mysqlType=mysql_types.get(name, "")))
     return columns

@@ -87,10 +87,12 @@ class SnapshotSource:
             yield from self._drain()
             yield from self._8_data(s, resume_from.snapshot if resume_from else None)
 
-    def structure_only(self) -> Offset:
-        """For `no_data`: record the structure at the current position without reading rows."""
+    def structure_only(self, start: Offset | None = None) -> Offset:
+        """For `no_data`: record the structure at the current position (or at `start`, a configured one: the tables
+        as they are now stand for the tables there, as Canal's table-meta store takes them on a first start)
+        without reading rows."""
         with self._session() as s:
-            self._consistent_start(s, None, True)
+            self._consistent_start(s, start, True)
         return Offset(s.position, s.gtids)
 
     @contextmanager
@@ -103,11 +105,11 @@ class SnapshotSource:
                 if conn is not None:
                     conn.close()
 
-    def _consistent_start(self, s: _State, resume_from: Offset | None, record_schema: bool) -> None:
+    def _consistent_start(self, s: _State, stream_from: Offset | None, record_schema: bool) -> None:
         self._1_prepare(s)
         self._2_tables(s)
         self._3_lock(s)
-        self._4_position(s, resume_from)
+        self._4_position(s, stream_from)
         self._5_snapshot(s)
         self._6_structure(s, record_schema)
         self._7_unlock(s)
@@ -165,11 +167,13 @@ class SnapshotSource:
                                          "LOCK TABLES to the source's user") from None
             raise
 
-    def _4_position(self, s: _State, resume_from: Offset | None) -> None:
+    def _4_position(self, s: _State, stream_from: Offset | None) -> None:
+        """`stream_from`: a resumed snapshot's first position, or a configured start, instead of the current one."""
+        if stream_from is not None:
+            s.position, s.gtids = stream_from.position, stream_from.gtids
+            return
         version = str(s.lock.exec_driver_sql("SELECT VERSION()").scalar())
         s.position, s.gtids = current_position(s.lock, version)
-        if resume_from is not None and resume_from.snapshot is not None:
-            s.position, s.gtids = resume_from.position, resume_from.gtids   # stream from the first snapshot
 
     def _5_snapshot(self, s: _State) -> None:
         s.read.exec_driver_sql("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")

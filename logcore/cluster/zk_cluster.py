@@ -16,14 +16,16 @@ import logging
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from common.zk_client import stop_client
+
 from ..config import BrokerConfig
+
 from . import zk_layout as layout
 from .controller import Controller
 from .election import NO_LEADER
 from .local import new_cluster_id
 from .membership import ZooKeeperMembership
 from .view import Node, PartitionView
-from .zk_client import stop_client
 from .zk_state import ClusterState
 
 log = logging.getLogger(__name__)

@@ -180,7 +180,7 @@ class FaultCluster(ProcessFaults):
 
     def leader(self, topic: str, partition: int) -> tuple[int, int, list[int]]:
         """(leader, leader epoch, ISR) in ZooKeeper now."""
-        from logcore.cluster.zk_client import stop_client
+        from common.zk_client import stop_client
         client = self.zk()
         try:
             data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
@@ -190,7 +190,7 @@ class FaultCluster(ProcessFaults):
         return state["leader"], state["leader_epoch"], state["isr"]
 
     def controller(self) -> int:
-        from logcore.cluster.zk_client import stop_client
+        from common.zk_client import stop_client
         client = self.zk()
         try:
             data, _ = client.get("/controller")

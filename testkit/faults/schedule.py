@@ -27,7 +27,7 @@ def cycles(nemesis: Nemesis, count: int, log=print) -> Iterator[Cycle]:
 
 def topics(cluster: FaultCluster) -> dict[str, int]:
     """Every topic in ZooKeeper and its partition count."""
-    from logcore.cluster.zk_client import stop_client
+    from common.zk_client import stop_client
     client = cluster.zk()
     try:
         return {t: len(client.get_children(f"/brokers/topics/{t}/partitions"))

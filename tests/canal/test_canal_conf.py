@@ -45,7 +45,7 @@ def test_stock_conf_in_kafka_mode_loads(tmp_path):
     assert conf.unknown == []
     ignored = {key for key, _, _ in conf.ignored}
     assert {"canal.instance.memory.rawEntry", "canal.instance.tsdb.enable", "rocketmq.namesrv.addr",
-            "canal.zkServers", "kafka.acks"} <= ignored
+            "kafka.acks"} <= ignored
     example = conf.destinations[0].properties
     assert example["canal.instance.tsdb.dir"] == "../conf/example"   # ${...} as Canal resolves them
     assert example["canal.instance.filter.regex"] == ".*\\..*"
@@ -84,6 +84,77 @@ def test_ssl_modes(tmp_path):
         canal_conf.connector_spec(conf.destinations[0], "kafka")
 
 
+@pytest.mark.parametrize("instance, start, restart_by", [
+    ({"canal.instance.master.journal.name": "mysql-bin.000003", "canal.instance.master.position": "4567"},
+     {"file": "mysql-bin.000003", "pos": 4567}, "position"),
+    ({"canal.instance.master.journal.name": "mysql-bin.000003", "canal.instance.master.timestamp": "1700000000000"},
+     {"file": "mysql-bin.000003", "timestamp_ms": 1700000000000}, "position"),
+    ({"canal.instance.master.timestamp": "1700000000000"}, {"timestamp_ms": 1700000000000}, "position"),
+    ({"canal.instance.gtidon": "true", "canal.instance.master.gtid": "0-1-5",
+      "canal.instance.master.journal.name": "mysql-bin.000003", "canal.instance.master.position": "4567"},
+     {"gtids": "0-1-5"}, "gtid"),     # (with GTIDs on, Canal starts at the GTID set)
+    ({}, None, "position"),
+])
+def test_start_positions(tmp_path, instance, start, restart_by):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, instance))
+    config = canal_conf.connector_spec(conf.destinations[0], "kafka").config
+    assert (None if config.start is None else config.start.model_dump(exclude_none=True)) == start
+    assert config.restart_by == restart_by
+
+
+@pytest.mark.parametrize("instance, key, problem", [
+    ({"canal.instance.master.gtid": "0-1-5"}, "canal.instance.master.gtid", "set canal.instance.gtidon=true"),
+    ({"canal.instance.master.position": "4"}, "canal.instance.master.position", "set canal.instance.master.journal"),
+    ({"canal.instance.master.journal.name": "b.1"}, "canal.instance.master.journal.name", "needs a position"),
+    ({"canal.instance.master.timestamp": "yesterday"}, "canal.instance.master.timestamp", "not a whole number"),
+])
+def test_start_positions_that_cannot_be_followed(tmp_path, instance, key, problem):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, instance))
+    with pytest.raises(ConfigError) as error:
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+    assert [path for path, _ in error.value.problems] == [key] and problem in str(error.value)
+
+
+def test_field_filters(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, KAFKA, {
+        "canal.instance.filter.field": "test1.t_product:id/subject/keywords,test2.t_company:id/name",
+        "canal.instance.filter.black.field": "test1.t_product:subject/product_image"}))
+    fields = canal_conf.connector_spec(conf.destinations[0], "kafka").config.canal_fields
+    assert fields.include == {"TEST1.T_PRODUCT": ("ID", "SUBJECT", "KEYWORDS"), "TEST2.T_COMPANY": ("ID", "NAME")}
+    assert fields.exclude == {"TEST1.T_PRODUCT": ("SUBJECT", "PRODUCT_IMAGE")}
+    conf = canal_conf.load(conf_dir(tmp_path / "2", KAFKA, {"canal.instance.filter.field": "a.b:c,t_product:id"}))
+    with pytest.raises(ConfigError) as error:
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+    assert error.value.problems == [("canal.instance.filter.field", "'t_product:id' is not db.table:column/column")]
+
+
+def test_a_standby_is_the_second_of_the_failover_hosts(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, {**KAFKA, "canal.instance.detecting.enable": "true",
+                                               "canal.instance.detecting.heartbeatHaEnable": "true"},
+                                    {"canal.instance.gtidon": "true", "canal.instance.master.address": "db1:3306",
+                                     "canal.instance.standby.address": "db2:3307",
+                                     "canal.instance.standby.journal.name": "mysql-bin.000002"}))
+    assert ("canal.instance.standby.journal.name" in {key for key, _, _ in conf.ignored})
+    config = canal_conf.connector_spec(conf.destinations[0], "kafka").config
+    assert config.database.hosts == ["db1:3306", "db2:3307"] and config.restart_by == "gtid"
+    assert config.source_config("example").addresses == [("db1", 3306), ("db2", 3307)]
+
+
+@pytest.mark.parametrize("server, instance, key, problem", [
+    ({}, {"canal.instance.standby.address": "db2:3306"}, "canal.instance.standby.address",
+     "set canal.instance.gtidon=true"),
+    ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable",
+     "'true' is refused: binlake has no detecting SQL"),
+    ({"canal.instance.detecting.heartbeatHaEnable": "true"}, {"canal.instance.gtidon": "true"},
+     "canal.instance.detecting.heartbeatHaEnable", "switches to canal.instance.standby.address, when one is set"),
+])
+def test_standby_switching_that_cannot_be_followed(tmp_path, server, instance, key, problem):
+    conf = canal_conf.load(conf_dir(tmp_path, {**KAFKA, **server}, instance))
+    with pytest.raises(ConfigError) as error:
+        canal_conf.connector_spec(conf.destinations[0], "kafka")
+    assert [path for path, _ in error.value.problems] == [key] and problem in str(error.value)
+
+
 def test_auto_server_id_is_stable(tmp_path):
     conf = canal_conf.load(conf_dir(tmp_path, KAFKA))
     first = canal_conf.connector_spec(conf.destinations[0], "kafka").config.database.server_id
@@ -108,11 +179,8 @@ def test_other_server_modes_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("server, instance, problem", [
-    ({"canal.zkServers": "127.0.0.1:2181"}, {}, "canal.zkServers: '127.0.0.1:2181' is refused: ZooKeeper"),
-    ({"canal.instance.detecting.enable": "true"}, {}, "canal.instance.detecting.enable: 'true' is refused"),
-    ({}, {"canal.instance.master.journal.name": "mysql-bin.000003"}, "starting at a given binlog position"),
+    ({"canal.admin.manager": "127.0.0.1:8089"}, {}, "canal.admin.manager: '127.0.0.1:8089' is refused: canal-admin"),
     ({}, {"canal.instance.enableDruid": "true"}, "druid-encrypted passwords"),
-    ({}, {"canal.instance.filter.field": "a.b:c/d"}, "column projection"),
     ({"kafka.ssl.truststore.location": "/x.jks"}, {}, "Java keystores is not supported"),
 ])
 def test_refused_values_name_key_and_file(tmp_path, server, instance, problem):
@@ -124,10 +192,28 @@ def test_refused_values_name_key_and_file(tmp_path, server, instance, problem):
 
 def test_problems_of_every_file_are_reported_together(tmp_path):
     with pytest.raises(ConfigError) as error:
-        canal_conf.load(conf_dir(tmp_path, {"canal.zkServers": "zk:2181", "canal.serverMode": "pulsarMQ"},
+        canal_conf.load(conf_dir(tmp_path, {"canal.aliyun.accessKey": "ak", "canal.serverMode": "pulsarMQ"},
                                  {"canal.instance.enableDruid": "true"}))
     assert [path.rsplit(": ", 1)[1] for path, _ in error.value.problems] == \
-           ["canal.zkServers", "canal.serverMode", "canal.instance.enableDruid"]
+           ["canal.aliyun.accessKey", "canal.serverMode", "canal.instance.enableDruid"]
+
+
+def test_the_environment_overrides_canal_keys_as_canal_reads_them(tmp_path):
+    directory = conf_dir(tmp_path, {"canal.port": "11111", "canal.zkServers": "zk1:2181"},
+                         {"canal.instance.dbUsername": "canal"})
+    with pytest.raises(ConfigError, match=r"environment: canal.admin.manager: 'a:8089' is refused"):
+        canal_conf.load(directory, {"canal.admin.manager": "a:8089"})
+    conf = canal_conf.load(directory, {"canal.port": "11112", "canal.instance.dbUsername": "other", "PATH": "/bin"})
+    assert (conf.server["canal.port"], conf.zk_servers, conf.zk_session_timeout_s) == ("11112", "zk1:2181", 18.0)
+    assert conf.destinations[0].properties["canal.instance.dbUsername"] == "other"
+    assert conf.unknown == []
+
+
+def test_zookeeper_session_timeout(tmp_path):
+    conf = canal_conf.load(conf_dir(tmp_path, {"binlake.zookeeper.session.timeout.ms": "4000"}), {})
+    assert conf.zk_session_timeout_s == 4.0
+    with pytest.raises(ConfigError, match=r"binlake.zookeeper.session.timeout.ms: '4s' is not a positive number"):
+        canal_conf.load(conf_dir(tmp_path / "2", {"binlake.zookeeper.session.timeout.ms": "4s"}), {})
 
 
 def test_unknown_keys_are_listed(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from cdc.emitter import TableContext
-from cdc.formats.canal_entry import CanalEntryOutput
+from cdc.formats.canal_entry import CanalEntryOutput, is_ddl
 from cdc.formats.proto import EntryProtocol_pb2 as pb
 from cdc.offsets import BinlogPosition, EventSource
 
@@ -68,3 +68,4 @@ def test_delete_and_ddl_entries():
     assert (ddl.header.eventType, altered.isDdl, altered.sql, altered.ddlSchemaName) == \
         (pb.ALTER, True, "ALTER TABLE t ADD c INT", "shop")
     assert out[-1].key == b"shop.t" and len(out) == 4
+    assert [is_ddl(r.value) for r in out] == [False, False, False, True]      # (canal.instance.get.ddl.isolation)

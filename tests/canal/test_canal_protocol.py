@@ -9,7 +9,7 @@ import pytest
 
 from canal import auth
 from canal.batches import BatchError, LogEntry, Stream, table_filter
-from canal.proto import CanalProtocol_pb2 as pb
+from cdc.formats.proto import CanalProtocol_pb2 as pb
 from canal.protocol import NEED_DATA, Auth, ClientAck, Get, ProtocolError, Rollback, ServerConnection, Subscribe
 
 SEEDS = bytes(range(1, 9))
@@ -156,3 +156,18 @@ def test_filter_and_memsize():
     s.append(entries(*["x.y"] * 5))
     batch, values = s.take(100, table_filter(""), max_bytes=6)       # 3 bytes each: taken while <= 6 bytes
     assert len(values) == 3
+
+
+def test_ddl_isolation_puts_a_ddl_in_a_batch_of_its_own():
+    s = stream()
+    s.append([*entries(None, "shop.a", None), LogEntry(16, b"shop.a", b"ddl16", ddl=True),
+              LogEntry(18, b"shop.a", b"ddl18", ddl=True), *entries(None, "shop.a", None, start=20)])
+    everything = table_filter("")
+    assert s.take(100, everything)[1] == [b"e10", b"e12", b"e14"]       # up to the DDL
+    assert s.take(100, everything)[1] == [b"ddl16"]                     # the DDL alone
+    assert s.take(100, everything)[1] == [b"ddl18"]
+    batch, values = s.take(100, everything)
+    assert values == [b"e20", b"e22", b"e24"] and (batch.start, batch.end) == (20, 25)
+    s = stream()
+    s.append([LogEntry(10, b"other.t", b"ddl10", ddl=True), *entries("shop.a", start=12)])
+    assert s.take(100, table_filter("shop\\..*"))[1] == [b"e12"]      # a DDL the client's filter drops cuts nothing

@@ -18,8 +18,8 @@ from crc32c import crc32c
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from wire import WireClient
 
-from canal.proto import CanalProtocol_pb2 as pb
 from canal.server import CanalServer, DestinationLog, entries_topic
+from cdc.formats.proto import CanalProtocol_pb2 as pb
 from logcore.storage.batch import CRC_START
 from logcore.storage.records import encode_batch
 

@@ -23,9 +23,9 @@ FIELDS = ["data", "database", "es", "gtid", "id", "isDdl", "mysqlType", "old", "
           "ts", "type"]
 
 
-def canal_conf(tmp_path, server, broker, db: str, **instance: str):
+def canal_conf(tmp_path, server, broker, db: str, server_keys: dict[str, str] | None = None, **instance: str):
     return conf_dir(tmp_path, {"canal.serverMode": "kafka", "kafka.bootstrap.servers": broker.address,
-                               "canal.metrics.pull.port": str(free_port())},
+                               "canal.metrics.pull.port": str(free_port()), **(server_keys or {})},
                     {"canal.instance.master.address": f"127.0.0.1:{server.port}",
                      "canal.instance.dbUsername": server.user, "canal.instance.dbPassword": server.password,
                      "canal.instance.mysql.slaveId": "5403", "canal.instance.filter.regex": f"{db}\\..*",
@@ -41,9 +41,10 @@ def partition_of(db: str, key: str) -> int:
     return abs(java_hash(db) ^ java_hash(key)) % 3
 
 
-async def caught_up(broker, server) -> bool:
+async def caught_up(broker, server, destination: str = "example") -> bool:
+    """The destination has committed the server's whole binlog."""
     end = server.binlog_end()
-    offset = await committed_offset(broker.address, "example")
+    offset = await committed_offset(broker.address, destination)
     return offset is not None and (offset["file"], offset["pos"]) >= end
 
 

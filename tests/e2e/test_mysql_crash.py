@@ -24,6 +24,7 @@ import time
 import pytest
 
 from sandbox.sql import MYSQL_OPTIONS
+from sql_fixtures import by_default_on
 from e2e_harness import mysql_config, read_committed, wait_for_log, wait_until, write_config
 from mysql_workload import (BINLOG_EVENTS, MAX_BATCH_RECORDS, binlog_event_types, check, check_stable_offsets,
                             committed_offset, open_records, sample_stable_offsets, seeded_workload, snapshot_done)
@@ -128,6 +129,7 @@ async def run_crash_test(server, broker, connector, tmp_path, *, seconds: float,
 @pytest.mark.parametrize("any_broker_factory", ["logcore", pytest.param("kafka", marks=[pytest.mark.kafka,
                                                                                         pytest.mark.slow])],
                          indirect=True)
+@by_default_on("mysql")  # (MariaDB with -m slow: Canal's TCP test kills its connector twice by default)
 async def test_connector_and_broker_crashes_lose_and_repeat_nothing(server, any_broker, connector, tmp_path):
     # 12 s and 3 kills (the broker dies at the second): test_connect_failover.py kills workers running
     # the same connector under the same workload and checks, and the longer runs are `slow` below.

@@ -55,6 +55,7 @@ class VerifiableConsumer:
         return [e for e in self.events() if e["name"] == "record_data"]
 
 
+@pytest.mark.slow  # (a minute of JVMs; confluent-kafka's KIP-848 tests cover joins, moves and kills by default)
 def test_java_consumers_share_move_incrementally_survive_a_kill_and_keep_offsets(tools, java_broker, tmp_path):
     t = tools
     t.admin("kafka-topics", "--create", "--topic", "kip848", "--partitions", "6")

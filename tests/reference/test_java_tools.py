@@ -222,6 +222,7 @@ def test_verifiable_producer_and_three_consumers_rebalancing(kafka_tools, tmp_pa
         assert all(offsets == sorted(offsets) for offsets in per_partition.values())
 
 
+@pytest.mark.slow  # a crash variant (half a minute): the Java transactional producer runs by default in test_debezium (exactly once)
 def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_committed(reference_jars, broker_factory,
                                                                                     tmp_path):
     """Kafka's own exactly-once check: TransactionalMessageCopier copies a partition in transactions (some

@@ -4,9 +4,16 @@
 // batch, one per reconnection) to OUT; ends once STOP exists and a get comes back empty.
 //
 //     java -cp '.cache/canal-client-jars/*' CanalLoop.java HOST PORT DESTINATION OUT STOP [USER PASSWORD]
+//     java -cp '.cache/canal-client-jars/*' CanalLoop.java zk ZK_SERVERS DESTINATION OUT STOP [USER PASSWORD]
+//
+// The second is Canal's cluster client (newClusterConnector with ZooKeeper): it finds the server running the
+// destination in ZooKeeper and moves on its own to the next when that one dies, retrying the call that failed; such
+// a move is written as a reconnection too (before the batch that follows it), since an ack sent just before it may
+// not have been stored.
 
 import com.alibaba.otter.canal.client.CanalConnector;
 import com.alibaba.otter.canal.client.CanalConnectors;
+import com.alibaba.otter.canal.client.impl.ClusterCanalConnector;
 import com.alibaba.otter.canal.protocol.CanalEntry;
 import com.alibaba.otter.canal.protocol.Message;
 
@@ -19,8 +26,10 @@ import java.util.List;
 public class CanalLoop {
     public static void main(String[] args) throws Exception {
         String user = args.length > 5 ? args[5] : "", password = args.length > 6 ? args[6] : "";
-        CanalConnector connector = CanalConnectors.newSingleConnector(
-            new InetSocketAddress(args[0], Integer.parseInt(args[1])), args[2], user, password);
+        CanalConnector connector = args[0].equals("zk")
+            ? CanalConnectors.newClusterConnector(args[1], args[2], user, password)
+            : CanalConnectors.newSingleConnector(new InetSocketAddress(args[0], Integer.parseInt(args[1])), args[2],
+                                                 user, password);
         File stop = new File(args[4]);
         long batches = 0;
         try (PrintWriter out = new PrintWriter(new FileWriter(args[3], true))) {
@@ -29,8 +38,10 @@ public class CanalLoop {
                     connector.connect();
                     connector.subscribe("");
                     connector.rollback();
+                    Object session = current(connector);
                     while (true) {
                         Message message = connector.getWithoutAck(1000);
+                        session = noteMove(connector, session, out);
                         long batchId = message.getId();
                         if (batchId == -1 || message.getEntries().isEmpty()) {
                             if (stop.exists()) {
@@ -49,6 +60,7 @@ public class CanalLoop {
                         } else {
                             connector.rollback(batchId);
                         }
+                        session = noteMove(connector, session, out);
                     }
                 } catch (Exception e) {
                     System.out.println("reconnecting after: " + e);
@@ -62,6 +74,22 @@ public class CanalLoop {
                 }
             }
         }
+    }
+
+    /** The connection a cluster client works on now (a single client: itself). */
+    static Object current(CanalConnector connector) {
+        return connector instanceof ClusterCanalConnector ? ((ClusterCanalConnector) connector).getCurrentConnector()
+                                                          : connector;
+    }
+
+    /** Writes a reconnection when the cluster client moved to another connection inside its last call. */
+    static Object noteMove(CanalConnector connector, Object session, PrintWriter out) {
+        Object now = current(connector);
+        if (now != session) {
+            out.println("{\"reconnect\": \"the cluster client moved to another connection\"}");
+            out.flush();
+        }
+        return now;
     }
 
     static String batch(long id, boolean acked, List<CanalEntry.Entry> entries) throws Exception {

@@ -1,4 +1,4 @@
-"""Stopping a kazoo client without hanging.
+"""Stopping a kazoo client without hanging (the brokers' cluster membership, Canal's HA).
 
 When a client stops, kazoo fires every watch once more, and a DataWatch or ChildrenWatch reads its
 znode again from kazoo's callback thread. A read queued just as the connection closes is never
