@@ -4,8 +4,9 @@ canal/protocol.py (framing, packets) and canal/batches.py (batches, acks, rollba
 Each destination's mysql connector writes Canal entries, exactly once, to one partition of its entry log
 (`<destination>.canal-entries`). A subscribed (destination, client id) reads that partition, read_committed,
 from its committed offset in the group `binlake-canal-<destination>-<client id>`: an ack commits the end of the
-acked batch there before the connection's next request is read, so a server killed at any moment resumes
-after the last ack, and a batch never acked comes again.
+acked batch there before the connection's next reply is written, so a server killed at any moment resumes
+after the last ack the client may know was taken, and a batch never acked comes again. (The commit runs while
+the next request is read and its batch taken: a Canal client sends its ack and its next get back to back.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 
@@ -64,7 +66,10 @@ class _Reader:
         self.stream: Stream | None = None
         self.grew = asyncio.Event()
         self.space = asyncio.Event()
+        self.failure: str | None = None     # why it stopped reading; its client's requests get this until a subscribe
         self._task: asyncio.Task | None = None
+        self._committing = asyncio.Lock()
+        self._committed = 0                 # the offset last committed
 
     async def start(self, client: str, next_id) -> Stream:
         await self.consumer.start()
@@ -74,16 +79,27 @@ class _Reader:
             await self.consumer.seek_to_beginning(self.tp)
             committed = await self.consumer.position(self.tp)
         self.stream = Stream(client, committed, self.destination.capacity, next_id)
-        self._task = asyncio.create_task(self._fill())
-        self._task.add_done_callback(self._ended)
+        self._committed = committed
+        self._task = asyncio.create_task(self._read())
         return self.stream
 
-    def _ended(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: the entry log's reader stopped", self.destination.name, exc_info=task.exception())
+    async def _read(self) -> None:
+        """Fill the stream until an error no retry mends: then say why in `failure`, wake the waiting gets (they
+        answer with it) and let go of the log."""
+        try:
+            await self._fill()
+        except Exception as exc:
+            self.failure = (f"destination:{self.destination.name}: reading {self.tp.topic} from offset "
+                            f"{self.stream.read_to} failed ({type(exc).__name__}: {exc}); the server stopped reading "
+                            "it for this client: subscribe again (a reconnecting client does) to read on from the last "
+                            "ack, and see the server's log if it fails again")
+            log.error("%s", self.failure, exc_info=exc)
+            self.grew.set()
+            await self.consumer.stop()
 
     async def _fill(self) -> None:
-        """Read on while the stream has room; a failed fetch is logged and retried from where the stream is."""
+        """Read on while the stream has room; a failed fetch is logged and retried from where the stream is (any
+        error but a Kafka error ends it)."""
         stream, consumer = self.stream, self.consumer
         position = None
         while True:
@@ -110,9 +126,21 @@ class _Reader:
                 position = records[-1].offset + 1
                 self.grew.set()
 
-    async def commit(self, offset: int) -> None:
-        await self.consumer.commit({self.tp: OffsetAndMetadata(offset, "")})
+    def ack(self, batch_id: int) -> asyncio.Task:
+        """Ack the oldest batch (BatchError for any other id); the task that stores the ack."""
+        offset = self.stream.ack(batch_id)
         self.space.set()
+        return asyncio.ensure_future(self._commit(offset))
+
+    async def _commit(self, offset: int) -> None:
+        """Store the acks up to `offset`, at least, as the group's committed offset. One commit at a time, of the
+        latest ack then: a commit that finds its offset stored by a later ack's returns at once."""
+        async with self._committing:
+            if self._committed >= offset:
+                return
+            latest = self.stream.acked
+            await self.consumer.commit({self.tp: OffsetAndMetadata(latest, "")})
+            self._committed = latest
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -157,8 +185,10 @@ class CanalServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        connections = list(self._connections)
+        for task in connections:
             task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
         for reader in self._readers.values():
             await reader.stop()
 
@@ -182,15 +212,22 @@ class CanalServer:
         self._connections.add(task)
         conn = ServerConnection(os.urandom(8))
         peer = writer.get_extra_info("peername")
+        storing: list[tuple[int, asyncio.Task]] = []      # (batch id, its ack's commit): the next reply waits
+        sock = writer.get_extra_info("socket")
         try:
             writer.write(conn.handshake())
             while data := await reader.read(1 << 16):
+                _quick_ack(sock)
                 conn.receive_data(data)
                 while (event := conn.next_event()) is not NEED_DATA:
-                    reply, close = await self._handle(conn, event)
+                    reply, close = await self._handle(conn, event, storing)
+                    if reply and storing:
+                        failed = await _acks_stored(conn, storing)
+                        reply, close = (failed, True) if failed else (reply, close)
                     if reply:
                         writer.write(reply)
                         await writer.drain()
+                        _quick_ack(sock)
                     if close:
                         return
         except ProtocolError as exc:
@@ -199,6 +236,8 @@ class CanalServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            if storing and not task.cancelling():      # the acks the client sent before it left are stored all the same
+                await _acks_stored(conn, storing)
             self._connections.discard(task)
             for clients in self._clients.values():
                 clients.discard(task)
@@ -206,8 +245,10 @@ class CanalServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _handle(self, conn: ServerConnection, event) -> tuple[bytes | None, bool]:
-        """The reply to one request (None: none), and whether to close the connection after it."""
+    async def _handle(self, conn: ServerConnection, event,
+                      storing: list[tuple[int, asyncio.Task]]) -> tuple[bytes | None, bool]:
+        """The reply to one request (None: none), and whether to close the connection after it. An ack adds the
+        commit that stores it to `storing`."""
         try:
             if isinstance(event, Auth):
                 if not auth.check(self.user, self.passwd, event.username, event.password, conn.seeds):
@@ -224,7 +265,7 @@ class CanalServer:
             if isinstance(event, Get):
                 return await self._get(conn, event), False
             if isinstance(event, ClientAck):
-                return await self._ack(conn, event), False
+                return self._ack(conn, event, storing), False
             if isinstance(event, Rollback):
                 reader = self._readers.get((event.destination, event.client_id))
                 if reader is not None:           # (as Canal: a rollback before subscribing is ignored)
@@ -249,6 +290,10 @@ class CanalServer:
         self._clients[destination].add(asyncio.current_task())
         key = (destination, client_id)
         self._filters[key] = table_filter(filter_text, served.transaction_entries)
+        failed = self._readers.get(key)
+        if failed is not None and failed.failure is not None:
+            del self._readers[key]
+            await failed.stop()
         if key not in self._readers:
             reader = self._readers[key] = _Reader(served, client_id)
             try:
@@ -263,7 +308,10 @@ class CanalServer:
         key = (destination, client_id)
         if key not in self._filters:
             raise _NotServed(f"ClientIdentity:{client_id}/{destination} should subscribe first")
-        return self._readers[key], self._filters[key]
+        reader = self._readers[key]
+        if reader.failure is not None:
+            raise _NotServed(reader.failure)
+        return reader, self._filters[key]
 
     async def _get(self, conn: ServerConnection, get: Get) -> bytes:
         reader, accepts = self._subscribed(get.destination, get.client_id)
@@ -271,13 +319,15 @@ class CanalServer:
         size = get.fetch_size if get.fetch_size > 0 else 1000
         if get.timeout_s is not None:
             deadline = None if get.timeout_s == 0 else asyncio.get_running_loop().time() + get.timeout_s
-            while not stream.ready(accepts, size) and stream.room > 0:
+            while not stream.ready(accepts, size) and stream.room > 0 and reader.failure is None:
                 reader.grew.clear()
                 remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
                 if remaining is not None and remaining <= 0:
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(reader.grew.wait(), remaining)
+            if reader.failure is not None:
+                raise _NotServed(reader.failure)
         memunit = reader.destination.memunit
         taken = stream.take(size, accepts, None if memunit is None else size * memunit)
         if taken is None:
@@ -285,15 +335,36 @@ class CanalServer:
         batch, entries = taken
         return conn.messages(batch.id, entries)
 
-    async def _ack(self, conn: ServerConnection, ack: ClientAck) -> bytes | None:
+    def _ack(self, conn: ServerConnection, ack: ClientAck, storing: list[tuple[int, asyncio.Task]]) -> bytes | None:
         if ack.batch_id == 0:
             return conn.error(402, "batchId should assign value")
         if ack.batch_id == -1:          # the get before it had nothing
             return None
         reader, _ = self._subscribed(ack.destination, ack.client_id)
-        offset = reader.stream.ack(ack.batch_id)
-        await reader.commit(offset)
+        storing.append((ack.batch_id, reader.ack(ack.batch_id)))
         return None
+
+
+def _quick_ack(sock) -> None:
+    """ACK what the client sends at once. Canal's Java client writes each request as two writes, its 4-byte length
+    and then its body, with Nagle's algorithm on: the body waits for the length's ACK, which Linux delays (up to
+    40 ms) on a connection that answers what it reads, or until the server reads the length. Linux leaves quick-ACK
+    mode by itself, so it is set again after every read and every reply."""
+    if hasattr(socket, "TCP_QUICKACK"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+
+
+async def _acks_stored(conn: ServerConnection, storing: list[tuple[int, asyncio.Task]]) -> bytes | None:
+    """Wait until the connection's acks are stored; Canal's error ACK if one could not be (the connection then
+    closes: the client connects again and gets every batch not stored as acked again)."""
+    acks, storing[:] = list(storing), []
+    results = await asyncio.gather(*(task for _, task in acks), return_exceptions=True)
+    for (batch_id, _), result in zip(acks, results):
+        if isinstance(result, BaseException):
+            log.warning("storing the ack of batch %d failed: %r", batch_id, result)
+            return conn.error(400, f"storing the ack of batch {batch_id} failed ({type(result).__name__}: "
+                                   f"{result}): connect again; the batches after the last stored ack come again")
+    return None
 
 
 def _first_batch_id() -> int:
@@ -304,4 +375,4 @@ def _first_batch_id() -> int:
 
 
 class _NotServed(Exception):
-    """A request for a destination or client this server does not serve (yet)."""
+    """A request for a destination or client this server does not serve (yet, or any more: its reader failed)."""

@@ -23,11 +23,37 @@ _DDL_TYPES = {"CREATE": pb.CREATE, "ALTER": pb.ALTER, "DROP": pb.ERASE, "RENAME"
 _DDL_EVENT_TYPES = frozenset(_DDL_TYPES.values())
 
 
+# Protobuf's wire format of a MESSAGES Packet: (field number << 3) | wire type (0 varint, 2 length-delimited)
+_PACKET_HEAD = bytes([2 << 3, 1, 3 << 3, packets.MESSAGES, 5 << 3 | 2])   # Packet: version 1, type, body's tag
+_BATCH_ID = bytes([1 << 3])                                               # Messages.batch_id
+_ENTRY = bytes([2 << 3 | 2])                                              # Messages.messages, one per entry
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
+
+
 def messages_packet(batch_id: int, entries: list[bytes]) -> bytes:
     """Canal's `Packet` of type MESSAGES holding a batch of serialized entries: what its TCP server sends a client
-    (framed), and what its Kafka producer writes with canal.mq.flatMessage=false (CanalMessageSerializerUtil)."""
-    body = packets.Messages(batch_id=batch_id, messages=entries).SerializeToString()
-    return packets.Packet(type=packets.MESSAGES, version=1, body=body).SerializeToString()
+    (framed), and what its Kafka producer writes with canal.mq.flatMessage=false (CanalMessageSerializerUtil).
+    Framed by hand in one join, the bytes protobuf writes: upb takes 5-15 ms for a 1 MB batch (three copies of it),
+    this 0.1-0.4 ms (a few microseconds more than upb below 64 KB)."""
+    body = [_BATCH_ID, _varint(batch_id)] if batch_id else []
+    for entry in entries:
+        body += (_ENTRY, _varint(len(entry)), entry)
+    return b"".join([_PACKET_HEAD, _varint(sum(map(len, body))), *body])
+
+
+def _varint(n: int) -> bytes:
+    """A protobuf varint; a negative int64 as protobuf writes it (ten bytes of two's complement)."""
+    if 0 <= n < 0x80:
+        return _ONE_BYTE[n]
+    if 0 <= n < 0x4000:                        # (an entry's length, most often)
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def is_ddl(entry: bytes) -> bool:

@@ -11,8 +11,8 @@ import struct
 from kazoo.client import KazooClient
 
 from canal import ha
-from canal.proto import CanalProtocol_pb2 as pb
 from canal.server import CanalServer, DestinationLog
+from cdc.formats.proto import CanalProtocol_pb2 as pb
 from common.zk_client import stop_client
 
 

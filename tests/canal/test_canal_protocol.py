@@ -104,6 +104,15 @@ def test_messages_carry_entries_as_they_are():
     assert (messages.batch_id, list(messages.messages)) == (42, [b"\x0a\x00", b"entry-2"])
 
 
+@pytest.mark.parametrize("batch_id", [-1, 1, 127, 128, 300, (1 << 62) + 5])
+@pytest.mark.parametrize("sizes", [[], [0], [1, 127, 128, 16383, 16384, 3 << 20]])
+def test_messages_are_the_bytes_protobuf_writes(batch_id, sizes):
+    entries = [bytes([i % 256]) * size for i, size in enumerate(sizes)]
+    body = pb.Messages(batch_id=batch_id, messages=entries).SerializeToString()
+    data = pb.Packet(type=pb.MESSAGES, version=1, body=body).SerializeToString()
+    assert ServerConnection.messages(batch_id, entries) == struct.pack(">I", len(data)) + data
+
+
 def entries(*keys: str | None, start: int = 10) -> list[LogEntry]:
     return [LogEntry(start + 2 * i, None if k is None else k.encode(), f"e{start + 2 * i}".encode())
             for i, k in enumerate(keys)]
