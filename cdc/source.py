@@ -74,6 +74,7 @@ class MySqlSource:
 
     def stop(self) -> None:
         self.streaming.stop()
+        self._bytes_behind.close()
 
     def _binlog_client(self, offset: Offset) -> BinlogClient:
         c = self.config
@@ -103,6 +104,7 @@ class MySqlSource:
         chosen = choose_server(self.config, published)
         if (chosen.host, chosen.port) != (self.config.host, self.config.port):
             self.engine.dispose()
+            self._bytes_behind.close()
             self.config, self.engine = chosen, make_engine(chosen)
             self._bytes_behind = BinlogBytesBehind(self.engine)
 

@@ -192,6 +192,26 @@ def test_binlog_lag_bytes_is_what_the_server_wrote_past_the_stream(server, db, c
     assert position.file == file  # (one binlog file here, so the expected figure is one subtraction)
     behind = source.metrics(time.time() + POLL_S)["binlog_lag_bytes"]  # (a clock past the poll interval)
     assert behind == int(end) - position.pos and behind > 50 * 200
+    source.stop()
+
+
+def test_binlog_lag_polls_share_one_connection(server, db, capture):
+    """A poll per connection cost the server a login (and a TLS handshake) every 5 s per connector."""
+    from cdc.binlog_lag import POLL_S
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)", db=db)
+    source = MySqlSource(capture.config(db), MemoryHistoryStore(), follow=False)
+    list(source.batches())
+    now = time.time()
+    source.metrics(now)  # the first poll connects
+
+    def logins() -> int:  # (each call logs in once itself)
+        return int(server.sql("SHOW GLOBAL STATUS LIKE 'Connections'")[0][1])
+
+    before = logins()
+    for i in range(1, 4):
+        source.metrics(now + i * POLL_S)
+    assert logins() == before + 1
+    source.stop()
 
 
 def test_a_lost_replication_connection_ends_the_stream_instead_of_reconnecting_at_its_start(server, db, capture):
