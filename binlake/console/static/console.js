@@ -144,9 +144,9 @@ function freshnessChart(name, points) {
   const first = points[0].at, span = Math.max(points[points.length - 1].at - first, 1);
   const x = (p) => (left + (p.at - first) / span * (w - left - 4)).toFixed(1);
   const y = (v) => (h - bottom - Math.max(v, 0) / top * (h - bottom - 6)).toFixed(1);
-  const line = (key) => `<polyline class="${key}" data-quantile="${key}" points="${points.map((p) =>
-    `${x(p)},${y(p[key])}`).join(" ")}"/>`;
   const last = points[points.length - 1];
+  const line = (key) => `<polyline class="${key}" data-quantile="${key}" points="${points.map((p) =>
+    `${x(p)},${y(p[key])}`).join(" ")}"/><circle class="${key}" cx="${x(last)}" cy="${y(last[key])}" r="3"/>`;
   return `<figure class="chart" data-testid="freshness-chart" data-table="${esc(name)}">
     <figcaption>${esc(name)}: p50 ${seconds(last.p50)}, p99 ${seconds(last.p99)}</figcaption>
     <svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img">
