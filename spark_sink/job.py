@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +49,7 @@ class TableSummary:
     types: str | None = None
     pk: list | None = None
     position: str = ""
+    commits: list = field(default_factory=list)  # MySQL commit times (epoch ms, weight) of its changes (metrics.py)
 
 
 class SinkJob:
@@ -103,10 +104,12 @@ class SinkJob:
             tables = self._plan(records, summary)
             planned = time.monotonic()
             self.target.write(app_id, batch_id, tables, offsets)
-            done = time.monotonic()
+            done, visible_at = time.monotonic(), time.time()
             timing = {"read_decode": decoded - started, "plan": planned - decoded, "write": done - planned}
             self.timings.append({"batch": batch_id, "rows": sum(r.n for r in summary if r.kind == "row"), **timing})
-            metrics.batch_done(self.name, timing, {r.table: r.n for r in summary if r.kind == "row"})
+            rows = [r for r in summary if r.kind == "row"]
+            metrics.batch_done(self.name, timing, {r.table: r.n for r in rows}, {r.table: r.commits for r in rows},
+                               visible_at)
             log.info("%s batch %d: %s (read+decode %.2f s, schemas+checks %.2f s, merge+commit %.2f s)", self.name, batch_id,
                      ", ".join(f"{r.table}: {counted(r.n, r.kind)}" for r in summary if r.kind in ("row", "truncate"))
                      or "no changes", decoded - started, planned - decoded, done - planned)
@@ -114,14 +117,18 @@ class SinkJob:
             records.unpersist()
 
     def _summary(self, records: DataFrame) -> tuple[list["TableSummary"], dict]:
-        """One pass over the batch: per kind and table, how many records, the latest TRUNCATE and
-        (Canal) the latest column types and key; and each partition's end offset."""
+        """One pass over the batch: per kind and table, how many records, the latest TRUNCATE,
+        quantiles of its changes' MySQL commit times (not of snapshot reads) and (Canal) the latest
+        column types and key; and each partition's end offset."""
         canal = self.config.format == "canal"
         latest = [F.max_by(c, "seq").alias(c) for c in ("types", "pk", "position")] + [F.max("seq").alias("last")] \
             if canal else []
+        committed = F.when((F.col("kind") == "row") & (F.col("op") != "r") & (F.col("ts_ms") > 0), F.col("ts_ms"))
         rows = (records.groupBy("kind", "table", "topic", "partition")
                 .agg(F.count("*").alias("n"), F.max(F.when(F.col("kind") == "truncate", F.col("seq"))).alias("truncate"),
-                     (F.max("offset") + 1).alias("end"), *latest)
+                     (F.max("offset") + 1).alias("end"), F.count(committed).alias("committed"),
+                     F.percentile_approx(committed, list(metrics.COMMIT_TIME_PROBABILITIES)).alias("commit_ms"),
+                     *latest)
                 .collect())
         offsets: dict = {}
         summary: dict[tuple, TableSummary] = {}
@@ -129,6 +136,8 @@ class SinkJob:
             offsets[(r.topic, r.partition)] = r.end
             s = summary.setdefault((r.kind, r.table), TableSummary(r.kind, r.table))
             s.n += r.n
+            if r.committed:
+                s.commits += [(ms, r.committed / len(r.commit_ms)) for ms in r.commit_ms]
             if r.truncate is not None:
                 s.truncate = max(s.truncate or 0, int(r.truncate))
             if canal and (s.last is None or r.last > s.last):

@@ -32,7 +32,9 @@ async def restart(connect_url: str, name: str) -> dict:
 
 
 async def sink(metrics_url: str) -> list[dict]:
-    """Per streaming query: batches, rows per table, mean seconds per phase, offsets behind."""
+    """Per streaming query: batches, rows per table, mean seconds per phase, offsets behind, and each
+    table's freshness ({table: {"0.5": s, "0.99": s}}: over the sink's window, none for a table
+    without changes in it)."""
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         try:
             async with session.get(metrics_url) as response:
@@ -42,7 +44,8 @@ async def sink(metrics_url: str) -> list[dict]:
     queries: dict[str, dict] = {}
 
     def query(name: str) -> dict:
-        return queries.setdefault(name, {"query": name, "batches": 0, "rows": {}, "seconds": {}, "behind": None})
+        return queries.setdefault(name, {"query": name, "batches": 0, "rows": {}, "seconds": {}, "behind": None,
+                                             "freshness": {}})
     sums: dict[tuple[str, str], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -53,6 +56,8 @@ async def sink(metrics_url: str) -> list[dict]:
                 query(labels["query"])["rows"][labels["table"]] = int(s.value)
             elif s.name == "binlake_sink_offsets_behind":
                 query(labels["query"])["behind"] = int(s.value)
+            elif s.name == "binlake_sink_freshness_seconds":
+                query(labels["query"])["freshness"].setdefault(labels["table"], {})[labels["quantile"]] = s.value
             elif s.name == "binlake_sink_batch_seconds_sum":
                 sums[(labels["query"], labels["phase"])] = s.value
     for (name, phase), total in sums.items():

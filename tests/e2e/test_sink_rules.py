@@ -6,6 +6,7 @@ tables, and records the sink cannot apply."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -16,10 +17,10 @@ SERVER = "rules"
 
 
 def event(op: str, before: dict | None, after: dict | None, pos: int, row: int = 0, snapshot: str = "false",
-          table: str = "items") -> bytes:
+          table: str = "items", ts_ms: int | None = None) -> bytes:
     source = {"version": "binlake-0.1", "connector": "mysql", "name": SERVER, "server_id": 1, "file": "binlog.000001",
-              "pos": pos, "gtid": None, "db": "shop", "table": table, "ts_ms": 1_700_000_000_000 + pos * 1000,
-              "snapshot": snapshot, "row": row}
+              "pos": pos, "gtid": None, "db": "shop", "table": table,
+              "ts_ms": 1_700_000_000_000 + pos * 1000 if ts_ms is None else ts_ms, "snapshot": snapshot, "row": row}
     return json.dumps({"before": before, "after": after, "op": op, "ts_ms": 0, "source": source}).encode()
 
 
@@ -259,28 +260,45 @@ def test_a_table_without_a_primary_key_or_with_a_type_too_wide_is_refused_by_nam
         run_sink(spark, sink(broker, tmp_path, "delta", targets, checkpoint=str(tmp_path / "ck2")))
 
 
-def test_metrics_count_batches_rows_and_the_offsets_left_behind(spark, broker, tmp_path, targets):
-    """Served as `binlake sink run --prometheus-listener` serves them, scraped over HTTP."""
+def test_metrics_count_batches_rows_the_offsets_left_behind_and_each_tables_freshness(spark, broker, tmp_path,
+                                                                                       targets):
+    """Served as `binlake sink run --prometheus-listener` serves them, scraped over HTTP. Freshness:
+    the changes say they were committed in MySQL now (shop.orders' 30 s ago), so each table's
+    quantiles lie between the time from that commit to the query's start and to its end; the
+    snapshot read, stamped years ago, is no commit and must not count."""
     from common.prometheus import serve_in_thread
     from prometheus_scrape import sample, scrape
     from spark_sink import metrics
     from spark_sink.config import validate
     from spark_sink.job import SinkJob
 
-    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
-    produce(broker.address, [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i)) for i in range(6)])
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100)),
+                             (SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 101, table="orders"))])
+    committed = time.time()
+    now_ms, behind_s = int(committed * 1000), {"shop.items": 0, "shop.orders": 30}
+    produce(broker.address, [(TOPIC, key(9), event("r", None, item(9, "old"), 150, snapshot="true"))]
+            + [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i, ts_ms=now_ms)) for i in range(6)]
+            + [(TOPIC, key(i), event("c", None, item(i, f"o{i}"), 300 + i, table="orders", ts_ms=now_ms - 30_000))
+               for i in range(2)])  # (one topic for both: the sink takes the table from each event)
     name = "binlake-sink-metered"
+    started = time.time()
     query = SinkJob(spark, validate(sink(broker, tmp_path, "delta", targets, max_offsets_per_trigger=2))).start(name)
     query.awaitTermination()
+    ended = time.time()
     url = serve_in_thread(metrics.REGISTRY, "127.0.0.1:0")
     samples = scrape(url)
-    assert sample(samples, "binlake_sink_rows_total", query=name, table="shop.items") == 6
+    assert sample(samples, "binlake_sink_rows_total", query=name, table="shop.items") == 7
+    assert sample(samples, "binlake_sink_rows_total", query=name, table="shop.orders") == 2
     batches = sample(samples, "binlake_sink_batches_total", query=name)
-    assert batches == 3  # six records, two per trigger
+    assert batches == 5  # nine records, two per trigger
     for phase in metrics.PHASES:
         assert sample(samples, "binlake_sink_batch_seconds_count", query=name, phase=phase) == batches
-    metrics.progress(name, query.recentProgress[0])  # the first batch: four records still to come
-    assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 4
+    for table, behind in behind_s.items():
+        p50, p99 = (sample(samples, "binlake_sink_freshness_seconds", query=name, table=table, quantile=q)
+                    for q in ("0.5", "0.99"))
+        assert started - committed + behind <= p50 <= p99 <= ended - committed + behind + 0.001, (table, p50, p99)
+    metrics.progress(name, query.recentProgress[0])  # the first batch: seven records still to come
+    assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 7
     metrics.progress(name, query.lastProgress)
     assert sample(scrape(url), "binlake_sink_offsets_behind", query=name) == 0
 

@@ -9,11 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -65,10 +67,22 @@ def open_view(browser, url: str, hash_: str, expect: str, timeout: float = 60) -
     return browser.find_element(By.ID, "view").text
 
 
+def chart_points(browser, db: str, quantile: str) -> list[str]:
+    """The points of one line of the table's freshness chart (none while the page redraws)."""
+    lines = browser.find_elements(By.CSS_SELECTOR, f"[data-table='binlake-sink {db}.items'] polyline.{quantile}")
+    try:
+        return lines[0].get_attribute("points").split() if lines else []
+    except StaleElementReferenceException:
+        return []
+
+
 @by_default_on("mysql")
-def test_each_page_shows_the_running_pipeline(browser, server, broker, connector, spark, tmp_path):
+def test_each_page_shows_the_running_pipeline(browser, server, broker, connector, spark, tmp_path, monkeypatch):
     from common.prometheus import serve_in_thread
+    from prometheus_scrape import sample, scrape
     from spark_sink import metrics
+
+    monkeypatch.setattr(metrics.FRESHNESS, "window_s", 600)  # (the sink's batches stay in it while the pages load)
 
     db = server.new_database()
     server.sql(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))",
@@ -83,14 +97,24 @@ def test_each_page_shows_the_running_pipeline(browser, server, broker, connector
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), 5)[1] \
             if topic in consumer.list_topics(timeout=5).topics else 0
     wait_for(lambda: end_offset() >= 2, "the snapshot's two reads")
+    written = time.time()
     server.sql(f"UPDATE {db}.items SET price = 14.00 WHERE id = 1", f"DELETE FROM {db}.items WHERE id = 2")
+    committed = time.time()
     wait_for(lambda: end_offset() >= 7, "the update and the delete")  # (and each transaction's marker)
     consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # a group with lag: 1 of 4+
     consumer.close()
+    started = time.time()
     run_sink(spark, {"bootstrap_servers": broker.address, "topics": [topic], "format": "debezium",
                      "schema_topic": "web", "checkpoint": str(tmp_path / "checkpoint"), "trigger": "available_now",
                      "target": {"delta": {"path": str(tmp_path / "delta")}}})
+    visible = time.time()
     sink_metrics = serve_in_thread(metrics.REGISTRY, "127.0.0.1:0")
+    # Freshness, MySQL's clock against this one (the same host): the update and the delete were
+    # committed between `written` and `committed` (binlog times are whole seconds, so up to 1 s
+    # earlier), and became visible between the sink's start and its end; the snapshot's reads do not count.
+    freshness = [sample(scrape(sink_metrics), "binlake_sink_freshness_seconds", query="binlake-sink",
+                        table=f"{db}.items", quantile=q) for q in ("0.5", "0.99")]
+    assert started - committed <= freshness[0] <= freshness[1] <= visible - written + 1, (freshness, visible - written)
 
     console = Console(tmp_path, "--bootstrap-server", broker.address, "--connect", f"http://{rest}",
                       "--sink", sink_metrics)
@@ -113,6 +137,12 @@ def test_each_page_shows_the_running_pipeline(browser, server, broker, connector
         assert not browser.find_elements(By.CSS_SELECTOR, "button[data-restart]")  # read-only
         text = open_view(browser, console.url, "sink", "binlake-sink")
         assert f"{db}.items: 4" in text, text  # row changes merged: 2 snapshot reads, the update, the delete
+        shown = re.search(rf"{db}\.items: p50 ([\d.]+) s, p99 ([\d.]+) s", text)
+        assert shown and all(abs(float(v) - f) <= 0.05 for v, f in zip(shown.groups(), freshness)), text
+        WebDriverWait(browser, 60, poll_frequency=0.5).until(  # a point more at each refresh
+            lambda d: len(chart_points(d, db, "p99")) >= 2 and len(chart_points(d, db, "p50")) >= 2)
+        chart = browser.find_element(By.CSS_SELECTOR, f"[data-testid=freshness-chart][data-table='binlake-sink {db}.items']")
+        assert chart.is_displayed() and chart.size["height"] > 100, chart.size
     finally:
         console.stop()
 

@@ -112,13 +112,52 @@ const views = {
 
   async sink() {
     const queries = await api("sink");
+    const now = Date.now();
+    for (const q of queries) {
+      for (const [t, f] of Object.entries(q.freshness)) {
+        const points = (freshness[`${q.query} ${t}`] ??= []);
+        points.push({at: now, p50: f["0.5"], p99: f["0.99"]});
+        points.splice(0, points.length - FRESHNESS_POINTS);
+      }
+    }
     return "<h2>Spark sink</h2>" + table("sink", ["query", "batches", "rows merged", "mean s: read+decode / plan / " +
-      "merge+commit", "offsets behind"], queries.map((q) => [td(esc(q.query)), td(num(q.batches), "num"),
-      td(Object.entries(q.rows).map(([t, n]) => `${esc(t)}: ${num(n)}`).join("<br>")),
+      "merge+commit", "offsets behind", "freshness (last minute)"], queries.map((q) => [td(esc(q.query)),
+      td(num(q.batches), "num"), td(Object.entries(q.rows).map(([t, n]) => `${esc(t)}: ${num(n)}`).join("<br>")),
       td(["read_decode", "plan", "write"].map((p) => q.seconds[p] ?? "—").join(" / "), "num"),
-      td(num(q.behind), q.behind > 0 ? "num bad" : "num")]));
+      td(num(q.behind), q.behind > 0 ? "num bad" : "num"),
+      td(Object.entries(q.freshness).map(([t, f]) => `${esc(t)}: p50 ${seconds(f["0.5"])}, p99 ${seconds(f["0.99"])}`)
+        .join("<br>") || "no changes")])) +
+      "<h2>Freshness: MySQL commit to visible in the target</h2>" + (Object.keys(freshness).length
+        ? Object.entries(freshness).map(([name, points]) => freshnessChart(name, points)).join("")
+        : "<p>No changes merged since this page opened.</p>");
   },
 };
+
+const FRESHNESS_POINTS = 120;  // ten minutes of the page's 5 s refresh
+const freshness = {};  // "query table" -> [{at, p50, p99}], one point a refresh while the page is open
+const seconds = (s) => s === undefined ? "—" : `${s < 10 ? s.toFixed(2) : s.toFixed(1)} s`;
+
+function freshnessChart(name, points) {
+  // An SVG line chart of one table's p50 and p99 over the page's refreshes, seconds on a scale from 0.
+  const [w, h, left, bottom] = [480, 140, 48, 18];
+  const top = Math.max(...points.map((p) => p.p99), 0.001) * 1.1;
+  const first = points[0].at, span = Math.max(points[points.length - 1].at - first, 1);
+  const x = (p) => (left + (p.at - first) / span * (w - left - 4)).toFixed(1);
+  const y = (v) => (h - bottom - Math.max(v, 0) / top * (h - bottom - 6)).toFixed(1);
+  const last = points[points.length - 1];
+  const line = (key) => `<polyline class="${key}" data-quantile="${key}" points="${points.map((p) =>
+    `${x(p)},${y(p[key])}`).join(" ")}"/><circle class="${key}" cx="${x(last)}" cy="${y(last[key])}" r="3"/>`;
+  return `<figure class="chart" data-testid="freshness-chart" data-table="${esc(name)}">
+    <figcaption>${esc(name)}: p50 ${seconds(last.p50)}, p99 ${seconds(last.p99)}</figcaption>
+    <svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img">
+      <line class="axis" x1="${left}" y1="${h - bottom}" x2="${w}" y2="${h - bottom}"/>
+      <line class="axis" x1="${left}" y1="4" x2="${left}" y2="${h - bottom}"/>
+      <text x="${left - 4}" y="12" text-anchor="end">${esc(seconds(top))}</text>
+      <text x="${left - 4}" y="${h - bottom}" text-anchor="end">0 s</text>
+      <text x="${w - 4}" y="${h - 4}" text-anchor="end">${Math.round(span / 1000)} s shown</text>
+      ${line("p99")}${line("p50")}
+    </svg><span class="legend"><i class="p50"></i> p50 <i class="p99"></i> p99</span></figure>`;
+}
 
 function describeChange(c) {
   if (c.op === "u") {
