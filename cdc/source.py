@@ -95,7 +95,7 @@ class MySqlSource:
     def _scan(self, position: BinlogPosition) -> BinlogClient:
         """A binlog reader that stops at the binlog's end, to look for a configured start (cdc/start.py)."""
         return PyMySqlReplicationClient(connection_settings(self.config), self.config.server_id, position,
-                                        blocking=False)
+                                        blocking=False, boundaries_only=True)
 
     def _use_server(self) -> None:
         """Point the source at the first server of `hosts` that answers and holds what was published

@@ -100,11 +100,14 @@ class PyMySqlReplicationClient:
     """Reads the binlog as a replica from `start` (file/pos). Not thread-safe; one consumer."""
 
     def __init__(self, connection: dict, server_id: int, start: BinlogPosition, *, blocking: bool = True,
-                 heartbeat_s: float = 0, gtids: str | None = None) -> None:
+                 heartbeat_s: float = 0, gtids: str | None = None, boundaries_only: bool = False) -> None:
         """Connect with `connection` (PyMySQL's settings: host, port, user, password, ssl) and start at
         `start`, or, given `gtids`, after that executed GTID set (MariaDB `d-s-n`, or MySQL
-        `uuid:1-n:tag:1-n`); the server then names the file in the first Rotate."""
+        `uuid:1-n:tag:1-n`); the server then names the file in the first Rotate. `boundaries_only`: for a
+        reader that looks for where event groups begin and end, not at their rows (cdc.start), a two-phase
+        XA PREPARE is the end of its group instead of an error."""
         self._file = start.file
+        self._boundaries_only = boundaries_only
         stream_from: dict = {"log_file": start.file, "log_pos": start.pos, "resume_stream": True,
                              "pymysql_wrapper": ReplicationConnection}   # (a lost connection ends the stream)
         if gtids is not None and ":" in gtids:      # MySQL: the dump command is binlake's (cdc.binlog.gtid_dump)
@@ -193,7 +196,7 @@ class PyMySqlReplicationClient:
         if cls is HeartbeatLogEvent or code == HEARTBEAT_V2:
             return Heartbeat(*head)
         if cls is XAPrepareEvent:
-            if e.one_phase:              # XA COMMIT ... ONE PHASE: an ordinary commit
+            if e.one_phase or self._boundaries_only:   # XA COMMIT ... ONE PHASE: an ordinary commit
                 return Commit(*head)
             raise DecodeError(f"XA PREPARE at {where}: two-phase XA transactions are not supported (whether their "
                               "rows commit is known only at a later XA COMMIT or XA ROLLBACK); commit XA "

@@ -38,6 +38,18 @@ def test_start_at_a_file_and_position(server, db, capture):
     assert _ids(capture.run(config, offset=batches[-1].offset)) == [4]
 
 
+def test_a_two_phase_xa_transaction_before_the_start_is_passed_over(server, db, capture):
+    """The search for the start's transaction reads the file from its top: an XA PREPARE of another table
+    there (which streaming refuses) ends a group like any commit."""
+    server.sql("CREATE TABLE t (id INT PRIMARY KEY)", "CREATE TABLE xa (id INT PRIMARY KEY)", "FLUSH BINARY LOGS",
+               db=db)
+    server.sql("XA START 'before'", f"INSERT INTO `{db}`.xa VALUES (1)", "XA END 'before'", "XA PREPARE 'before'",
+               "XA COMMIT 'before'")
+    file, pos = server.binlog_end()
+    server.sql("INSERT INTO t VALUES (1)", db=db)
+    assert _ids(capture.run(capture.config(db, snapshot="no_data", start={"file": file, "pos": pos}))) == [1]
+
+
 def test_start_at_the_top_of_a_file_carries_the_set_executed_before_it(server, db, capture):
     server.sql("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)", "FLUSH BINARY LOGS", db=db)
     file, _ = server.binlog_end()
