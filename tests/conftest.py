@@ -114,8 +114,7 @@ def secure_broker(tmp_path, certs):
         (tmp_path / f"b{len(started)}").mkdir()
         broker = SecureBroker(tmp_path / f"b{len(started)}", certs, **config)
         started.append(broker)
-        broker.process.start()
-        return broker
+        return broker.start()
     yield make
     for broker in started:
         broker.process.kill()

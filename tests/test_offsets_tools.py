@@ -49,7 +49,7 @@ def test_broker_api_versions_prints_kafkas_layout(broker):
     assert lines[0] == f"{broker.address} (id: 0 rack: null isFenced: false) -> (" and lines[-1] == ")"
     versions = dict(re.findall(r"^\t(\w+)\(\d+\): (\d+ to \d+) \[usable: \d+\],?$", done.stdout, re.M))
     assert len(versions) == len(lines) - 2
-    assert versions["Produce"] == "3 to 11" and versions["DescribeTopicPartitions"] == "0 to 0"
+    assert versions["Produce"] == "3 to 12" and versions["DescribeTopicPartitions"] == "0 to 0"
 
 
 def test_delete_records_moves_log_starts_as_the_json_file_says(broker, tmp_path):
