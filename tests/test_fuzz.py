@@ -20,7 +20,7 @@ def fuzz(broker, seed: int, frames: int, check_every: int, tmp_path):
     return report
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.slow)])  # (a second seed: -m slow, for suite time)
 def test_short_fuzz_run(broker, seed, tmp_path):
     fuzz(broker, seed, 20_000, 5_000, tmp_path)
     lines = broker.log().splitlines()

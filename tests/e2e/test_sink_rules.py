@@ -196,7 +196,7 @@ def test_rows_a_retried_task_staged_twice_are_applied_once(spark, postgres, brok
         assert sorted(r["__seq"] for r in extra) == sorted({r["__seq"] for r in extra}) and len(extra) == 4
 
 
-@pytest.mark.parametrize("type_widening", ["rewrite", "feature"])
+@pytest.mark.parametrize("type_widening", ["rewrite", pytest.param("feature", marks=pytest.mark.slow)])  # (the option: -m slow)
 def test_a_widened_column_is_widened_in_delta_by_rewrite_for_every_reader_or_in_place_by_the_feature(
         spark, broker, tmp_path, targets, type_widening):
     """MySQL widens id to BIGINT and price to DECIMAL(14,2): by default (`rewrite`) the table's files are

@@ -55,6 +55,7 @@ def test_console_producer_and_consumer_carry_keys_and_values(kafka_tools):
     assert got == sent
 
 
+@pytest.mark.slow  # (a JVM per reset mode, 40 s; the describe test below runs Kafka's groups tool by default)
 def test_consumer_groups_describe_reset_in_every_mode_and_delete(kafka_tools):
     t = kafka_tools
     t.admin("kafka-topics", "--create", "--topic", "events", "--partitions", "2")
