@@ -14,7 +14,7 @@ import click
 
 # name -> ("module:attribute" of the click command, its one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "broker": ("logcore.tools.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
+    "broker": ("binlake.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
     "topics": ("logcore.tools.topics_cmd:topics_command", "Create, list, describe, alter and delete topics."),
     "cluster": ("logcore.tools.cluster_cmd:cluster_command", "List the live brokers and say which one is the controller."),
     "connect": ("connect.cli:connect_command",
