@@ -1,0 +1,239 @@
+"""Share groups (KIP-932) on this broker: the facade the share request handlers call. The work is
+done by
+
+    share_groups.py      ShareGroupHeartbeat / ShareGroupDescribe: members, epochs, sessions
+    share_assignor.py    the `simple` assignor
+    share_sessions.py    ShareFetch / ShareAcknowledge's share sessions and their epochs
+    share_partition.py   one share-partition: acquired records, locks, acknowledgements, start offset
+    share_state.py       the share-partitions' snapshots in `__share_group_state`
+
+An acknowledgement batch is checked whole before any of it is applied (share_partition.acknowledge),
+and the share-partition's snapshot is appended before the answer.
+Acquiring is not logged (as in Kafka): after a restart an acquired record is available again.
+Event loop only; no `await` between a share-partition's change and its write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from ..group_configs import GroupConfig
+from ..protocol.errors import BrokerError, InvalidRecordState, InvalidRequest, UnknownMemberId
+from ..protocol.share_state_records import SharePartitionKey
+from ..storage.batch import BatchHeader
+from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatResult
+from .share_partition import Acquired, SharePartition, iter_batches
+from .share_sessions import ShareSessions
+from .share_state import ShareStateStore
+from .sweeper import Sweeper
+
+log = logging.getLogger(__name__)
+
+MAX_SWEEP_WAIT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Fetched:
+    records: bytes                 # the batches holding the acquired records, as the log has them
+    acquired: list[Acquired]
+
+
+class ShareCoordinator:
+    def __init__(self, replicas, metadata, config, create_topic, group_configs, is_other_group) -> None:
+        self.replicas = replicas
+        self.metadata = metadata
+        self.config = config
+        self.sweeper = Sweeper(self.sweep, self._next_sweep)
+        self.groups = ShareGroups(metadata, config, group_configs, is_other_group, self.sweeper.by)
+        self.groups.member_left.append(self._member_left)
+        self.sessions = ShareSessions()
+        self.state = ShareStateStore(replicas, metadata, config, create_topic)
+        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self._available = asyncio.Event()  # set (then replaced) when records become available again
+
+    async def start(self) -> None:
+        self.partitions = self.state.load()
+        self.sweeper.start()
+
+    async def stop(self) -> None:
+        self.sweeper.stop()
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        return self.groups.group_config(group_id)
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed: tuple[str, ...] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
+        return self.groups.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
+
+    def group(self, group_id: str) -> ShareGroup | None:
+        return self.groups.groups.get(group_id)
+
+    def group_ids(self) -> set[str]:
+        """Every share group this broker knows: those with members and those with a share-partition."""
+        return set(self.groups.groups) | {key.group for key in self.partitions}
+
+    def _member_left(self, group_id: str, member_id: str, timed_out: bool) -> None:
+        """A member that left on its own still closes its share session (its last acknowledgements may
+        race its leaving heartbeat on another connection); a timed-out one's session goes with it."""
+        if timed_out:
+            self.sessions.drop_member(group_id, member_id)
+        self.release(group_id, member_id)
+
+    def release(self, group_id: str, member_id: str) -> None:
+        """The member's locks go (it left, or closed its share session): its records are available again."""
+        limit = self.config.get("group.share.delivery.count.limit")
+        for key, partition in self.partitions.items():
+            if key.group == group_id and partition.release_member(member_id, limit):
+                self._persist(key, partition)
+                self._wake()
+
+    def check_member(self, group_id: str, member_id: str) -> None:
+        if not self.groups.is_member(group_id, member_id):
+            raise UnknownMemberId(f"member {member_id} is not in share group {group_id!r}; it must join first")
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
+                    batches: list[tuple[int, int, list[int]]]) -> None:
+        """Apply one partition's acknowledgement batches and write the result. Raises InvalidRecordState
+        (for the batch that failed; the ones before it stand) or the log's error."""
+        key = SharePartitionKey(group_id, topic_id, index)
+        partition = self.partitions.get(key)
+        if partition is None:
+            raise InvalidRecordState(f"share group {group_id!r} has fetched nothing from {topic_id}-{index}")
+        limit = self.config.get("group.share.delivery.count.limit")
+        try:
+            for first, last, types in batches:
+                partition.acknowledge(member_id, first, last, types, limit)
+        finally:
+            self._persist(key, partition)
+            if partition.next_fetch_offset() < partition.end_offset:
+                self._wake()
+
+    def acquire(self, group_id: str, member_id: str, topic: str, topic_id: uuid.UUID, index: int,
+                max_records: int, max_bytes: int) -> Fetched:
+        """Acquire for the member what is available of one partition (creating its share-partition at
+        `share.auto.offset.reset`), under a lock of `share.record.lock.duration.ms`."""
+        config = self.group_config(group_id)
+        read_committed = config["share.isolation.level"] == "read_committed"
+        key = SharePartitionKey(group_id, topic_id, index)
+        partition = self.partitions.get(key)
+        if partition is None:
+            partition = self.partitions[key] = SharePartition(self._initial_offset(topic, index, config, read_committed))
+            self._persist(key, partition)
+        replica = self.replicas.leader(topic, index)
+        if partition.start_offset < replica.log.log_start_offset:  # (retention passed it)
+            partition.reset(replica.log.log_start_offset)
+            self._persist(key, partition)
+        got = self.replicas.read(topic, index, partition.next_fetch_offset(), max_bytes, min_one_batch=True,
+                                 read_committed=read_committed)
+        if got.records is None:
+            return Fetched(b"", [])
+        data = got.records.read()
+        found = list(iter_batches(data))
+        headers = [h for h, _, _ in found]
+        deadline = time.monotonic() + config["share.record.lock.duration.ms"] / 1000
+        acquired, chosen = partition.acquire(headers, member_id, max_records, deadline,
+                                             self.config.get("group.share.partition.max.record.locks"),
+                                             _aborted_batches(headers, got.aborted) if read_committed else set())
+        if acquired:
+            self.sweeper.by(deadline)
+        return Fetched(b"".join(data[found[i][1]:found[i][2]] for i in chosen), acquired)
+
+    def _initial_offset(self, topic: str, index: int, config: GroupConfig, read_committed: bool) -> int:
+        replica = self.replicas.leader(topic, index)
+        reset = config["share.auto.offset.reset"]
+        if reset == "earliest":
+            return replica.log.log_start_offset
+        if reset == "latest":
+            return replica.last_stable_offset if read_committed else replica.high_watermark
+        raise InvalidRequest(f"share.auto.offset.reset={reset!r} of group is not served by logcore yet: "
+                             f"set it to earliest or latest")
+
+    async def wait_for_available(self, timeout_s: float) -> None:
+        """Sleep until records of some share-partition become available again, or the timeout."""
+        if timeout_s <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._available.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+
+    def _wake(self) -> None:
+        self._available.set()
+        self._available = asyncio.Event()
+
+    def _persist(self, key: SharePartitionKey, partition: SharePartition | None) -> None:
+        self.state.write(key, partition)
+
+    # -- admin -----------------------------------------------------------------------------------
+
+    def offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
+        """The start offset of each of the group's share-partitions."""
+        return {(k.topic_id, k.partition): p.start_offset for k, p in self.partitions.items() if k.group == group_id}
+
+    def reset_offset(self, group_id: str, topic_id: uuid.UUID, index: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the caller checked the group has no members."""
+        key = SharePartitionKey(group_id, topic_id, index)
+        partition = self.partitions.setdefault(key, SharePartition(offset))
+        partition.reset(offset)
+        self._persist(key, partition)
+
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID, index: int) -> bool:
+        key = SharePartitionKey(group_id, topic_id, index)
+        if key not in self.partitions:
+            return False
+        self._persist(key, None)
+        del self.partitions[key]
+        return True
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: the caller checked the group has no members."""
+        for key in [k for k in self.partitions if k.group == group_id]:
+            self._persist(key, None)
+            del self.partitions[key]
+        self.groups.delete(group_id)
+        self.sessions.drop_group(group_id)
+
+    # -- the sweep -------------------------------------------------------------------------------
+
+    def sweep(self, now: float) -> None:
+        self.groups.expire(now)
+        limit = self.config.get("group.share.delivery.count.limit")
+        for key, partition in self.partitions.items():
+            if partition.expire_locks(now, limit):
+                try:
+                    self._persist(key, partition)
+                except BrokerError as exc:
+                    log.error("share group %s: cannot write %s-%d's state after its locks ended: %s", key.group,
+                              key.topic_id, key.partition, exc)
+                self._wake()
+
+    def _next_sweep(self, now: float) -> float:
+        due = [now + MAX_SWEEP_WAIT_S, *self.groups.deadlines(),
+               *(t for p in self.partitions.values() if (t := p.earliest_lock_end()) is not None)]
+        return min(t for t in due if t > now) if any(t > now for t in due) else now + MAX_SWEEP_WAIT_S
+
+
+def _aborted_batches(headers: list[BatchHeader], aborted) -> set[int]:
+    """The base offsets of the batches of aborted transactions (`aborted`: the read's (producer id,
+    first offset) list), which a read_committed share group never hands out."""
+    open_aborts = {}
+    starts = sorted(((a.first_offset, a.producer_id) for a in aborted or ()), reverse=True)
+    out = set()
+    for header in headers:
+        while starts and starts[-1][0] <= header.base_offset:
+            first, producer = starts.pop()
+            open_aborts[producer] = first
+        if header.producer_id in open_aborts:
+            if header.is_control:
+                del open_aborts[header.producer_id]
+            elif header.is_transactional:
+                out.add(header.base_offset)
+    return out
