@@ -1,0 +1,166 @@
+"""KIP-932 share groups with confluent-kafka's ShareConsumer: members sharing one partition with no
+record handed to two of them while locked, RELEASE and lock timeouts redelivering with a higher
+delivery count, REJECT and the delivery count limit archiving, the acknowledged state surviving the
+broker's SIGKILL, and ShareGroupDescribe."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from waiting import wait_for
+from wire import WireClient
+
+LOCK_MS = 2000
+CONFIG = {"group.share.min.session.timeout.ms": "2000", "group.share.session.timeout.ms": "6000",
+          "group.share.min.heartbeat.interval.ms": "100", "group.share.heartbeat.interval.ms": "500",
+          "group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": str(LOCK_MS)}
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(CONFIG)
+
+
+def setup_topic(address: str, topic: str, group: str, batches: int, per_batch: int, partitions: int = 1) -> None:
+    """The topic with `batches` batches of `per_batch` records, and the group reading it from the start."""
+    admin = AdminClient({"bootstrap.servers": address})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    earliest = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([earliest]).values():
+        future.result(15)
+    produce(address, topic, batches, per_batch)
+
+
+def produce(address: str, topic: str, batches: int, per_batch: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 0})
+    for b in range(batches):
+        for i in range(per_batch):
+            producer.produce(topic, value=b"%d" % (start + b * per_batch + i), partition=0)
+        producer.flush(15)  # (one batch each)
+
+
+def share_consumer(address: str, group: str, topic: str, **config) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": address, "group.id": group, "share.acknowledgement.mode": "explicit",
+                       **config})
+    c.subscribe([topic])
+    return c
+
+
+def poll_some(c: ShareConsumer, timeout: float = 30) -> list:
+    """The messages of the first poll that returns any."""
+    return wait_for(lambda: [m for m in c.poll(0.5) if m.error() is None], "records from a share consumer", timeout)
+
+
+def acknowledge(c: ShareConsumer, messages: list, kind=AcknowledgeType.ACCEPT) -> None:
+    for m in messages:
+        c.acknowledge(m, kind)
+    results = c.commit_sync(15)
+    assert all(error is None for error in results.values()), results
+
+
+def test_members_share_a_partition_and_never_hold_the_same_record(broker):
+    setup_topic(broker.address, "queue", "workers", batches=10, per_batch=10)
+    a = share_consumer(broker.address, "workers", "queue", **{"max.poll.records": 10})
+    b = share_consumer(broker.address, "workers", "queue", **{"max.poll.records": 10})
+    try:
+        held = poll_some(a)  # a holds these, unacknowledged: locked to it
+        held_offsets = {m.offset() for m in held}
+        seen_by_b: list[int] = []
+        while len(seen_by_b) + len(held_offsets) < 100:
+            got = poll_some(b)
+            seen_by_b += [m.offset() for m in got]
+            acknowledge(b, got)
+        assert not held_offsets & set(seen_by_b), "a record went to two members while locked"
+        assert sorted(seen_by_b + list(held_offsets)) == list(range(100))
+        assert all(m.delivery_count() == 1 for m in held)
+        with WireClient(broker.address) as wire:
+            group = wire.call(ShareGroupDescribeRequest(group_ids=("workers",),
+                                                           include_authorized_operations=False)).groups[0]
+        assert group.group_state == "Stable" and group.assignor_name == "simple"
+        assert len(group.members) == 2
+        assert all([tp.partitions for tp in m.assignment.topic_partitions] == [(0,)] for m in group.members)
+        acknowledge(a, held)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_released_records_come_again_with_a_higher_delivery_count(broker):
+    setup_topic(broker.address, "queue", "g", batches=1, per_batch=5)
+    a = share_consumer(broker.address, "g", "queue")
+    try:
+        first = poll_some(a)
+        assert [(m.offset(), m.delivery_count()) for m in first] == [(o, 1) for o in range(5)]
+        acknowledge(a, first, AcknowledgeType.RELEASE)
+        again = poll_some(a)
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(o, 2) for o in range(5)]
+        acknowledge(a, again)
+    finally:
+        a.close()
+
+
+def test_a_lock_that_ends_hands_the_records_to_another_member(broker):
+    setup_topic(broker.address, "queue", "g", batches=1, per_batch=5)
+    a = share_consumer(broker.address, "g", "queue")
+    b = share_consumer(broker.address, "g", "queue")
+    try:
+        stuck = poll_some(a)  # and never acknowledged
+        assert len(stuck) == 5
+        redelivered = poll_some(b, timeout=LOCK_MS / 1000 + 30)
+        assert [(m.offset(), m.delivery_count()) for m in redelivered] == [(o, 2) for o in range(5)]
+        acknowledge(b, redelivered)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_rejected_records_and_records_past_the_delivery_limit_are_archived(broker_factory):
+    broker = broker_factory({**CONFIG, "group.share.delivery.count.limit": "2"})
+    setup_topic(broker.address, "queue", "g", batches=1, per_batch=4)
+    a = share_consumer(broker.address, "g", "queue")
+    try:
+        first = poll_some(a)
+        a.acknowledge(first[0], AcknowledgeType.REJECT)       # offset 0: archived at once
+        a.acknowledge(first[1], AcknowledgeType.ACCEPT)       # offset 1: done
+        for m in first[2:]:
+            a.acknowledge(m, AcknowledgeType.RELEASE)         # offsets 2, 3: again
+        assert all(e is None for e in a.commit_sync(15).values())
+        second = poll_some(a)
+        assert [(m.offset(), m.delivery_count()) for m in second] == [(2, 2), (3, 2)]
+        acknowledge(a, second, AcknowledgeType.RELEASE)       # the second delivery was the last: archived
+        produce(broker.address, "queue", 1, 1, start=4)
+        third = poll_some(a)
+        assert [(m.offset(), m.delivery_count(), m.value()) for m in third] == [(4, 1, b"4")]
+        acknowledge(a, third)
+    finally:
+        a.close()
+
+
+def test_the_acknowledged_state_survives_a_broker_sigkill(broker):
+    setup_topic(broker.address, "queue", "g", batches=10, per_batch=10)
+    a = share_consumer(broker.address, "g", "queue", **{"max.poll.records": 10})
+    accepted: list[int] = []
+    try:
+        while len(accepted) < 50:
+            got = poll_some(a)
+            acknowledge(a, got)
+            accepted += [m.offset() for m in got]
+    finally:
+        a.close()
+    broker.kill()
+    broker.start()
+    b = share_consumer(broker.address, "g", "queue", **{"max.poll.records": 10})
+    rest: list[int] = []
+    try:
+        while len(accepted) + len(rest) < 100:
+            got = poll_some(b)
+            acknowledge(b, got)
+            rest += [m.offset() for m in got]
+    finally:
+        b.close()
+    assert not set(accepted) & set(rest), "an acknowledged record came again after the restart"
+    assert sorted(accepted + rest) == list(range(100))
