@@ -164,3 +164,26 @@ def test_the_acknowledged_state_survives_a_broker_sigkill(broker):
         b.close()
     assert not set(accepted) & set(rest), "an acknowledged record came again after the restart"
     assert sorted(accepted + rest) == list(range(100))
+
+
+def test_api_versions_lists_the_share_apis_and_share_version_only_while_share_groups_are_on(broker, broker_factory):
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+    def versions(address: str):
+        with WireClient(address) as client:
+            return client.call(ApiVersionsRequest(client_software_name="test", client_software_version="1.0"))
+
+    on = versions(broker.address)
+    listed = {k.api_key: (k.min_version, k.max_version) for k in on.api_keys}
+    assert all(listed[key] == (1, 1) for key in (76, 77, 78, 79))  # ShareGroupHeartbeat ... ShareAcknowledge
+    assert ("share.version", 1) in [(f.name, f.max_version_level) for f in on.finalized_features]
+
+    off_broker = broker_factory({"group.coordinator.rebalance.protocols": "classic,consumer"}, name="no-share")
+    off = versions(off_broker.address)
+    assert not {76, 77, 78, 79} & {k.api_key for k in off.api_keys}
+    assert "share.version" not in {f.name for f in off.finalized_features}
+    with WireClient(off_broker.address) as client:  # (a client that sends it anyway)
+        answer = client.call(ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0,
+                                                        subscribed_topic_names=("t",)))
+    assert answer.error_code == 35  # UNSUPPORTED_VERSION

@@ -1,0 +1,85 @@
+"""One share-partition's rules (logcore/coordinator/share_partition.py), with no broker: acquiring
+whole new batches, locks, acknowledgements all or nothing, the start offset, gaps, the delivery
+limit, and its snapshot's round trip through the `__share_group_state` record codec."""
+
+import uuid
+
+import pytest
+
+from logcore.coordinator.share_assignor import simple_assign
+from logcore.coordinator.share_partition import RecordState, SharePartition
+from logcore.protocol import share_state_records as codec
+from logcore.protocol.errors import InvalidRecordState
+from logcore.storage.batch import CONTROL, BatchHeader
+
+LIMIT = 3
+
+
+def batch(base: int, count: int, control: bool = False) -> BatchHeader:
+    return BatchHeader(base, 0, 0, 2, 0, CONTROL if control else 0, count - 1, 0, 0, -1, -1, -1, count)
+
+
+def test_new_batches_are_acquired_whole_and_released_records_one_by_one():
+    sp = SharePartition(0)
+    acquired, chosen = sp.acquire([batch(0, 5), batch(5, 5)], "a", max_records=3, deadline=10, max_in_flight=100)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in acquired] == [(0, 4, 1)] and chosen == [0]
+    sp.acknowledge("a", 1, 2, [2], LIMIT)  # RELEASE 1-2
+    assert sp.next_fetch_offset() == 1
+    acquired, chosen = sp.acquire([batch(0, 5), batch(5, 5)], "b", max_records=10, deadline=10, max_in_flight=100)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in acquired] == [(1, 2, 2), (5, 9, 1)]
+    assert chosen == [0, 1]
+
+
+def test_acknowledging_is_all_or_nothing_and_only_by_the_holder():
+    sp = SharePartition(0)
+    sp.acquire([batch(0, 4)], "a", 10, 10, 100)
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("b", 0, 0, [1], LIMIT)
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("a", 2, 5, [1], LIMIT)  # 4 and 5 were never handed out
+    assert all(r.state is RecordState.ACQUIRED for r in sp.records.values())
+
+
+def test_the_start_offset_moves_past_what_is_done_and_over_control_batches():
+    sp = SharePartition(0)
+    sp.acquire([batch(0, 2), batch(2, 1, control=True), batch(3, 2)], "a", 10, 10, 100)
+    sp.acknowledge("a", 1, 1, [1], LIMIT)
+    assert sp.start_offset == 0
+    sp.acknowledge("a", 0, 0, [3], LIMIT)  # REJECT: archived
+    assert sp.start_offset == 3  # (2 is the control batch's)
+    sp.acknowledge("a", 3, 4, [1, 1], LIMIT)
+    assert (sp.start_offset, sp.records) == (5, {})
+
+
+def test_expired_locks_come_back_until_the_delivery_limit_then_are_archived():
+    sp = SharePartition(0)
+    for delivery in range(1, LIMIT + 1):
+        acquired, _ = sp.acquire([batch(0, 2)], "a", 10, deadline=delivery, max_in_flight=100)
+        assert [r.delivery_count for r in acquired] == [delivery]
+        assert sp.expire_locks(now=delivery, delivery_limit=LIMIT)
+    assert sp.start_offset == 2 and sp.next_fetch_offset() == 2
+
+
+def test_the_snapshot_round_trips_through_the_record_codec():
+    sp = SharePartition(10)
+    sp.acquire([batch(10, 6)], "a", 10, 10, 100)
+    sp.acknowledge("a", 11, 12, [1], LIMIT)
+    sp.acknowledge("a", 13, 13, [2], LIMIT)
+    key = codec.SharePartitionKey("g", uuid.uuid4(), 3)
+    value = codec.decode_value(codec.encode_value(codec.snapshot_value(7, 0, sp.start_offset, sp.state_batches())))
+    assert codec.decode_key(codec.encode_key(key)) == key and value.snapshot_epoch == 7
+    restored = SharePartition.restore(value.start_offset, value.state_epoch, [
+        (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in value.state_batches])
+    assert restored.start_offset == 10 and restored.end_offset == 16
+    # acquired before the restart: available again, its delivery counted
+    assert {o: (r.state, r.delivery_count) for o, r in restored.records.items()} == {
+        10: (RecordState.AVAILABLE, 1), 11: (RecordState.ACKNOWLEDGED, 1), 12: (RecordState.ACKNOWLEDGED, 1),
+        13: (RecordState.AVAILABLE, 1), 14: (RecordState.AVAILABLE, 1), 15: (RecordState.AVAILABLE, 1)}
+
+
+def test_the_simple_assignor_shares_partitions_when_members_outnumber_them():
+    topic = uuid.uuid4()
+    three = simple_assign({m: frozenset({topic}) for m in "abc"}, {topic: 2})
+    assert [three[m][topic] for m in "abc"] == [{0}, {1}, {0}]
+    two = simple_assign({m: frozenset({topic}) for m in "ab"}, {topic: 5})
+    assert two["a"][topic] == {0, 2, 4} and two["b"][topic] == {1, 3}
