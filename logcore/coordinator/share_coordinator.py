@@ -22,7 +22,8 @@ import uuid
 from dataclasses import dataclass
 
 from ..group_configs import GroupConfig
-from ..protocol.errors import BrokerError, InvalidRecordState, InvalidRequest, UnknownMemberId
+from ..protocol.codec import ErrorCode
+from ..protocol.errors import BrokerError, InvalidRecordState, InvalidRequest, NonEmptyGroup, UnknownMemberId
 from ..protocol.share_state_records import SharePartitionKey
 from ..storage.batch import BatchHeader
 from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatResult
@@ -174,32 +175,52 @@ class ShareCoordinator:
 
     # -- admin -----------------------------------------------------------------------------------
 
-    def offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
-        """The start offset of each of the group's share-partitions."""
-        return {(k.topic_id, k.partition): p.start_offset for k, p in self.partitions.items() if k.group == group_id}
+    def state_name(self, group_id: str) -> str:
+        group = self.groups.groups.get(group_id)
+        return group.state if group is not None else "Empty"
+
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, index: int) -> SharePartition | None:
+        return self.partitions.get(SharePartitionKey(group_id, topic_id, index))
+
+    def share_partitions(self, group_id: str) -> dict[tuple[uuid.UUID, int], SharePartition]:
+        return {(k.topic_id, k.partition): p for k, p in self.partitions.items() if k.group == group_id}
+
+    def require_empty(self, group_id: str) -> None:
+        group = self.groups.groups.get(group_id)
+        if group is not None and group.members:
+            raise NonEmptyGroup(f"share group {group_id!r} has {len(group.members)} member(s): stop them first")
 
     def reset_offset(self, group_id: str, topic_id: uuid.UUID, index: int, offset: int) -> None:
-        """AlterShareGroupOffsets: the caller checked the group has no members."""
+        """AlterShareGroupOffsets: the share-partition starts at `offset`, nothing in flight. Only for
+        a group with no members (NonEmptyGroup)."""
+        self.require_empty(group_id)
         key = SharePartitionKey(group_id, topic_id, index)
         partition = self.partitions.setdefault(key, SharePartition(offset))
         partition.reset(offset)
         self._persist(key, partition)
 
-    def delete_offsets(self, group_id: str, topic_id: uuid.UUID, index: int) -> bool:
-        key = SharePartitionKey(group_id, topic_id, index)
-        if key not in self.partitions:
-            return False
-        self._persist(key, None)
-        del self.partitions[key]
-        return True
-
-    def delete_group(self, group_id: str) -> None:
-        """DeleteGroups: the caller checked the group has no members."""
-        for key in [k for k in self.partitions if k.group == group_id]:
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets: the group forgets the topic (it starts again at
+        share.auto.offset.reset). Only for a group with no members (NonEmptyGroup)."""
+        self.require_empty(group_id)
+        for key in [k for k in self.partitions if k.group == group_id and k.topic_id == topic_id]:
             self._persist(key, None)
             del self.partitions[key]
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: its share-partitions' state goes. NON_EMPTY_GROUP while it
+        has members."""
+        try:
+            self.require_empty(group_id)
+            for key in [k for k in self.partitions if k.group == group_id]:
+                self._persist(key, None)
+                del self.partitions[key]
+        except BrokerError as exc:
+            return exc.code
         self.groups.delete(group_id)
         self.sessions.drop_group(group_id)
+        log.info("share group %s deleted", group_id)
+        return ErrorCode.none
 
     # -- the sweep -------------------------------------------------------------------------------
 
