@@ -44,7 +44,9 @@ class Fetched:
 
 
 class ShareCoordinator:
-    def __init__(self, replicas, metadata, config, create_topic, group_configs, is_other_group) -> None:
+    def __init__(self, replicas, metadata, config, create_topic, group_configs, is_other_group,
+                 alone: bool = True) -> None:
+        self.alone = alone  # (in a ZooKeeper cluster share groups are not served yet: nothing to load)
         self.replicas = replicas
         self.metadata = metadata
         self.config = config
@@ -57,7 +59,8 @@ class ShareCoordinator:
         self._available = asyncio.Event()  # set (then replaced) when records become available again
 
     async def start(self) -> None:
-        self.partitions = self.state.load()
+        if self.alone:
+            self.partitions = self.state.load()
         self.sweeper.start()
 
     async def stop(self) -> None:

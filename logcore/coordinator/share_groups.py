@@ -137,6 +137,8 @@ class ShareGroups:
         if "share" not in self.config.get("group.coordinator.rebalance.protocols"):
             raise UnsupportedVersion("share groups are off on this broker "
                                      "(group.coordinator.rebalance.protocols has no 'share')")
+        if self.config.get("zookeeper.connect"):
+            raise UnsupportedVersion("share groups are served by a broker alone only, not yet in a ZooKeeper cluster")
         if not group_id:
             raise InvalidRequest("GroupId can't be empty")
         if not member_id:
