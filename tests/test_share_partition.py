@@ -37,7 +37,7 @@ def test_acknowledging_is_all_or_nothing_and_only_by_the_holder():
         sp.acknowledge("b", 0, 0, [1], LIMIT)
     with pytest.raises(InvalidRecordState):
         sp.acknowledge("a", 2, 5, [1], LIMIT)  # 4 and 5 were never handed out
-    assert all(r.state is RecordState.ACQUIRED for r in sp.records.values())
+    assert [sp.record(o) for o in range(4)] == [(RecordState.ACQUIRED, 1, "a")] * 4
 
 
 def test_the_start_offset_moves_past_what_is_done_and_over_control_batches():
@@ -48,7 +48,7 @@ def test_the_start_offset_moves_past_what_is_done_and_over_control_batches():
     sp.acknowledge("a", 0, 0, [3], LIMIT)  # REJECT: archived
     assert sp.start_offset == 3  # (2 is the control batch's)
     sp.acknowledge("a", 3, 4, [1, 1], LIMIT)
-    assert (sp.start_offset, sp.records) == (5, {})
+    assert (sp.start_offset, sp.end_offset) == (5, 5)
 
 
 def test_expired_locks_come_back_until_the_delivery_limit_then_are_archived():
@@ -72,9 +72,17 @@ def test_the_snapshot_round_trips_through_the_record_codec():
         (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in value.state_batches])
     assert restored.start_offset == 10 and restored.end_offset == 16
     # acquired before the restart: available again, its delivery counted
-    assert {o: (r.state, r.delivery_count) for o, r in restored.records.items()} == {
-        10: (RecordState.AVAILABLE, 1), 11: (RecordState.ACKNOWLEDGED, 1), 12: (RecordState.ACKNOWLEDGED, 1),
-        13: (RecordState.AVAILABLE, 1), 14: (RecordState.AVAILABLE, 1), 15: (RecordState.AVAILABLE, 1)}
+    assert [restored.record(o) for o in range(10, 16)] == [
+        (RecordState.AVAILABLE, 1, None), (RecordState.ACKNOWLEDGED, 1, None), (RecordState.ACKNOWLEDGED, 1, None),
+        (RecordState.AVAILABLE, 1, None), (RecordState.AVAILABLE, 1, None), (RecordState.AVAILABLE, 1, None)]
+    assert value.state_batches[0].last_offset == 10 and len(value.state_batches) == 3  # (runs, not offsets)
+
+
+def test_a_reset_into_a_batch_hands_out_the_rest_of_it():
+    sp = SharePartition(0)
+    sp.reset(3)
+    acquired, chosen = sp.acquire([batch(0, 5), batch(5, 2)], "a", 100, 10, 100)
+    assert [(r.first_offset, r.last_offset) for r in acquired] == [(3, 4), (5, 6)] and chosen == [0, 1]
 
 
 def test_the_simple_assignor_shares_partitions_when_members_outnumber_them():

@@ -9,7 +9,6 @@ answers start offset -1. Altering or deleting needs a group with no members (NON
 
 from __future__ import annotations
 
-from ..coordinator.share_partition import DONE
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, UnknownTopicOrPartition
 from ..security.acls import Operation, ResourceType
@@ -23,8 +22,7 @@ def _lag(ctx, topic: str, index: int, partition) -> int:
         end = ctx.replicas.leader(topic, index).high_watermark
     except BrokerError:
         return -1
-    done = sum(1 for r in partition.records.values() if r.state in DONE)
-    return max(end - partition.start_offset - done, 0)
+    return max(end - partition.start_offset - partition.done_count(), 0)
 
 
 def _described_topic(ctx, group_id: str, name: str, partitions) -> dict:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ..protocol.errors import BrokerError, InvalidRecordState, InvalidRequest, N
 from ..protocol.share_state_records import SharePartitionKey
 from ..storage.batch import BatchHeader
 from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatResult
-from .share_partition import Acquired, SharePartition, iter_batches
+from .share_partition import Acquired, SharePartition, region_batches
 from .share_sessions import ShareSessions
 from .share_state import ShareStateStore
 from .sweeper import Sweeper
@@ -139,16 +140,14 @@ class ShareCoordinator:
                                  read_committed=read_committed)
         if got.records is None:
             return Fetched(b"", [])
-        data = got.records.read()
-        found = list(iter_batches(data))
-        headers = [h for h, _, _ in found]
+        spans: list[tuple[int, int]] = []
         deadline = time.monotonic() + config["share.record.lock.duration.ms"] / 1000
-        acquired, chosen = partition.acquire(headers, member_id, max_records, deadline,
+        acquired, chosen = partition.acquire(region_batches(got.records, spans), member_id, max_records, deadline,
                                              self.config.get("group.share.partition.max.record.locks"),
-                                             _aborted_batches(headers, got.aborted) if read_committed else set())
+                                             AbortedBatches(got.aborted) if read_committed else _never)
         if acquired:
             self.sweeper.by(deadline)
-        return Fetched(b"".join(data[found[i][1]:found[i][2]] for i in chosen), acquired)
+        return Fetched(_read_spans(got.records, [spans[i] for i in chosen]), acquired)
 
     def _initial_offset(self, topic: str, index: int, config: GroupConfig, read_committed: bool) -> int:
         replica = self.replicas.leader(topic, index)
@@ -245,19 +244,35 @@ class ShareCoordinator:
         return min(t for t in due if t > now) if any(t > now for t in due) else now + MAX_SWEEP_WAIT_S
 
 
-def _aborted_batches(headers: list[BatchHeader], aborted) -> set[int]:
-    """The base offsets of the batches of aborted transactions (`aborted`: the read's (producer id,
-    first offset) list), which a read_committed share group never hands out."""
-    open_aborts = {}
-    starts = sorted(((a.first_offset, a.producer_id) for a in aborted or ()), reverse=True)
-    out = set()
-    for header in headers:
-        while starts and starts[-1][0] <= header.base_offset:
-            first, producer = starts.pop()
-            open_aborts[producer] = first
-        if header.producer_id in open_aborts:
-            if header.is_control:
-                del open_aborts[header.producer_id]
-            elif header.is_transactional:
-                out.add(header.base_offset)
-    return out
+def _never(header: BatchHeader) -> bool:
+    return False
+
+
+class AbortedBatches:
+    """Asked of each batch of a read_committed read in order: is it an aborted transaction's (the
+    read's `aborted` list: (producer id, first offset)s), which a share group never hands out?"""
+
+    def __init__(self, aborted) -> None:
+        self.starts = sorted(((a.first_offset, a.producer_id) for a in aborted or ()), reverse=True)
+        self.open: set[int] = set()  # producers inside an aborted transaction
+
+    def __call__(self, header: BatchHeader) -> bool:
+        while self.starts and self.starts[-1][0] <= header.base_offset:
+            self.open.add(self.starts.pop()[1])
+        if header.producer_id not in self.open:
+            return False
+        if header.is_control:
+            self.open.discard(header.producer_id)
+            return False
+        return header.is_transactional
+
+
+def _read_spans(region, spans: list[tuple[int, int]]) -> bytes:
+    """The bytes of these (start, end) spans of a log region, adjacent ones read together."""
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and merged[-1][1] == start:
+            merged[-1][1] = end
+        else:
+            merged.append([start, end])
+    return b"".join(os.pread(region.fd, end - start, region.position + start) for start, end in merged)

@@ -22,8 +22,10 @@ Mutated on the event loop only, by the share coordinator (share_coordinator.py).
 from __future__ import annotations
 
 import enum
+import itertools
+import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..protocol.errors import InvalidRecordState, InvalidRequest
 from ..storage.batch import HEADER_SIZE, BatchHeader, read_header
@@ -48,14 +50,8 @@ class AckType(enum.IntEnum):
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-
-
-@dataclass
-class InFlight:
-    state: RecordState
-    delivery_count: int = 0
-    member: str | None = None
-    deadline: float = 0.0  # the lock's end (time.monotonic()), while ACQUIRED
+_AVAILABLE, _ACQUIRED, _ACKNOWLEDGED, _ARCHIVED = (int(s) for s in RecordState)
+_NOT_DONE = bytes(0 if i in DONE else 1 for i in range(256))  # (bytes.translate: 1 where a record is not done)
 
 
 @dataclass(frozen=True)
@@ -66,63 +62,89 @@ class Acquired:
 
 
 class SharePartition:
-    def __init__(self, start_offset: int, records: dict[int, InFlight] | None = None) -> None:
+    """The window [start offset, end offset) is kept as four parallel per-offset sequences (state
+    bytes, delivery counts, holders, lock deadlines), so that a whole batch is acquired, a range
+    acknowledged and the start offset moved with slice operations rather than an object per record."""
+
+    def __init__(self, start_offset: int) -> None:
         self.start_offset = start_offset
-        self.records: dict[int, InFlight] = records or {}
-        self.end_offset = max(self.records, default=start_offset - 1) + 1
+        self.states = bytearray()
+        self.counts: list[int] = []
+        self.members: list[str | None] = []
+        self.deadlines: list[float] = []  # a lock's end (time.monotonic()), while ACQUIRED
         self.state_epoch = 0  # bumped by an admin reset: what is in flight from before is void
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + len(self.states)
+
+    def record(self, offset: int) -> tuple[RecordState, int, str | None] | None:
+        """(state, delivery count, holder) of an offset of the window; None outside it."""
+        i = offset - self.start_offset
+        if not 0 <= i < len(self.states):
+            return None
+        return RecordState(self.states[i]), self.counts[i], self.members[i]
+
+    def done_count(self) -> int:
+        """Records of the window acknowledged or archived."""
+        return len(self.states) - self.states.translate(_NOT_DONE).count(1)
+
+    def _extend(self, state: int, n: int, count: int = 0, member: str | None = None, deadline: float = 0.0) -> None:
+        self.states += bytes((state,)) * n
+        self.counts += [count] * n
+        self.members += [member] * n
+        self.deadlines += [deadline] * n
 
     # -- acquiring ---------------------------------------------------------------------------------
 
     def next_fetch_offset(self) -> int:
         """Where a fetch should read from: the first available record of the window, else its end."""
-        available = [o for o, r in self.records.items() if r.state is RecordState.AVAILABLE]
-        return min(available, default=self.end_offset)
+        i = self.states.find(_AVAILABLE)
+        return self.end_offset if i < 0 else self.start_offset + i
 
     def acquire(self, batches: Iterable[BatchHeader], member: str, max_records: int, deadline: float,
-                max_in_flight: int, archived: set[int] = frozenset()) -> tuple[list[Acquired], list[int]]:
-        """Acquire for `member` what the `batches` (read from `next_fetch_offset()`, in order) hold that
-        is available, up to about `max_records`: (the acquired ranges, the indexes of the batches that
-        hold them). `archived`: offsets of batches to skip (aborted under read_committed)."""
-        acquired: list[tuple[int, int]] = []  # (offset, delivery count)
+                max_in_flight: int, skip: Callable[[BatchHeader], bool] = lambda header: False,
+                ) -> tuple[list[Acquired], list[int]]:
+        """Acquire for `member` what the `batches` (read from `next_fetch_offset()`, in order, taken
+        lazily: no more than needed) hold that is available, up to about `max_records`: (the acquired
+        ranges, the indexes of the batches that hold them). `skip(header)`, asked of each new batch in
+        order: archive it instead (an aborted transaction's, under read_committed)."""
+        ranges: list[list[int]] = []  # [first, last, delivery count]
+        taken = 0
         chosen: list[int] = []
         for index, batch in enumerate(batches):
-            if len(acquired) >= max_records:
+            if taken >= max_records:
                 break
             if batch.last_offset < self.start_offset:
                 continue
-            if batch.base_offset >= self.end_offset:  # new records: the whole batch, or nothing
-                if self.end_offset - self.start_offset >= max_in_flight:
+            took = 0
+            start, end = self.start_offset, self.end_offset
+            if batch.base_offset < end:  # released records in it, one by one
+                hi = min(batch.last_offset + 1, end) - start
+                i = self.states.find(_AVAILABLE, max(batch.base_offset, start) - start, hi)
+                while i >= 0 and taken < max_records:
+                    self.states[i], self.members[i], self.deadlines[i] = _ACQUIRED, member, deadline
+                    self.counts[i] += 1
+                    _add(ranges, start + i, self.counts[i])
+                    taken, took = taken + 1, took + 1
+                    i = self.states.find(_AVAILABLE, i + 1, hi)
+            if batch.last_offset >= end:  # new records: the whole (rest of the) batch
+                if end - start >= max_in_flight:
                     break
-                self._archive_gap(self.end_offset, batch.base_offset)
-                skip = batch.is_control or batch.base_offset in archived
-                for offset in range(batch.base_offset, batch.last_offset + 1):
-                    if skip:
-                        self.records[offset] = InFlight(RecordState.ARCHIVED)
-                    else:
-                        self.records[offset] = InFlight(RecordState.ACQUIRED, 1, member, deadline)
-                        acquired.append((offset, 1))
-                self.end_offset = batch.last_offset + 1
-                if not skip:
-                    chosen.append(index)
-                continue
-            took = False
-            for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
-                record = self.records.get(offset)
-                if record is None or record.state is not RecordState.AVAILABLE or len(acquired) >= max_records:
-                    continue
-                record.state, record.member, record.deadline = RecordState.ACQUIRED, member, deadline
-                record.delivery_count += 1
-                acquired.append((offset, record.delivery_count))
-                took = True
+                if batch.base_offset > end:  # offsets with no record (compacted away)
+                    self._extend(_ARCHIVED, batch.base_offset - end)
+                first = max(batch.base_offset, end)
+                n = batch.last_offset - first + 1
+                if skip(batch) or batch.is_control:
+                    self._extend(_ARCHIVED, n)
+                else:
+                    self._extend(_ACQUIRED, n, 1, member, deadline)
+                    ranges.append([first, batch.last_offset, 1])
+                    taken, took = taken + n, took + n
             if took:
                 chosen.append(index)
         self.advance()
-        return _ranges(acquired), chosen
-
-    def _archive_gap(self, start: int, end: int) -> None:
-        for offset in range(max(start, self.start_offset), end):
-            self.records[offset] = InFlight(RecordState.ARCHIVED)
+        return [Acquired(*r) for r in ranges], chosen
 
     # -- acknowledging -----------------------------------------------------------------------------
 
@@ -136,65 +158,68 @@ class SharePartition:
             kinds = [AckType(t) for t in types]
         except ValueError:
             raise InvalidRequest(f"acknowledge types {types}: 0 (gap), 1 (accept), 2 (release) or 3 (reject)") from None
-        for offset in range(first, last + 1):
-            record = self.records.get(offset)
-            if record is None or record.state is not RecordState.ACQUIRED or record.member != member:
-                held = "not in flight" if record is None else f"{record.state.name} by {record.member}"
-                raise InvalidRecordState(f"offset {offset} is {held}, not acquired by member {member}")
-        for i, offset in enumerate(range(first, last + 1)):
-            kind = kinds[0 if len(kinds) == 1 else i]
-            record = self.records[offset]
-            if kind is AckType.ACCEPT:
-                self._settle(record, RecordState.ACKNOWLEDGED)
-            elif kind is AckType.RELEASE:
-                self._make_available(record, delivery_limit)
-            else:
-                self._settle(record, RecordState.ARCHIVED)
+        lo, hi, n = first - self.start_offset, last - self.start_offset + 1, last - first + 1
+        if lo < 0 or hi > len(self.states) or self.states.count(_ACQUIRED, lo, hi) != n \
+                or self.members[lo:hi].count(member) != n:
+            offset = next(o for o in range(first, last + 1) if (r := self.record(o)) is None
+                          or r[0] is not RecordState.ACQUIRED or r[2] != member)
+            held = self.record(offset)
+            what = "not in flight" if held is None else f"{held[0].name} by {held[2]}"
+            raise InvalidRecordState(f"offset {offset} is {what}, not acquired by member {member}")
+        if len(kinds) == 1 and kinds[0] is not AckType.RELEASE:
+            state = _ACKNOWLEDGED if kinds[0] is AckType.ACCEPT else _ARCHIVED
+            self.states[lo:hi] = bytes((state,)) * n
+            self.members[lo:hi] = [None] * n
+        else:
+            for i in range(lo, hi):
+                kind = kinds[0 if len(kinds) == 1 else i - lo]
+                if kind is AckType.RELEASE:
+                    self._make_available(i, delivery_limit)
+                else:
+                    self.states[i] = _ACKNOWLEDGED if kind is AckType.ACCEPT else _ARCHIVED
+                    self.members[i] = None
         self.advance()
 
-    @staticmethod
-    def _settle(record: InFlight, state: RecordState) -> None:
-        record.state, record.member, record.deadline = state, None, 0.0
-
-    def _make_available(self, record: InFlight, delivery_limit: int) -> None:
-        self._settle(record, RecordState.ARCHIVED if record.delivery_count >= delivery_limit
-                     else RecordState.AVAILABLE)
+    def _make_available(self, i: int, delivery_limit: int) -> None:
+        self.states[i] = _ARCHIVED if self.counts[i] >= delivery_limit else _AVAILABLE
+        self.members[i] = None
 
     def release_member(self, member: str, delivery_limit: int) -> bool:
         """`member` left: its locks go. Whether anything changed."""
-        mine = [r for r in self.records.values() if r.state is RecordState.ACQUIRED and r.member == member]
-        for record in mine:
-            self._make_available(record, delivery_limit)
+        mine = [i for i, holder in enumerate(self.members) if holder == member and self.states[i] == _ACQUIRED]
+        for i in mine:
+            self._make_available(i, delivery_limit)
         self.advance()
         return bool(mine)
 
     def expire_locks(self, now: float, delivery_limit: int) -> bool:
         """Records whose lock ended go back (or to the archive). Whether any did."""
-        ended = [r for r in self.records.values() if r.state is RecordState.ACQUIRED and r.deadline <= now]
-        for record in ended:
-            self._make_available(record, delivery_limit)
+        if self.states.find(_ACQUIRED) < 0:
+            return False
+        ended = [i for i, state in enumerate(self.states) if state == _ACQUIRED and self.deadlines[i] <= now]
+        for i in ended:
+            self._make_available(i, delivery_limit)
         self.advance()
         return bool(ended)
 
     def earliest_lock_end(self) -> float | None:
-        return min((r.deadline for r in self.records.values() if r.state is RecordState.ACQUIRED), default=None)
+        if self.states.find(_ACQUIRED) < 0:
+            return None
+        return min(self.deadlines[i] for i, state in enumerate(self.states) if state == _ACQUIRED)
 
     def advance(self) -> None:
         """Move the start offset past every leading record that is done with."""
-        while self.start_offset < self.end_offset:
-            record = self.records.get(self.start_offset)
-            if record is None or record.state not in DONE:
-                break
-            del self.records[self.start_offset]
-            self.start_offset += 1
-        if self.start_offset >= self.end_offset:
-            self.end_offset = self.start_offset
+        i = self.states.translate(_NOT_DONE).find(1)
+        done = len(self.states) if i < 0 else i
+        if done:
+            del self.states[:done], self.counts[:done], self.members[:done], self.deadlines[:done]
+            self.start_offset += done
 
     def reset(self, offset: int) -> None:
         """An admin moved the start offset (AlterShareGroupOffsets, with no member fetching): the
         window is emptied and the state epoch bumped."""
-        self.records.clear()
-        self.start_offset = self.end_offset = offset
+        self.states, self.counts, self.members, self.deadlines = bytearray(), [], [], []
+        self.start_offset = offset
         self.state_epoch += 1
 
     # -- the durable form --------------------------------------------------------------------------
@@ -202,42 +227,47 @@ class SharePartition:
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The window as runs (first, last, state, delivery count); an acquired record is written as
         available: after a restart its lock is gone, its delivery counted."""
-        runs: list[list[int]] = []
-        for offset in sorted(self.records):
-            record = self.records[offset]
-            state = RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == state and runs[-1][3] == record.delivery_count:
-                runs[-1][1] = offset
-            else:
-                runs.append([offset, offset, int(state), record.delivery_count])
-        return [tuple(run) for run in runs]
+        runs: list[tuple[int, int, int, int]] = []
+        offset = self.start_offset
+        written = (_AVAILABLE if state == _ACQUIRED else state for state in self.states)
+        for (state, count), run in itertools.groupby(zip(written, self.counts)):
+            n = sum(1 for _ in run)
+            runs.append((offset, offset + n - 1, state, count))
+            offset += n
+        return runs
 
     @classmethod
     def restore(cls, start_offset: int, state_epoch: int, batches: Iterable[tuple[int, int, int, int]]) -> "SharePartition":
-        records = {offset: InFlight(RecordState(state), count)
-                   for first, last, state, count in batches for offset in range(max(first, start_offset), last + 1)}
-        partition = cls(start_offset, records)
+        """From a snapshot's runs (an offset of the window no run covers: available, never delivered)."""
+        partition = cls(start_offset)
         partition.state_epoch = state_epoch
+        for first, last, state, count in sorted(batches):
+            first = max(first, partition.end_offset)
+            if last < first:
+                continue
+            if first > partition.end_offset:
+                partition._extend(_AVAILABLE, first - partition.end_offset)
+            partition._extend(int(RecordState(state)), last - first + 1, count)
         return partition
 
 
-def _ranges(acquired: list[tuple[int, int]]) -> list[Acquired]:
-    """Consecutive offsets of one delivery count as one range."""
-    out: list[Acquired] = []
-    for offset, count in acquired:
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
-            out[-1] = Acquired(out[-1].first_offset, offset, count)
-        else:
-            out.append(Acquired(offset, offset, count))
-    return out
+def _add(ranges: list[list[int]], offset: int, count: int) -> None:
+    """Add one acquired offset to `ranges`: consecutive offsets of one delivery count are one range."""
+    if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == count:
+        ranges[-1][1] = offset
+    else:
+        ranges.append([offset, offset, count])
 
 
-def iter_batches(data: bytes) -> Iterator[tuple[BatchHeader, int, int]]:
-    """(header, start, end) of each whole batch in `data`."""
+def region_batches(region, spans: list[tuple[int, int]]) -> Iterator[BatchHeader]:
+    """The header of each whole batch of a log region (a FileRegion), read one header at a time as
+    they are asked for, so a fetch that wants a few batches reads no more; each batch's (start, end)
+    in the region is appended to `spans`."""
     position = 0
-    while position + HEADER_SIZE <= len(data):
-        header = read_header(data, position)
-        if position + header.size > len(data):
+    while position + HEADER_SIZE <= region.length:
+        header = read_header(os.pread(region.fd, HEADER_SIZE, region.position + position))
+        if position + header.size > region.length:
             return
-        yield header, position, position + header.size
+        spans.append((position, position + header.size))
+        yield header
         position += header.size
