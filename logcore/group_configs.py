@@ -12,6 +12,7 @@ beside /config/topics, so the group's coordinator reads them wherever they were 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from pathlib import Path
@@ -23,6 +24,8 @@ from .protocol.errors import InvalidConfig, InvalidRequest
 from .storage.files import write_atomically
 
 GROUPS = "/config/groups"
+
+log = logging.getLogger(__name__)
 
 _DURATION = re.compile(r"P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?")
 
@@ -76,6 +79,16 @@ def validate_group_id(group: str) -> None:
 
 def _definition(key: str) -> ConfigDef:
     return known_definition(GROUP_CONFIGS, "group", key)
+
+
+def effective_group_config(broker: BrokerConfig, store, group_id: str) -> "GroupConfig":
+    """Group `group_id`'s configs from `store` (its overrides) over the broker's; the broker's alone,
+    with a warning, when the overrides no longer fit the broker's bounds (changed since they were set)."""
+    try:
+        return GroupConfig(broker, store.get(group_id))
+    except InvalidConfig as exc:
+        log.warning("group %s: ignoring its configs (%s); using the broker's", group_id, exc)
+        return GroupConfig(broker, {})
 
 
 class GroupConfig:

@@ -61,13 +61,20 @@ async def describe_share_group_offsets(ctx, request) -> dict:
     return {"groups": groups}
 
 
+def _unless_empty(ctx, group_id: str) -> dict | None:
+    """The whole request's refusal while the group has members, else None."""
+    try:
+        ctx.shares.require_empty(group_id)
+    except BrokerError as exc:
+        return {"error_code": exc.code, "error_message": exc.message, "responses": []}
+    return None
+
+
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
 async def alter_share_group_offsets(ctx, request) -> dict:
     ctx.require(Operation.READ, GROUP, request.group_id)
-    try:
-        ctx.shares.require_empty(request.group_id)
-    except BrokerError as exc:
-        return {"error_code": exc.code, "error_message": exc.message, "responses": []}
+    if (refused := _unless_empty(ctx, request.group_id)) is not None:
+        return refused
     topics = []
     for topic in request.topics:
         info = ctx.metadata.topics.get(topic.topic_name)
@@ -93,10 +100,8 @@ async def alter_share_group_offsets(ctx, request) -> dict:
 @handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0)
 async def delete_share_group_offsets(ctx, request) -> dict:
     ctx.require(Operation.DELETE, GROUP, request.group_id)
-    try:
-        ctx.shares.require_empty(request.group_id)
-    except BrokerError as exc:
-        return {"error_code": exc.code, "error_message": exc.message, "responses": []}
+    if (refused := _unless_empty(ctx, request.group_id)) is not None:
+        return refused
     topics = []
     for topic in request.topics:
         info = ctx.metadata.topics.get(topic.topic_name)

@@ -26,9 +26,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..group_configs import GroupConfig
-from ..protocol.errors import (FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached, InvalidConfig,
-                               InvalidRequest, UnknownMemberId, UnsupportedVersion)
+from ..group_configs import GroupConfig, effective_group_config
+from ..protocol.errors import (FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached, InvalidRequest,
+                               UnknownMemberId, UnsupportedVersion)
 from .share_assignor import Assignment, simple_assign
 
 log = logging.getLogger(__name__)
@@ -84,11 +84,7 @@ class ShareGroups:
         self.member_left: list[Callable[[str, str, bool], None]] = []
 
     def group_config(self, group_id: str) -> GroupConfig:
-        try:
-            return GroupConfig(self.config, self.group_configs.get(group_id))
-        except InvalidConfig as exc:  # (the broker's bounds changed since the override was set)
-            log.warning("share group %s: ignoring its configs (%s); using the broker's", group_id, exc)
-            return GroupConfig(self.config, {})
+        return effective_group_config(self.config, self.group_configs, group_id)
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed_topic_names: tuple[str, ...] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
