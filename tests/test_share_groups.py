@@ -187,3 +187,19 @@ def test_api_versions_lists_the_share_apis_and_share_version_only_while_share_gr
         answer = client.call(ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0,
                                                         subscribed_topic_names=("t",)))
     assert answer.error_code == 35  # UNSUPPORTED_VERSION
+
+
+def test_a_share_group_id_is_not_a_consumer_groups(broker):
+    from confluent_kafka import Consumer, KafkaException
+    setup_topic(broker.address, "queue", "g", batches=1, per_batch=1)
+    a = share_consumer(broker.address, "g", "queue")
+    try:
+        acknowledge(a, poll_some(a))
+        classic = Consumer({"bootstrap.servers": broker.address, "group.id": "g", "session.timeout.ms": 6000})
+        classic.subscribe(["queue"])
+        message = wait_for(lambda: next((m for m in [classic.poll(0.5)] if m is not None and m.error()), None),
+                           "the classic consumer's refusal")
+        assert message.error().code() == 23  # INCONSISTENT_GROUP_PROTOCOL
+        classic.close()
+    finally:
+        a.close()

@@ -41,6 +41,9 @@ def _topic_ids(ctx, name: str) -> dict:
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)  # (membership, commits: READ on the group, as in Kafka)
+    if request.group_id in ctx.shares.group_ids():
+        return {"error_code": ErrorCode.inconsistent_group_protocol, "generation_id": -1, "protocol_name": None,
+                "leader": "", "member_id": request.member_id, "members": []}
     session_ms = _ms(request.session_timeout)
     result = await ctx.groups.join(JoinRequest(
         group_id=request.group_id,

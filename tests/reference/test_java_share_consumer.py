@@ -43,14 +43,15 @@ def start_offset(t: KafkaTools, group: str) -> int | None:
     return int(found[1]) if found else None
 
 
-def test_three_java_share_consumers_one_killed_accept_every_record_once(tools, tmp_path):
-    t, total = tools, 20000
+@pytest.mark.parametrize("total", [20000, pytest.param(100000, marks=pytest.mark.slow)])  # (the 100,000: 1 min)
+def test_three_java_share_consumers_one_killed_accept_every_record_once(tools, tmp_path, total):
+    t = tools
     t.admin("kafka-topics", "--create", "--topic", "shared", "--partitions", "1")
     consumers = [VerifiableShareConsumer(t, tmp_path / f"c{i}.jsonl", "shared", "jsg") for i in range(3)]
     wait_for(lambda: t.admin("kafka-share-groups", "--describe", "--group", "jsg", "--members").count("shared:0") == 3,
              "three Java members, all on partition 0", 120)
     producer = t.start("kafka-verifiable-producer", "--bootstrap-server", t.address, "--topic", "shared",
-                       "--max-messages", str(total), "--throughput", "2000", "--acks", "-1",
+                       "--max-messages", str(total), "--throughput", str(total // 10), "--acks", "-1",
                        out=open(tmp_path / "producer.jsonl", "w"))
     wait_for(lambda: all(c.offsets("offsets_acknowledged") for c in consumers), "every member to accept records", 120)
     victim = consumers[0]
