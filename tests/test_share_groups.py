@@ -203,3 +203,25 @@ def test_a_share_group_id_is_not_a_consumer_groups(broker):
         classic.close()
     finally:
         a.close()
+
+
+def test_a_member_carries_on_through_a_broker_sigkill(broker):
+    """The membership is not logged: the member hears UNKNOWN_MEMBER_ID and SHARE_SESSION_NOT_FOUND from
+    the restarted broker, rejoins and reopens its session, and gets the records not yet accepted."""
+    setup_topic(broker.address, "queue", "g", batches=10, per_batch=10)
+    a = share_consumer(broker.address, "g", "queue", **{"max.poll.records": 10})
+    accepted: list[int] = []
+    try:
+        while len(accepted) < 30:
+            got = poll_some(a)
+            acknowledge(a, got)
+            accepted += [m.offset() for m in got]
+        broker.kill()
+        broker.start()
+        while len(accepted) < 100:
+            got = poll_some(a)
+            acknowledge(a, got)
+            accepted += [m.offset() for m in got]
+    finally:
+        a.close()
+    assert sorted(accepted) == list(range(100))
