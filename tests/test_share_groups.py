@@ -225,3 +225,34 @@ def test_a_member_carries_on_through_a_broker_sigkill(broker):
     finally:
         a.close()
     assert sorted(accepted) == list(range(100))
+
+
+def test_read_committed_share_groups_skip_aborted_records_and_wait_for_open_transactions(broker):
+    setup_topic(broker.address, "queue", "rc", batches=0, per_batch=0)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for future in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.GROUP, "rc", incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET)])]).values():
+        future.result(15)
+    producer = Producer({"bootstrap.servers": broker.address, "transactional.id": "share-rc"})
+    producer.init_transactions(15)
+    for values, commit in (([b"a1", b"a2"], False), ([b"c1", b"c2"], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce("queue", value=v, partition=0)
+        producer.flush(15)
+        (producer.commit_transaction if commit else producer.abort_transaction)(15)
+    producer.begin_transaction()
+    producer.produce("queue", value=b"open", partition=0)  # (left open: beyond the last stable offset)
+    producer.flush(15)
+    a = share_consumer(broker.address, "rc", "queue")
+    try:
+        got = poll_some(a)
+        assert [m.value() for m in got] == [b"c1", b"c2"]
+        acknowledge(a, got)
+        producer.commit_transaction(15)
+        got = poll_some(a)
+        assert [m.value() for m in got] == [b"open"]
+        acknowledge(a, got)
+    finally:
+        a.close()
