@@ -205,9 +205,15 @@ def test_a_share_group_id_is_not_a_consumer_groups(broker):
         a.close()
 
 
+def describe(address: str, group: str):
+    with WireClient(address) as wire:
+        return wire.call(ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups[0]
+
+
 def test_a_member_carries_on_through_a_broker_sigkill(broker):
-    """The membership is not logged: the member hears UNKNOWN_MEMBER_ID and SHARE_SESSION_NOT_FOUND from
-    the restarted broker, rejoins and reopens its session, and gets the records not yet accepted."""
+    """The group and its member come back from `__consumer_offsets` (the epoch goes on from where it
+    was, not from 1 as for a new group); the member reopens its share session
+    (SHARE_SESSION_NOT_FOUND) and gets the records not yet accepted, none twice."""
     setup_topic(broker.address, "queue", "g", batches=10, per_batch=10)
     a = share_consumer(broker.address, "g", "queue", **{"max.poll.records": 10})
     accepted: list[int] = []
@@ -216,15 +222,19 @@ def test_a_member_carries_on_through_a_broker_sigkill(broker):
             got = poll_some(a)
             acknowledge(a, got)
             accepted += [m.offset() for m in got]
+        before = describe(broker.address, "g")
         broker.kill()
         broker.start()
         while len(accepted) < 100:
             got = poll_some(a)
             acknowledge(a, got)
             accepted += [m.offset() for m in got]
+        after = describe(broker.address, "g")
     finally:
         a.close()
     assert sorted(accepted) == list(range(100))
+    assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
+    assert after.group_epoch > before.group_epoch  # (a group lost with the broker would start again at 1)
 
 
 def test_read_committed_share_groups_skip_aborted_records_and_wait_for_open_transactions(broker):

@@ -91,3 +91,21 @@ def test_the_simple_assignor_shares_partitions_when_members_outnumber_them():
     assert [three[m][topic] for m in "abc"] == [{0}, {1}, {0}]
     two = simple_assign({m: frozenset({topic}) for m in "ab"}, {topic: 5})
     assert two["a"][topic] == {0, 2, 4} and two["b"][topic] == {1, 3}
+
+
+def test_share_group_records_round_trip_through_the_offsets_codec_and_replay():
+    from logcore.coordinator import share_group
+    from logcore.coordinator.offsets_codec import decode, encode_key, encode_value
+    topic = uuid.uuid4()
+    member = share_group.ShareMember("m1", client_id="c", client_host="/h", subscribed_topic_names=("t",))
+    out = [share_group.metadata_record("g", member), share_group.epoch_record("g", 3),
+           *share_group.assignment_records("g", {"m1": member}, {"m1": {topic: frozenset({0, 2})}}, 3)]
+    groups: dict = {}
+    for key, value in out:
+        share_group.replay(groups, *decode(encode_key(key), encode_value(value)))
+    g = groups["g"]
+    assert (g.group_epoch, g.assignment_epoch, g.members["m1"].member_epoch) == (3, 3, 3)
+    assert g.members["m1"].assigned == {topic: {0, 2}} and g.members["m1"].subscribed_topic_names == ("t",)
+    for key, value in [*share_group.removal_records("g", "m1"), *share_group.end_records("g")]:
+        share_group.replay(groups, *decode(encode_key(key), encode_value(value)))
+    assert groups == {}

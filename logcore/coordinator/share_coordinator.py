@@ -2,6 +2,7 @@
 done by
 
     share_groups.py      ShareGroupHeartbeat / ShareGroupDescribe: members, epochs, sessions
+    share_group.py       one share group as `__consumer_offsets` records it, and its replay
     share_assignor.py    the `simple` assignor
     share_sessions.py    ShareFetch / ShareAcknowledge's share sessions and their epochs
     share_partition.py   one share-partition: acquired records, locks, acknowledgements, start offset
@@ -45,14 +46,14 @@ class Fetched:
 
 
 class ShareCoordinator:
-    def __init__(self, replicas, metadata, config, create_topic, group_configs, is_other_group,
+    def __init__(self, replicas, metadata, config, create_topic, group_configs, group_store, is_other_group,
                  alone: bool = True) -> None:
         self.alone = alone  # (in a ZooKeeper cluster share groups are not served yet: nothing to load)
         self.replicas = replicas
         self.metadata = metadata
         self.config = config
         self.sweeper = Sweeper(self.sweep, self._next_sweep)
-        self.groups = ShareGroups(metadata, config, group_configs, is_other_group, self.sweeper.by)
+        self.groups = ShareGroups(group_store, metadata, config, group_configs, is_other_group, self.sweeper.by)
         self.groups.member_left.append(self._member_left)
         self.sessions = ShareSessions()
         self.state = ShareStateStore(replicas, metadata, config, create_topic)

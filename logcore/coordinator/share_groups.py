@@ -13,9 +13,11 @@ The assignment is Kafka's `simple` assignor (share_assignor.py): there is nothin
 member takes its new partitions at once. Sessions (`share.session.timeout.ms`) and heartbeat intervals
 (`share.heartbeat.interval.ms`) come from the group configs.
 
-The membership lives in memory: a member that finds its coordinator restarted hears UNKNOWN_MEMBER_ID
-and rejoins at epoch 0 (what share consumers do anyway). The records' state, which must not be
-lost, is durable (share_state.py). Event loop only.
+The membership is written to `__consumer_offsets` as Kafka's share group records (share_group.py,
+logcore/protocol/share_group_records.py), appended then replayed, so a restarted broker knows its
+groups and members; each loaded member gets a new session. The records' state is in
+`__share_group_state` (share_state.py). Event loop only; no `await` between computing records and
+appending them.
 """
 
 from __future__ import annotations
@@ -23,44 +25,20 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..group_configs import GroupConfig, effective_group_config
-from ..protocol.errors import (FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached, InvalidRequest,
+from ..protocol.errors import (BrokerError, FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached, InvalidRequest,
                                UnknownMemberId, UnsupportedVersion)
 from .share_assignor import Assignment, simple_assign
+from .share_group import (Record, ShareGroup, ShareMember, assignment_records, end_records, epoch_record,
+                          metadata_record, removal_records)
 
 log = logging.getLogger(__name__)
 
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 SESSION_TIMED_OUT = "session timed out"
-
-
-@dataclass
-class ShareMember:
-    member_id: str
-    member_epoch: int = 0
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    assigned: Assignment = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    deadlines: dict[str, float] = field(default_factory=dict)  # member id → session end (time.monotonic())
-    subscribed: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)  # name → (id, partitions)
-
-    @property
-    def state(self) -> str:
-        """Kafka's ShareGroupState names: Empty, Stable (Dead once deleted)."""
-        return "Stable" if self.members else "Empty"
 
 
 @dataclass(frozen=True)
@@ -72,14 +50,15 @@ class ShareHeartbeatResult:
 
 
 class ShareGroups:
-    def __init__(self, metadata, config, group_configs, is_other_group: Callable[[str], bool],
+    def __init__(self, store, metadata, config, group_configs, is_other_group: Callable[[str], bool],
                  sweep_by: Callable[[float], None]) -> None:
+        self.store = store  # (GroupStore: appends to __consumer_offsets, then replays)
+        self.groups: dict[str, ShareGroup] = store.share_groups
         self.metadata = metadata
         self.config = config
         self.group_configs = group_configs
         self.is_other_group = is_other_group  # (group id): a classic or consumer group has that id
         self.sweep_by = sweep_by
-        self.groups: dict[str, ShareGroup] = {}
         # told (group, member, whether its session timed out) when a member goes: its locks go
         self.member_left: list[Callable[[str, str, bool], None]] = []
 
@@ -90,43 +69,59 @@ class ShareGroups:
                   subscribed_topic_names: tuple[str, ...] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
         """Raises the BrokerError the member hears."""
         self._validate(group_id, member_id, member_epoch, subscribed_topic_names)
+        group = self.groups.get(group_id)
         if member_epoch == LEAVE_EPOCH:
-            group = self.groups.get(group_id)
             if group is None or member_id not in group.members:
                 raise UnknownMemberId(f"member {member_id} is not in share group {group_id!r}")
             self.remove(group, member_id, "left the group")
             return ShareHeartbeatResult(member_id, LEAVE_EPOCH, 0, None)
-        group = self.groups.get(group_id)
-        if group is None:
-            if member_epoch != JOIN_EPOCH:
-                raise UnknownMemberId(f"share group {group_id!r} has no member {member_id}; rejoin with epoch 0")
-            group = self.groups[group_id] = ShareGroup(group_id)
+        group = group or ShareGroup(group_id)  # (exists once its first records are replayed)
         member = group.members.get(member_id)
         if member is None:
             if member_epoch != JOIN_EPOCH:
                 raise UnknownMemberId(f"member {member_id} is not in share group {group_id!r}; rejoin with epoch 0")
             if len(group.members) >= self.config.get("group.share.max.size"):
                 raise GroupMaxSizeReached(f"share group {group_id!r} is full (group.share.max.size)")
-            member = group.members[member_id] = ShareMember(member_id)
-            group.group_epoch += 1
-            log.info("share group %s: member %s joined (epoch %d)", group_id, member_id, group.group_epoch)
         elif member_epoch > member.member_epoch:
             raise FencedMemberEpoch(f"member {member_id} sent epoch {member_epoch}, newer than its "
                                     f"{member.member_epoch}; it must rejoin")
-        previous = {m: dict(other.assigned) for m, other in group.members.items()}
-        member.rack_id = rack_id or member.rack_id
-        member.client_id, member.client_host = client_id, client_host
-        if subscribed_topic_names is not None and tuple(sorted(subscribed_topic_names)) != member.subscribed_topic_names:
-            member.subscribed_topic_names = tuple(sorted(subscribed_topic_names))
-            group.group_epoch += 1
-        self._assign_if_needed(group)
+        before = member or ShareMember(member_id)
+        updated = replace(before, rack_id=rack_id or before.rack_id, client_id=client_id, client_host=client_host,
+                          subscribed_topic_names=before.subscribed_topic_names if subscribed_topic_names is None
+                          else tuple(sorted(subscribed_topic_names)))
+        out = [] if updated == member else [metadata_record(group_id, updated)]
+        bump = member is None or updated.subscribed_topic_names != before.subscribed_topic_names
+        self._commit(group, {**group.members, member_id: updated}, bump, out)
+        if member is None:
+            log.info("share group %s: member %s joined (epoch %d)", group_id, member_id, self.groups[group_id].group_epoch)
+        group = self.groups[group_id]
+        now = group.members[member_id]
         config = self.group_config(group_id)
         group.deadlines[member_id] = time.monotonic() + config["share.session.timeout.ms"] / 1000
         self.sweep_by(group.deadlines[member_id])
         full = member_epoch == JOIN_EPOCH or subscribed_topic_names is not None
-        changed = previous.get(member_id) != member.assigned or member_epoch != member.member_epoch
-        return ShareHeartbeatResult(member_id, member.member_epoch, config["share.heartbeat.interval.ms"],
-                                    member.assigned if full or changed else None)
+        changed = member is None or now.assigned != member.assigned or member_epoch != now.member_epoch
+        return ShareHeartbeatResult(member_id, now.member_epoch, config["share.heartbeat.interval.ms"],
+                                    now.assigned if full or changed else None)
+
+    def _commit(self, group: ShareGroup, members: dict[str, ShareMember], bump: bool, out: list[Record]) -> None:
+        """Steps 2-4 for `members` (the group's after this change): the group epoch, bumped if `bump` or a
+        subscribed topic was created, deleted or grown; a new target when it moved, which every member
+        takes at once; the records (after those in `out`) appended, then replayed."""
+        subscribed = self._subscribed_topics(members)
+        epoch = group.group_epoch
+        if bump or subscribed != group.subscribed:
+            epoch += 1
+            out.append(epoch_record(group.group_id, epoch))
+        if epoch > group.assignment_epoch:
+            targets = simple_assign({m: frozenset(subscribed[name][0] for name in member.subscribed_topic_names
+                                                  if name in subscribed) for m, member in members.items()},
+                                    {topic_id: count for topic_id, count in subscribed.values()})
+            out += assignment_records(group.group_id, members, targets, epoch)
+        if out:
+            self.store.append(group.group_id, out)
+        if group.group_id in self.groups:
+            self.groups[group.group_id].subscribed = subscribed
 
     def _validate(self, group_id: str, member_id: str, member_epoch: int,
                   subscribed: tuple[str, ...] | None) -> None:
@@ -147,35 +142,21 @@ class ShareGroups:
         if group_id not in self.groups and self.is_other_group(group_id):
             raise GroupIdNotFound(f"group {group_id!r} is a classic or consumer group, not a share group")
 
-    def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def _subscribed_topics(self, members: dict[str, ShareMember]) -> dict[str, tuple[uuid.UUID, int]]:
         topics = self.metadata.topics
-        names = {name for m in group.members.values() for name in m.subscribed_topic_names if name in topics}
+        names = {name for m in members.values() for name in m.subscribed_topic_names if name in topics}
         return {name: (topics[name].topic_id, topics[name].partitions) for name in sorted(names)}
 
-    def _assign_if_needed(self, group: ShareGroup) -> None:
-        """A new target when the group epoch moved or a subscribed topic was created, deleted or grown;
-        each member takes its part and the group's epoch at once (nothing to revoke in a share group)."""
-        subscribed = self._subscribed_topics(group)
-        if subscribed != group.subscribed:
-            group.subscribed = subscribed
-            group.group_epoch += 1
-        if group.group_epoch == group.assignment_epoch:
-            return
-        targets = simple_assign({m: frozenset(subscribed[name][0] for name in member.subscribed_topic_names
-                                              if name in subscribed)
-                                 for m, member in group.members.items()},
-                                {topic_id: count for topic_id, count in subscribed.values()})
-        group.assignment_epoch = group.group_epoch
-        for member_id, member in group.members.items():
-            member.assigned = targets.get(member_id, {})
-            member.member_epoch = group.group_epoch
-
     def remove(self, group: ShareGroup, member_id: str, reason: str) -> None:
-        group.members.pop(member_id, None)
-        group.deadlines.pop(member_id, None)
-        group.group_epoch += 1
-        self._assign_if_needed(group)
-        log.info("share group %s: member %s %s; group epoch %d", group.group_id, member_id, reason, group.group_epoch)
+        """The member's records tombstoned, the group epoch bumped and the others' partitions recomputed."""
+        others = {m: member for m, member in group.members.items() if m != member_id}
+        try:
+            self._commit(group, others, True, removal_records(group.group_id, member_id))
+        except BrokerError as exc:
+            log.error("share group %s: cannot remove member %s (%s): %s", group.group_id, member_id, reason, exc)
+            return
+        log.info("share group %s: member %s %s; group epoch %d", group.group_id, member_id, reason,
+                 self.groups[group.group_id].group_epoch)
         for listener in self.member_left:
             listener(group.group_id, member_id, reason == SESSION_TIMED_OUT)
 
@@ -184,14 +165,22 @@ class ShareGroups:
         return group is not None and member_id in group.members
 
     def delete(self, group_id: str) -> None:
-        self.groups.pop(group_id, None)
+        """DeleteGroups: the caller checked the group has no members."""
+        if group_id in self.groups:
+            self.store.append(group_id, end_records(group_id))
 
     # -- sessions --------------------------------------------------------------------------------
 
     def expire(self, now: float) -> None:
+        """Remove the members whose session ended. A member with no session yet (the group was just
+        loaded) gets one from now."""
         for group in list(self.groups.values()):
-            for member_id, deadline in list(group.deadlines.items()):
-                if now >= deadline:
+            session_ms = None
+            for member_id in list(group.members):
+                if member_id not in group.deadlines:
+                    session_ms = session_ms or self.group_config(group.group_id)["share.session.timeout.ms"]
+                    group.deadlines[member_id] = now + session_ms / 1000
+                elif now >= group.deadlines[member_id]:
                     self.remove(group, member_id, SESSION_TIMED_OUT)
 
     def deadlines(self) -> list[float]:

@@ -158,18 +158,26 @@ def encode_key(key: ConsumerGroupKey | MemberKey) -> bytes:
     return out + _string(key.member_id) if isinstance(key, MemberKey) else out
 
 
-def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
-    """The key after its version (`data` is the whole key); ValueError when it is cut short."""
+def key_strings(version: int, data: bytes, count: int) -> list[str]:
+    """The `count` strings of a group record key after its version (`data` is the whole key);
+    ValueError when it is cut short."""
     strings, position = [], 2
-    for _ in range(2 if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT) else 1):
+    for _ in range(count):
         if position + 2 > len(data):
-            raise ValueError(f"consumer group record key version {version} ends early")
+            raise ValueError(f"group record key version {version} ends early")
         (size,) = struct.unpack_from(">h", data, position)
         if size < 0 or position + 2 + size > len(data):
-            raise ValueError(f"consumer group record key version {version}: bad string length {size}")
+            raise ValueError(f"group record key version {version}: bad string length {size}")
         strings.append(data[position + 2:position + 2 + size].decode())
         position += 2 + size
-    return MemberKey(version, *strings) if len(strings) == 2 else ConsumerGroupKey(version, strings[0])
+    return strings
+
+
+def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
+    """The key after its version (`data` is the whole key); ValueError when it is cut short."""
+    if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT):
+        return MemberKey(version, *key_strings(version, data, 2))
+    return ConsumerGroupKey(version, *key_strings(version, data, 1))
 
 
 @dataclass(frozen=True)

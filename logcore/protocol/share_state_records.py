@@ -1,8 +1,9 @@
 """The records of `__share_group_state`: one share-partition's durable state (KIP-932).
 
-They take the shape of Kafka's ShareSnapshot record (share-coordinator's ShareSnapshotKey and
-ShareSnapshotValue), declared here in kio's style and written by kio's serializers, as
-consumer_group_records.py does for `__consumer_offsets`:
+They are modelled on Kafka's ShareSnapshot record (share-coordinator's ShareSnapshotKey and
+ShareSnapshotValue), not byte-compatible with it (its field set changed between Kafka versions),
+declared here in kio's style and written by kio's serializers, as consumer_group_records.py does
+for `__consumer_offsets`:
 
     key    int16 0 (ShareSnapshot), then GroupId (string), TopicId (uuid), Partition (int32)
     value  int16 0, then (flexible) SnapshotEpoch int32, StateEpoch int32, LeaderEpoch int32,
