@@ -16,7 +16,6 @@ its share coordinator initialized) is not written: logcore's share-partitions li
 
 # (no `from __future__ import annotations`: kio reads the field types at runtime)
 
-import io
 import struct
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -24,9 +23,8 @@ from typing import ClassVar
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
-from .codec import _reader, _writer
 from .consumer_group_records import (TargetAssignmentMemberValue, TargetAssignmentMetadataValue, TopicPartitions,
-                                     _string, key_strings)
+                                     _string, decode_struct, encode_struct, key_strings)
 
 SHARE_MEMBER_METADATA, SHARE_GROUP_EPOCH, SHARE_TARGET_METADATA, SHARE_TARGET_MEMBER, SHARE_CURRENT_ASSIGNMENT = \
     10, 11, 12, 13, 14
@@ -94,19 +92,9 @@ def decode_key(version: int, data: bytes) -> ShareGroupKey | ShareMemberKey:
 
 
 def encode_value(value) -> bytes:
-    buf = io.BytesIO()
-    buf.write(struct.pack(">h", 0))
-    _writer(type(value))(buf, value)
-    return buf.getvalue()
+    return encode_struct(value)
 
 
 def decode_value(key_version: int, data: bytes):
     """ValueError when it is not a value logcore knows."""
-    (version,) = struct.unpack_from(">h", data)
-    if version != 0:
-        raise ValueError(f"unknown value version {version} for share group record key version {key_version}")
-    try:
-        value, _size = _reader(VALUE_CLASSES[key_version])(memoryview(data), 2)
-    except Exception as exc:  # kio's reader raises what its parser meets: a short or malformed value
-        raise ValueError(f"undecodable value of share group record key version {key_version}: {exc}") from exc
-    return value
+    return decode_struct(VALUE_CLASSES[key_version], data, f"share group record key version {key_version}")
