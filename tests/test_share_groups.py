@@ -1,15 +1,22 @@
 """KIP-932 share groups with confluent-kafka's ShareConsumer: members sharing one partition with no
 record handed to two of them while locked, RELEASE and lock timeouts redelivering with a higher
-delivery count, REJECT and the delivery count limit archiving, the acknowledged state surviving the
-broker's SIGKILL, and ShareGroupDescribe."""
+delivery count, REJECT and the delivery count limit archiving, the acknowledged state and the group
+surviving the broker's SIGKILL, read_committed, the group's lock duration, and ShareGroupDescribe
+(raw requests where the client hides what is checked)."""
 
 from __future__ import annotations
 
+import datetime
+import time
+
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.share_fetch.v1.request import FetchPartition, FetchTopic, ShareFetchRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from waiting import wait_for
 from wire import WireClient
 
@@ -167,9 +174,6 @@ def test_the_acknowledged_state_survives_a_broker_sigkill(broker):
 
 
 def test_api_versions_lists_the_share_apis_and_share_version_only_while_share_groups_are_on(broker, broker_factory):
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
-    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
-
     def versions(address: str):
         with WireClient(address) as client:
             return client.call(ApiVersionsRequest(client_software_name="test", client_software_version="1.0"))
@@ -190,7 +194,6 @@ def test_api_versions_lists_the_share_apis_and_share_version_only_while_share_gr
 
 
 def test_a_share_group_id_is_not_a_consumer_groups(broker):
-    from confluent_kafka import Consumer, KafkaException
     setup_topic(broker.address, "queue", "g", batches=1, per_batch=1)
     a = share_consumer(broker.address, "g", "queue")
     try:
@@ -266,3 +269,38 @@ def test_read_committed_share_groups_skip_aborted_records_and_wait_for_open_tran
         acknowledge(a, got)
     finally:
         a.close()
+
+
+def test_the_group_config_overrides_the_brokers_lock_duration(broker_factory):
+    """share.record.lock.duration.ms of the group, over group.share.record.lock.duration.ms: what ShareFetch
+    tells the member (acquisition_lock_timeout), and how long the records stay locked."""
+    broker = broker_factory({**CONFIG, "group.share.record.lock.duration.ms": "10000"})
+    setup_topic(broker.address, "queue", "short", batches=1, per_batch=3)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for future in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.GROUP, "short", incremental_configs=[
+            ConfigEntry("share.record.lock.duration.ms", "1200", incremental_operation=AlterConfigOpType.SET)])]).values():
+        future.result(15)
+
+    def fetch(wire, member: str, epoch: int):
+        return wire.call(ShareFetchRequest(
+            group_id="short", member_id=member, share_session_epoch=epoch, max_wait=datetime.timedelta(seconds=5),
+            min_bytes=1, max_records=100, batch_size=100,
+            topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(partition_index=0, acknowledgement_batches=()),)),),
+            forgotten_topics_data=()))
+
+    with WireClient(broker.address) as wire:
+        for member in ("m1", "m2"):
+            joined = wire.call(ShareGroupHeartbeatRequest(group_id="short", member_id=member, member_epoch=0,
+                                                          subscribed_topic_names=("queue",)))
+            assert joined.error_code == 0
+        topic_id = joined.assignment.topic_partitions[0].topic_id  # (both members have partition 0)
+        first = fetch(wire, "m1", 0)
+        assert first.acquisition_lock_timeout == datetime.timedelta(milliseconds=1200)
+        acquired = first.responses[0].partitions[0].acquired_records
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [(0, 2, 1)]
+        locked_at = time.monotonic()
+        again = fetch(wire, "m2", 0)  # (waits for the lock to end: nothing else is available)
+        waited = time.monotonic() - locked_at
+        got = again.responses[0].partitions[0].acquired_records
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got] == [(0, 2, 2)]
+        assert 1.0 <= waited < 5  # the group's 1.2 s, not the broker's 10 s
