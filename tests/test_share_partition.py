@@ -1,6 +1,7 @@
-"""One share-partition's rules (logcore/coordinator/share_partition.py), with no broker: acquiring
-whole new batches, locks, acknowledgements all or nothing, the start offset, gaps, the delivery
-limit, and its snapshot's round trip through the `__share_group_state` record codec."""
+"""Share groups' pure parts, with no broker: one share-partition's rules (acquiring whole new
+batches, locks, acknowledgements all or nothing, the start offset, gaps, the delivery limit), its
+snapshot's round trip through the `__share_group_state` codec, the simple assignor, share sessions'
+epochs, and the share group records through the `__consumer_offsets` codec and replay."""
 
 import uuid
 
@@ -109,3 +110,23 @@ def test_share_group_records_round_trip_through_the_offsets_codec_and_replay():
     for key, value in [*share_group.removal_records("g", "m1"), *share_group.end_records("g")]:
         share_group.replay(groups, *decode(encode_key(key), encode_value(value)))
     assert groups == {}
+
+
+def test_share_sessions_follow_kip_932s_epochs_and_rotate_their_partitions():
+    from logcore.coordinator.share_sessions import ShareSessions
+    from logcore.protocol.errors import InvalidRequest, InvalidShareSessionEpoch, ShareSessionNotFound
+    topic = uuid.uuid4()
+    sessions = ShareSessions()
+    with pytest.raises(ShareSessionNotFound):
+        sessions.update("g", "m", 1)
+    with pytest.raises(InvalidRequest):
+        sessions.update("g", "m", 0, acknowledging=True)
+    session = sessions.update("g", "m", 0, [(topic, 0), (topic, 1), (topic, 2)])
+    assert [session.fetch_order()[0][1] for _ in range(3)] == [1, 2, 0]
+    with pytest.raises(InvalidShareSessionEpoch):
+        sessions.update("g", "m", 2)
+    sessions.update("g", "m", 1, forgotten=[(topic, 1)])
+    assert list(sessions.update("g", "m", 2).partitions) == [(topic, 0), (topic, 2)]
+    assert sessions.update("g", "m", -1) is None
+    with pytest.raises(ShareSessionNotFound):
+        sessions.update("g", "m", 3)

@@ -103,9 +103,10 @@ async def share_fetch(ctx, request) -> dict:
         return {"error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms, "responses": _by_topic(answers),
                 "node_endpoints": []}
     deadline = time.monotonic() + request.max_wait.total_seconds()
+    order = session.fetch_order()
     while True:
         left, budget, waiting = request.max_records, request.max_bytes, []
-        for tp in session.partitions:
+        for tp in order:
             if left <= 0 or budget <= 0:
                 break
             try:

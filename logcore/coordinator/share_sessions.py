@@ -29,6 +29,17 @@ class ShareSession:
     member_id: str
     next_epoch: int = 1
     partitions: dict[TopicPartition, None] = field(default_factory=dict)  # (ordered, as the client added them)
+    fetches: int = 0
+
+    def fetch_order(self) -> list[TopicPartition]:
+        """The partitions, starting one further at each fetch: when max_records cuts a fetch short, the
+        partitions at the end of the list get their turn first the next time."""
+        order = list(self.partitions)
+        self.fetches += 1
+        if not order:
+            return order
+        start = self.fetches % len(order)
+        return order[start:] + order[:start]
 
 
 class ShareSessions:
