@@ -65,6 +65,7 @@ class Broker:
         self.shares = ShareCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
                                        self.mode.group_configs, self.groups.store, self._other_group,
                                        alone=self.mode.alone)
+        self.mode.add_deletion_listener(self.shares)
         self.listeners, inter_broker = listeners_from(self.config, host, port)
         self.peer_security = peer_security(self.config, inter_broker)  # (None: PLAINTEXT between brokers)
         self.txn_markers = MarkerWriter(self.replicas, self.metadata, self.cluster, self.peer_security)

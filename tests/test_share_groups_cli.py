@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from test_share_groups import CONFIG, setup_topic
+from waiting import wait_for
 
 
 def binlake(*args: str, ok: bool = True) -> str:
@@ -49,3 +50,20 @@ def test_consume_describe_reset_and_delete_a_share_group(broker_factory):
     assert start_offsets(broker, "crew") == {}
     binlake("share-groups", "--bootstrap-server", broker.address, "--delete", "--group", "crew")
     assert binlake("share-groups", "--bootstrap-server", broker.address, "--list").split() == []
+
+
+def test_a_deleted_topics_share_partitions_go_with_it(broker_factory):
+    from confluent_kafka.admin import AdminClient
+    broker = broker_factory(CONFIG)
+    setup_topic(broker.address, "jobs", "crew", batches=1, per_batch=3)
+    assert sorted(consume(broker, "crew", 3), key=int) == ["0", "1", "2"]
+    assert start_offsets(broker, "crew") == {0: ("3", "0")}
+    admin = AdminClient({"bootstrap.servers": broker.address})  # (kept alive until the result is in)
+    admin.delete_topics(["jobs"])["jobs"].result(30)
+    wait_for(lambda: "deleted 1 share-partition(s) of deleted topics jobs" in broker.log(),
+             "the share-partition to go with its topic")  # (a tombstone in __share_group_state)
+    assert start_offsets(broker, "crew") == {}
+    broker.kill()
+    broker.start()
+    loads = [line for line in broker.log().splitlines() if "share-partition(s) from" in line]
+    assert len(loads) == 1 and "loaded 0 share-partition(s)" in loads[0]  # (the restart's load: the first had no topic)

@@ -63,6 +63,7 @@ class ShareCoordinator:
     async def start(self) -> None:
         if self.alone:
             self.partitions = self.state.load()
+            self.topics_deleted(set())  # (topics deleted while the broker was down)
         self.sweeper.start()
 
     async def stop(self) -> None:
@@ -224,6 +225,22 @@ class ShareCoordinator:
         self.sessions.drop_group(group_id)
         log.info("share group %s deleted", group_id)
         return ErrorCode.none
+
+    def topics_deleted(self, topics: set[str]) -> int:
+        """A deletion listener (modes.py): the share-partitions of topics that are gone (by id: a topic
+        created again under the same name is another topic) are deleted with them. How many went."""
+        gone = [key for key in self.partitions if self.metadata.by_id(key.topic_id) is None]
+        for key in gone:
+            try:
+                self._persist(key, None)
+            except BrokerError as exc:
+                log.error("share group %s: cannot delete the state of deleted topic %s-%d: %s", key.group,
+                          key.topic_id, key.partition, exc)
+                continue
+            del self.partitions[key]
+        if gone:
+            log.info("deleted %d share-partition(s) of deleted topics %s", len(gone), ", ".join(sorted(topics)) or "")
+        return len(gone)
 
     # -- the sweep -------------------------------------------------------------------------------
 
