@@ -27,13 +27,20 @@ GROUPS = "/config/groups"
 
 log = logging.getLogger(__name__)
 
-_DURATION = re.compile(r"P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?")
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+BY_DURATION = "by_duration:"
+
+
+def duration_ms(reset: str) -> int:
+    """The milliseconds of a `by_duration:` share.auto.offset.reset (validated: `_offset_reset`)."""
+    days, hours, minutes, seconds = _DURATION.fullmatch(reset[len(BY_DURATION):]).groups()
+    return int((((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 + float(seconds or 0)) * 1000)
 
 
 def _offset_reset(value: str) -> str | None:
     if value in ("latest", "earliest"):
         return None
-    if value.startswith("by_duration:") and _DURATION.fullmatch(value[12:]) and value[12:] not in ("P", "PT"):
+    if value.startswith(BY_DURATION) and _DURATION.fullmatch(value[12:]) and value[12:] not in ("P", "PT"):
         return None
     return "must be latest, earliest or by_duration:<ISO-8601 duration> (by_duration:PT1H)"
 

@@ -304,3 +304,23 @@ def test_the_group_config_overrides_the_brokers_lock_duration(broker_factory):
         got = again.responses[0].partitions[0].acquired_records
         assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got] == [(0, 2, 2)]
         assert 1.0 <= waited < 5  # the group's 1.2 s, not the broker's 10 s
+
+
+def test_by_duration_starts_at_the_first_record_that_young(broker):
+    setup_topic(broker.address, "queue", "recent", batches=0, per_batch=0)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for future in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.GROUP, "recent", incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "by_duration:PT1H", incremental_operation=AlterConfigOpType.SET)])]).values():
+        future.result(15)
+    producer = Producer({"bootstrap.servers": broker.address})
+    now_ms = int(time.time() * 1000)
+    for i, age_ms in enumerate([3 * 3600_000, 2 * 3600_000, 600_000, 0]):
+        producer.produce("queue", value=b"%d" % i, partition=0, timestamp=now_ms - age_ms)
+        producer.flush(15)
+    a = share_consumer(broker.address, "recent", "queue")
+    try:
+        got = poll_some(a)
+        assert [m.value() for m in got] == [b"2", b"3"]  # (the two older than an hour are skipped)
+        acknowledge(a, got)
+    finally:
+        a.close()

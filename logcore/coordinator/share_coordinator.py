@@ -23,9 +23,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..group_configs import GroupConfig
+from ..group_configs import GroupConfig, duration_ms
 from ..protocol.codec import ErrorCode
-from ..protocol.errors import BrokerError, InvalidRecordState, InvalidRequest, NonEmptyGroup, UnknownMemberId
+from ..protocol.errors import BrokerError, InvalidRecordState, NonEmptyGroup, UnknownMemberId
 from ..protocol.share_state_records import SharePartitionKey
 from ..storage.batch import BatchHeader
 from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatResult
@@ -152,14 +152,17 @@ class ShareCoordinator:
         return Fetched(_read_spans(got.records, [spans[i] for i in chosen]), acquired)
 
     def _initial_offset(self, topic: str, index: int, config: GroupConfig, read_committed: bool) -> int:
+        """Where the group starts on a partition it never read (`share.auto.offset.reset`): the log
+        start, the end, or the first record at most `by_duration:` old (the end when there is none)."""
         replica = self.replicas.leader(topic, index)
+        end = replica.last_stable_offset if read_committed else replica.high_watermark
         reset = config["share.auto.offset.reset"]
         if reset == "earliest":
             return replica.log.log_start_offset
         if reset == "latest":
-            return replica.last_stable_offset if read_committed else replica.high_watermark
-        raise InvalidRequest(f"share.auto.offset.reset={reset!r} of group is not served by logcore yet: "
-                             f"set it to earliest or latest")
+            return end
+        found = replica.log.offset_for_timestamp(int(time.time() * 1000) - duration_ms(reset))
+        return end if found is None else min(found[0], end)
 
     async def wait_for_available(self, timeout_s: float) -> None:
         """Sleep until records of some share-partition become available again, or the timeout."""
