@@ -53,6 +53,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                  ".snapshot files."),
     "groups": ("logcore.tools.groups_cmd:groups_command",
                "List, describe, reset offsets of and delete consumer groups."),
+    "share-groups": ("logcore.tools.share_groups_cmd:share_groups_command",
+                     "List, describe, reset the offsets of and delete share groups (kafka-share-groups)."),
     "transactions": ("logcore.tools.transactions_cmd:transactions_command", "List, describe and abort transactions."),
     "leader-election": ("logcore.tools.leader_election:leader_election_command",
                         "Elect partition leaders: the preferred replicas, or any live replica where none leads."),
