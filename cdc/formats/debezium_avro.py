@@ -19,9 +19,10 @@ import fastavro
 import orjson
 
 from cdc.errors import CdcError
-from cdc.formats.avro_types import avro_name, column_field
+from cdc.formats.avro_types import column_field
 from cdc.schema.model import ColumnDef, TableDef
 from cdc.schema_registry import Registrar
+from common.avro_names import avro_name
 
 SOURCE = {
     "type": "record", "name": "Source", "namespace": "io.debezium.connector.mysql",
