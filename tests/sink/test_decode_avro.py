@@ -11,7 +11,7 @@ import json
 import fastavro
 import pytest
 
-from cdc.formats.debezium_avro import _record, envelope_schema, namespace
+from cdc.formats.debezium_avro import envelope_schema, namespace, table_record
 from cdc.schema.model import ColumnDef
 from spark_sink import decode, decode_avro
 from spark_sink.changes import Column, MySqlType, TableSchema
@@ -49,7 +49,7 @@ class AvroWriter:
 
     def __init__(self, schema_id: int, columns: list[ColumnDef]) -> None:
         ns = namespace("srv", "shop", "t")
-        value, self.image = _record("Value", ns, columns, "precise")
+        value, self.image = table_record("Value", ns, columns, "precise")
         self.schema = envelope_schema(ns, value)
         self.parsed = fastavro.parse_schema(self.schema)
         self.header = b"\0" + schema_id.to_bytes(4, "big")
