@@ -76,6 +76,7 @@ def test_avro_into_delta_with_both_schema_versions_of_a_table_in_one_batch(
         spark, server, broker, registry, connector, tmp_path):
     """One `available_now` run: the snapshot, changes, and the items' records of schema v1 and v2 in one batch."""
     pipeline = AvroPipeline(server, broker, registry, connector, tmp_path)
+    pipeline.wait_for_mark()                # (streaming: the snapshot, of schema v1, is done)
     pipeline.change_items_schema()
     pipeline.workload.run(30)
     pipeline.wait_for_mark()
