@@ -40,8 +40,9 @@ class WriterSchema:
     def __init__(self, schema_id: int, text: str) -> None:
         self.id, self.text = schema_id, text
         envelope = json.loads(text)
-        fields = {f["name"]: f["type"] for f in envelope.get("fields", ())} if isinstance(envelope, dict) else {}
-        if envelope.get("type") != "record" or not {"before", "after", "source", "op"} <= fields.keys():
+        record = isinstance(envelope, dict) and envelope.get("type") == "record"
+        fields = {f["name"]: f["type"] for f in envelope.get("fields", ())} if record else {}
+        if not {"before", "after", "source", "op"} <= fields.keys():
             raise ValueError(f"schema {schema_id} is not a Debezium envelope (a record with before, after, source "
                              f"and op): {text[:200]}")
         named: dict[str, dict] = {}

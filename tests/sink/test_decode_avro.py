@@ -113,3 +113,9 @@ def test_a_decimal_wider_than_spark_names_the_field():
     with pytest.raises(ValueError, match=r"schema 3, field d: DECIMAL\(65,4\) has more than the 38 digits"):
         decode_avro.WriterSchema(3, json.dumps(AvroWriter(3, [ColumnDef("id", "int"),
                                                                ColumnDef("d", "decimal", (65, 4))]).schema))
+
+
+@pytest.mark.parametrize("text", ['"string"', '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}'])
+def test_a_schema_that_is_not_an_envelope_is_named(text):
+    with pytest.raises(ValueError, match="schema 4 is not a Debezium envelope"):
+        decode_avro.WriterSchema(4, text)
