@@ -49,10 +49,11 @@ PROTOCOLS = {
 EAGER = {"classic"}  # protocols whose callbacks hand over (and take back) a member's whole assignment
 SETTLE_TIMEOUT_S = 120
 QUIET_S = 2.0  # how long the stable group is watched before the join, for `quiet_gap_s`
-# When the new member joins, after the group formed: JOIN_AFTER_S, plus a share (`join_phase`) of the
-# longer heartbeat interval. The old members hear of the join at their next heartbeat, so its phase
-# is part of the join's time: rounds spread it over the cycle, rather than all catching one moment.
-JOIN_AFTER_S, HEARTBEAT_S = 3.0, 5.0
+# When the new member joins, after the group formed: JOIN_AFTER_S, plus a share (`join_phase`) of
+# CYCLE_S, which holds whole numbers of both heartbeat intervals (the classic client's 3 s, KIP-848's
+# 5 s). The old members hear of the join at their next heartbeat, so its phase is part of the join's
+# time: rounds spread it over both cycles, rather than all catching one moment of them.
+JOIN_AFTER_S, CYCLE_S = 2.5, 15.0
 
 
 class Member(threading.Thread):
@@ -170,15 +171,18 @@ def coordinator_ready(address: str, group: str, topic: str) -> None:
 
 
 def join_phase(round: int) -> float:
-    """Round `round`'s point of the heartbeat cycle, in [0, 1): 0, 0.62, 0.24, 0.85, ... (the golden
-    ratio's sequence: any number of rounds spreads evenly)."""
-    return (round * 0.6180339887) % 1
+    """Round `round`'s share of the cycle, in [0, 1): 0, 1/2, 1/4, 3/4, 1/8, ... (van der Corput's
+    sequence: any number of rounds spreads evenly, over 15 s and so over 3 s and 5 s too)."""
+    share, weight = 0.0, 0.5
+    while round:
+        share, round, weight = share + weight * (round & 1), round >> 1, weight / 2
+    return share
 
 
 def form_and_join(address: str, topic: str, partitions: int, members: int, protocol: str,
                   rate: float, phase: float) -> Rebalance:
     """A group of `members` forms on `topic` (which exists, with `partitions`) while `rate` records/s go
-    to each partition; JOIN_AFTER_S + `phase` * HEARTBEAT_S after it formed (and at least QUIET_S after
+    to each partition; JOIN_AFTER_S + `phase` * CYCLE_S after it formed (and at least QUIET_S after
     every member had a record), one more member joins."""
     group = f"{topic}-{protocol}-{time.monotonic_ns()}"
     coordinator_ready(address, group, topic)
@@ -198,7 +202,7 @@ def form_and_join(address: str, topic: str, partitions: int, members: int, proto
                 raise SystemExit(f"a group of {members} ({protocol}): not every member fetched within "
                                  f"{SETTLE_TIMEOUT_S} s")
             time.sleep(0.005)
-        join_at = max(formed_at + JOIN_AFTER_S + phase * HEARTBEAT_S, time.perf_counter() + QUIET_S)
+        join_at = max(formed_at + JOIN_AFTER_S + phase * CYCLE_S, time.perf_counter() + QUIET_S)
         quiet = (join_at - QUIET_S, join_at)
         time.sleep(join_at - time.perf_counter())  # (a moment chosen, not a wait for a condition)
         before = [m.owned for m in old]

@@ -23,8 +23,8 @@ from the first member's subscribe() until every partition is owned by exactly on
 at most one apart; then, once each member has had a record and 2 s more have passed, the time one
 more member takes to join until the group has settled again, and the longest stretch in which a
 member went without a record from the partitions it kept meanwhile (its fetching paused), beside the
-same figure over the 2 s before the join. The join comes 3-8 s after the group formed, at a point of
-the heartbeat cycle that the rounds spread and both brokers of a round share. Both brokers have
+same figure over the 2 s before the join. The join comes 2.5-17.5 s after the group formed, at a point
+of the heartbeat cycles that the rounds spread and both brokers of a round share. Both brokers have
 Kafka's defaults: 3 s initial rebalance delay (classic), 5 s KIP-848 heartbeat interval. Each figure
 is its best of the rounds; ratios logcore / Kafka and consumer / classic.
 
