@@ -15,6 +15,19 @@ messages/s with both clients; transactions of 1,000 messages (librdkafka: transa
 Java producer's transactions of 100 ms (transactions v2, KIP-890, on both brokers: each finalizes
 `transaction.version` 2); the time a group of three consumers takes to join. With each: the broker's CPU seconds per million messages; at the end, its RSS.
 
+Rebalance rows (`--only rebalance`), in a table of their own: groups of 3 and of 30 confluent-kafka
+consumers (threads of this process, bench/rebalance.py) on a topic of 60 partitions that a producer
+writes 20 records/s to each, with `group.protocol=classic` (eager `range,roundrobin`, librdkafka's
+default) and `group.protocol=consumer` (KIP-848, the broker's `uniform` assignor). Per run: the time
+from the first member's subscribe() until every partition is owned by exactly one member with shares
+at most one apart; then, once each member has had a record and 2 s more have passed, the time one
+more member takes to join until the group has settled again, and the longest stretch in which a
+member went without a record from the partitions it kept meanwhile (its fetching paused), beside the
+same figure over the 2 s before the join. The join comes 2.5-17.5 s after the group formed, at a point
+of the heartbeat cycles that the rounds spread and both brokers of a round share. Both brokers have
+Kafka's defaults: 3 s initial rebalance delay (classic), 5 s KIP-848 heartbeat interval. Each figure
+is its best of the rounds; ratios logcore / Kafka and consumer / classic.
+
 --cluster: three logcore brokers on a ZooKeeper (testkit/clusterproc.py) beside a three-node Apache
 Kafka in KRaft mode, each node a broker and a controller (testkit/kraft.py, 512 MiB heaps), on the
 same machine: topics with three replicas, min.insync.replicas=2, unclean election off, acks=all.
@@ -28,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import re
 import signal
@@ -45,6 +59,7 @@ from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from produce_consume import (Meter, Result, confluent_consume, confluent_latency, confluent_produce,  # noqa: E402
                              process_cpu_seconds)
+from rebalance import Rebalance, form_and_join, join_phase  # noqa: E402
 from txn_produce import produce as produce_in_transactions  # noqa: E402
 
 from testkit.brokerproc import BrokerProcess  # noqa: E402
@@ -58,6 +73,10 @@ LOGCORE_CLUSTER = {"default.replication.factor": "3", "min.insync.replicas": "2"
                    "unclean.leader.election.enable": "false", "zookeeper.session.timeout.ms": "6000"}
 KAFKA_CLUSTER = {"broker.session.timeout.ms": "6000"}  # (testkit.kraft sets the replication settings)
 FAILOVER_ROWS = ("leader SIGKILL → next ack",)
+# The rebalance rows: a group of so many members, by each protocol, on a topic of REBALANCE_PARTITIONS.
+REBALANCE_ROWS = {f"rebalance, {members} members, {protocol}": (members, protocol)
+                  for members in (3, 30) for protocol in ("classic", "consumer")}
+REBALANCE_PARTITIONS, REBALANCE_RATE = 60, 20  # (records/s to each partition, for the fetch gaps)
 CLUSTER_ROWS = ("confluent produce acks=all", "java ProducerPerformance acks=all", "confluent latency @10,000/s",
                 "java latency @10,000/s", *FAILOVER_ROWS)
 
@@ -231,6 +250,18 @@ def group_join(broker: Broker, topic: str, members: int = 3) -> float:
     return seconds
 
 
+def rebalance(members: int, protocol: str) -> Callable[[Broker, str], Rebalance]:
+    """A rebalance row. Its runs come a round at a time, one broker after the other: both runs of a
+    round join at the same point of the heartbeat cycle (bench/rebalance.py's `join_phase`)."""
+    runs = itertools.count()
+
+    def row(broker: Broker, topic: str) -> Rebalance:
+        phase = join_phase(next(runs) // 2)
+        create_topic(broker, topic, REBALANCE_PARTITIONS)
+        return form_and_join(broker.address, topic, REBALANCE_PARTITIONS, members, protocol, REBALANCE_RATE, phase)
+    return row
+
+
 # -- the rows ------------------------------------------------------------------------------------------
 
 def rows(messages: int, value: bytes, cluster: bool = False) -> dict:
@@ -259,16 +290,22 @@ def rows(messages: int, value: bytes, cluster: bool = False) -> dict:
             b, t, messages // 5, size, options=("--transactional-id", t, "--transaction-duration-ms", "100")),
         "group join, 3 members": lambda b, t: group_join(b, t),
         "leader SIGKILL → next ack": lambda b, t: leader_failover(b, t),
+        **{row: rebalance(members, protocol) for row, (members, protocol) in REBALANCE_ROWS.items()},
     }
     return {row: every[row] for row in (CLUSTER_ROWS if cluster else every) if cluster or row not in FAILOVER_ROWS}
 
 
 def better(a, b):
-    """The better of two runs of a row: faster, or lower p99 for a latency row."""
+    """The better of two runs of a row: faster, or lower p99 for a latency row; each of a rebalance's
+    figures on its own."""
     if a is None:
         return b
     if isinstance(a, float):
         return min(a, b)
+    if isinstance(a, Rebalance):
+        gaps = [g for g in (a.gap_s, b.gap_s) if g is not None]
+        return Rebalance(min(a.form_s, b.form_s), min(a.join_s, b.join_s), min(gaps, default=None),
+                         min(a.quiet_gap_s, b.quiet_gap_s))
     if a.p99_ms is not None and "latency" in a.name:
         return a if a.p99_ms <= b.p99_ms else b
     return a if a.seconds <= b.seconds else b
@@ -279,6 +316,8 @@ def report(best: dict, brokers: list[Broker], rss: dict) -> None:
     print(f"\n{'':36} {'logcore':>22} {'Apache Kafka':>22} {'ratio':>7} {'CPU-s/M msgs':>16}")
     for row, runs in best.items():
         mine, theirs = runs[logcore.name], runs[kafka.name]
+        if row in REBALANCE_ROWS:
+            continue  # (their own table, below)
         if mine is None or theirs is None:
             print(f"{row:36} {'failed' if mine is None else 'ran':>22} {'failed' if theirs is None else 'ran':>22}")
             continue
@@ -296,6 +335,39 @@ def report(best: dict, brokers: list[Broker], rss: dict) -> None:
               f"{cpu[0]:>7.2f} vs {cpu[1]:>5.2f}")
     print(f"{'broker RSS at the end':36} {rss[logcore.name]:>19,.0f} MB {rss[kafka.name]:>19,.0f} MB "
           f"{rss[logcore.name] / rss[kafka.name]:>7.2f}")
+    if any(row in REBALANCE_ROWS for row in best):
+        report_rebalance(best, brokers)
+
+
+def report_rebalance(best: dict, brokers: list[Broker]) -> None:
+    """The rebalance rows: each figure by broker and protocol, with consumer / classic for each broker
+    and logcore / Kafka for each protocol. '-' where a row was not run or failed."""
+    figures = (("form, s", "form_s", 1), ("one more joins, s", "join_s", 1),
+               ("kept partitions' gap, ms", "gap_s", 1000), ("gap while stable, ms", "quiet_gap_s", 1000))
+    names = [b.name for b in brokers]
+    print(f"\nrebalance: {REBALANCE_PARTITIONS} partitions, {REBALANCE_RATE} records/s to each; lower is better")
+    print(f"{'':34}" + "".join(f"{name + ' classic':>16} {'consumer':>9} {'cons/cl':>8}" for name in names)
+          + "".join(f" {'/'.join(names) + ' ' + p:>20}" for p in ("classic", "consumer")))
+
+    def value(members: int, protocol: str, broker: str, attribute: str, scale: float) -> float | None:
+        run = best.get(f"rebalance, {members} members, {protocol}", {}).get(broker)
+        figure = None if run is None else getattr(run, attribute)
+        return None if figure is None else figure * scale
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return "-" if a is None or not b else f"{a / b:.2f}"
+
+    for members in sorted({n for row, (n, _) in REBALANCE_ROWS.items() if row in best}):
+        for label, attribute, scale in figures:
+            line = f"{f'{members} members: {label}':34}"
+            for broker in names:
+                classic, consumer = (value(members, p, broker, attribute, scale) for p in ("classic", "consumer"))
+                line += "".join(f"{'-' if v is None else f'{v:.2f}' if scale == 1 else f'{v:.0f}':>{w}}"
+                                for v, w in ((classic, 16), (consumer, 10)))
+                line += f"{ratio(consumer, classic):>9}"
+            for protocol in ("classic", "consumer"):
+                line += f"{ratio(*(value(members, protocol, b, attribute, scale) for b in names)):>21}"
+            print(line)
 
 
 def single(work: Path, stack: contextlib.ExitStack) -> list[Broker]:
