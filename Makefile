@@ -53,7 +53,8 @@ $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 
 # Debezium's JDBC sink connector (bench/sink.py), in a Kafka Connect plugin directory of its own.
 $(JDBC_SINK_PLUGIN)/.fetched: bench/reference/jdbc-sink/pom.xml
-	mvn -q -B -f bench/reference/jdbc-sink/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JDBC_SINK_PLUGIN)
+	mvn -q -B -f bench/reference/jdbc-sink/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JDBC_SINK_PLUGIN) \
+		-DexcludeGroupIds=com.fasterxml.jackson.core,com.fasterxml.jackson.datatype
 	touch $@
 
 # Canal's client for Python, the tests' Canal client (tests/e2e/test_canal_tcp.py). Beside the venv, not in it:
