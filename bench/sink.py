@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sink.py [--changes 1000000] [--keys 200000] [--partitions 4]
                                    [--rate 5000 --seconds 60] [--only backlog|latency] [--target delta|jdbc]
+                                   [--versus [--pg-rate 1000]]
 
 backlog: a backlog of --changes change events (Debezium format, as the connector writes them: inserts,
   then updates and deletes of --keys keys) is written to a broker first; the sink then runs with
@@ -10,6 +11,19 @@ backlog: a backlog of --changes change events (Debezium format, as the connector
   target runs twice, into tables of its own: cold (the JVM's first run) and warm.
 latency: a producer writes --rate changes/s for --seconds; the sink triggers every 500 ms; the
   figures are p50/p99 of each batch's duration (Spark's triggerExecution) once it has warmed up.
+
+--versus: each target beside what a user would run instead, on the same topics (three tables of
+  --keys keys each; keys and values in Kafka Connect's JsonConverter wrapping with schemas, which
+  Debezium's JDBC sink needs), each run cold and warm, then a table of figures and ratios:
+  - PostgreSQL: Debezium's JDBC sink connector on a Kafka Connect standalone worker
+    (bench/jdbc_sink_reference.py; upsert, deletes, key from the record key, 2 tasks as Spark has 2
+    cores). Backlog: changes/s until an end marker in each partition of each table is visible. Latency:
+    at --pg-rate changes/s, one new row every 100 ms is a probe, timed from its write to the log to
+    its row being visible in PostgreSQL (polled every 50 ms); p99 after 10 s of warm-up.
+  - Delta: the foreachBatch MERGE job of Delta's documentation (bench/delta_foreachbatch.py), in
+    the same SparkSession. Backlog: `available_now`; latency: p99 batch duration at --rate changes/s,
+    both with a 500 ms trigger.
+  Needs `make reference` (Kafka Connect and the connector).
 
 Everything runs on this machine: a `binlake broker` subprocess, a throwaway PostgreSQL, and a
 local[2] SparkSession in this process (the driver), started once for every run.
@@ -153,11 +167,15 @@ def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: 
             started = time.monotonic()
             job.start().awaitTermination()
             seconds = time.monotonic() - started
-            parts = {k: sum(t[k] for t in job.timings) for k in ("read_decode", "plan", "write")}
-            print(f"  {round_} {name:6} {changes / seconds:>10,.0f} changes/s  ({seconds:.1f} s, {len(job.timings)} "
-                  f"batch(es): read+decode {parts['read_decode']:.1f} s, schemas+checks {parts['plan']:.1f} s, "
-                  f"merge+commit {parts['write']:.1f} s; the rest is Spark planning the query and its Kafka offsets)",
-                  flush=True)
+            print(f"  {round_} {name:6} {changes / seconds:>10,.0f} changes/s  ({seconds:.1f} s, {split(job)})", flush=True)
+
+
+def split(job: SinkJob) -> str:
+    """Where a run's time went, by the sink's own timings."""
+    parts = {k: sum(t[k] for t in job.timings) for k in ("read_decode", "plan", "write")}
+    return (f"{len(job.timings)} batch(es): read+decode {parts['read_decode']:.1f} s, schemas+checks "
+            f"{parts['plan']:.1f} s, merge+commit {parts['write']:.1f} s; the rest is Spark planning the query and "
+            f"its Kafka offsets")
 
 
 def fresh(target: dict, suffix: str) -> dict:
@@ -319,7 +337,7 @@ def end_to_end(written: dict[int, float], seen: dict[int, float], warm_up: float
 
 
 def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: int, keys: int, start, stop,
-               alive) -> list[float]:
+               alive, warm_up: float = 10) -> list[float]:
     """End-to-end latency at `rate` changes/s: `start()` runs a sink reading from the log's end, and
     probes written meanwhile are timed from their write to their row being visible in `table`."""
     feeder = Feeder(address, Changes(keys, seed=7, tables=TABLES, wrapped=True), rate, probes=True)
@@ -327,7 +345,13 @@ def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: in
     start()
     feeder.start()
     probes.start()
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + 600
+    while not probes.seen:  # the sink's first batch: its tables are made
+        alive()
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name}: no probe was seen in {table} in 600 s")
+        time.sleep(0.2)
+    deadline = time.monotonic() + warm_up + seconds
     while time.monotonic() < deadline:
         time.sleep(1)
         alive()
@@ -338,7 +362,7 @@ def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: in
         time.sleep(0.2)
     probes.stop()
     stop()
-    values, lost = end_to_end(written, probes.seen, warm_up=10)
+    values, lost = end_to_end(written, probes.seen, warm_up)
     if not values:
         raise SystemExit(f"{name}: no probe was seen in {table}")
     print(f"  {name:22} {rate:,} changes/s: {len(values)} probes, write→visible p50 "
@@ -373,6 +397,7 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
                 began = time.monotonic()
                 job.start().awaitTermination()
                 ours = args.changes / (time.monotonic() - began)
+                print(f"  {round_} binlake into PostgreSQL: {time.monotonic() - began:.1f} s, {split(job)}", flush=True)
                 dbz = database(postgres, f"dbz_{round_}")
                 began = time.monotonic()
                 add(worker, f"dbz-{round_}", connector(topics(), postgres.url.replace("warehouse", f"dbz_{round_}")))
@@ -412,6 +437,7 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
             began = time.monotonic()
             job.start().awaitTermination()
             ours = args.changes / (time.monotonic() - began)
+            print(f"  {round_} binlake into Delta: {time.monotonic() - began:.1f} s, {split(job)}", flush=True)
             paths = {topic: str(work / f"delta-user-{round_}" / topic) for topic in topics()}
             began = time.monotonic()
             foreachbatch(spark, address, paths, SPARK_COLUMNS, str(work / f"ck-user-{round_}"),
@@ -436,15 +462,22 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
                 query = foreachbatch(spark, address, {t: str(work / "delta-user-lat" / t) for t in topics()},
                                      SPARK_COLUMNS, str(work / "ck-user-lat"), {"processingTime": "500 milliseconds"},
                                      starting_offsets="latest")
-            deadline = time.monotonic() + args.seconds
-            while time.monotonic() < deadline:
+            first = time.monotonic() + 600  # the first batch (tables made), then --seconds
+            deadline = None
+            while deadline is None or time.monotonic() < deadline:
                 time.sleep(1)
                 if query.exception():
                     raise SystemExit(f"{side} stopped: {query.exception()}")
+                if deadline is None and any(p["numInputRows"] for p in query.recentProgress):
+                    deadline = time.monotonic() + args.seconds
+                elif deadline is None and time.monotonic() > first:
+                    raise SystemExit(f"{side}: no batch in 600 s")
             feeder.stop()
             progress = query.recentProgress
-            query.stop()
+            query.stop()  # (Spark may print a StackOverflowError here: its check of the stop's cause, harmless)
             durations[side], batch_rows = batch_durations(progress)
+            if not durations[side]:
+                raise SystemExit(f"{side}: too few batches in {args.seconds} s; run longer (--seconds)")
             print(f"  {side:22} {args.rate:,} changes/s into Delta: {len(durations[side])} batches of "
                   f"{statistics.median(batch_rows):,.0f} changes, duration p50 {statistics.median(durations[side]):.2f} s, "
                   f"p99 {p99(durations[side]):.2f} s", flush=True)
