@@ -511,7 +511,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = BrokerProcess(work / "broker").start()
-        postgres = start_postgres(work / "pg")
+        postgres = start_postgres(work / "pg", tied=True)
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
             admin = AdminClient({"bootstrap.servers": broker.address})
