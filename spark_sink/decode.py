@@ -20,9 +20,8 @@ _ENVELOPE = ("op STRING, before MAP<STRING,STRING>, after MAP<STRING,STRING>, dd
              "tableChanges ARRAY<STRUCT<type: STRING, id: STRING>>, source STRUCT<file: STRING, pos: BIGINT, "
              "row: BIGINT, snapshot: STRING, db: STRING, table: STRING, gtid: STRING, ts_ms: BIGINT>, ts_ms BIGINT")
 # The envelope as binlake's connector writes it, or inside Kafka Connect's JsonConverter wrapping with
-# schemas ({"schema": ..., "payload": envelope}), the converter's default, which Debezium's own sinks need.
+# schemas.enable=true ({"schema": ..., "payload": envelope}), as Debezium writes it by default.
 _DEBEZIUM = f"{_ENVELOPE}, payload STRUCT<{_ENVELOPE}>"
-_WRAPPED, _PAYLOAD = '{"schema":', '},"payload":'
 _CANAL = ("data ARRAY<MAP<STRING,STRING>>, old ARRAY<MAP<STRING,STRING>>, type STRING, database STRING, "
           "table STRING, pkNames ARRAY<STRING>, isDdl BOOLEAN, es BIGINT, id BIGINT, gtid STRING, "
           "mysqlType MAP<STRING,STRING>")
@@ -46,7 +45,7 @@ def records(kafka: DataFrame, fmt: str) -> DataFrame:
 
 
 def _debezium(base: DataFrame) -> DataFrame:
-    parsed = F.from_json(_payload(F.col("text")), _DEBEZIUM)
+    parsed = F.from_json("text", _DEBEZIUM)
     e = F.when(parsed.payload.isNotNull(), parsed.payload).otherwise(parsed.dropFields("payload")).alias("e")
     df = base.select("*", e)
     src = F.col("e.source")
@@ -71,17 +70,6 @@ def _debezium(base: DataFrame) -> DataFrame:
         F.when(kind == "bad", F.lit("not a Debezium change event (no op and source)")).alias("reason"),
         F.when(kind == "bad", F.col("text")).alias("raw"),
         F.concat(src.file, F.lit(":"), src.pos.cast("string")).alias("position"))
-
-
-def _payload(text: Column) -> Column:
-    """The envelope inside JsonConverter's wrapping, cut out of the text as the converter writes it
-    (compact, the schema first), so that the schema, most of the bytes, is never tokenized; any other
-    text as it is (then parsed whole, the envelope found under `payload`). (A schema holding the key
-    "payload" after an object would cut short: the cut text is then no envelope, and the record is
-    refused as bad with its text.)"""
-    at = F.instr(text, _PAYLOAD)
-    start = at + len(_PAYLOAD)
-    return F.when(text.startswith(_WRAPPED) & (at > 0), text.substr(start, F.length(text) - start)).otherwise(text)
 
 
 def _canal(base: DataFrame) -> DataFrame:
