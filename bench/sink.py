@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/sink.py [--changes 1000000] [--keys 200000] [--partitions 4]
                                    [--rate 5000 --seconds 60] [--only backlog|latency] [--target delta|jdbc]
-                                   [--versus [--pg-rate 1000]]
+                                   [--formats json,avro] [--versus [--pg-rate 1000]]
 
-backlog: a backlog of --changes change events (Debezium format, as the connector writes them: inserts,
-  then updates and deletes of --keys keys) is written to a broker first; the sink then runs with
+backlog: a backlog of --changes change events (Debezium's envelope, as the connector writes them: inserts,
+  then updates and deletes of --keys keys) is written to a broker first, the same changes in each of
+  --formats: JSON (`format: debezium`) and Avro in Confluent's wire format (`value_format: avro`, its
+  schema in a `binlake schema-registry` subprocess; `format: debezium-avro`); the sink then runs with
   `trigger: available_now` and the figure is changes merged per second from the log into each
   target, with each batch's time split into read+decode, schemas+checks and merge+commit. Each
-  target runs twice, into tables of its own: cold (the JVM's first run) and warm.
+  format and target runs twice, into tables of its own: cold (the JVM's first run) and warm.
 latency: a producer writes --rate changes/s for --seconds; the sink triggers every 500 ms; the
   figures are p50/p99 of each batch's duration (Spark's triggerExecution) once it has warmed up.
 
@@ -32,6 +34,7 @@ local[2] SparkSession in this process (the driver), started once for every run.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -45,15 +48,21 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this tree, not the installed one
 
 from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from fastavro import parse_schema, schemaless_writer
 
+from cdc.formats.debezium_avro import envelope_schema, namespace, table_record
+from cdc.schema.model import ColumnDef
 from sandbox.postgres import start_postgres
 from spark_sink.config import validate
 from spark_sink.job import SinkJob
 from spark_sink.session import builder
 from testkit.brokerproc import BrokerProcess
+from testkit.registryproc import RegistryProcess
 
 SERVER, DB, TABLE = "bench", "shop", "orders"
 TOPIC = f"{SERVER}.{DB}.{TABLE}"
+AVRO_TOPIC = f"{SERVER}-avro.{DB}.{TABLE}"   # (the same table's changes in Avro; the schema topic is SERVER's)
 COLUMNS = [("id", "int(11)"), ("customer", "int(11)"), ("amount", "decimal(10,2)"), ("status", "varchar(10)"),
            ("created", "datetime(6)"), ("note", "varchar(40)")]
 
@@ -89,16 +98,14 @@ def connect_schemas(table: str) -> tuple[bytes, bytes]:
 
 class Changes:
     """Change events of `keys` rows of each of `tables`: each key is created, then updated, sometimes
-    deleted and created again. `wrapped`: keys and values in Kafka Connect's JsonConverter wrapping
-    with schemas ({"schema", "payload"}), Debezium's default, which Debezium's JDBC sink needs.
-    `live` holds each table's keys that exist after the changes so far."""
+    deleted and created again. `live` holds each table's keys that exist after the changes so far.
+    The encoders below turn a change into what a producer writes."""
 
-    def __init__(self, keys: int, seed: int = 1, tables: tuple[str, ...] = (TABLE,), wrapped: bool = False) -> None:
+    def __init__(self, keys: int, seed: int = 1, tables: tuple[str, ...] = (TABLE,)) -> None:
         self.rng = random.Random(seed)
         self.keys = keys
         self.tables = tables
         self.live: dict[str, set[int]] = {table: set() for table in tables}
-        self.schemas = {table: connect_schemas(table) for table in tables} if wrapped else None
         self.pos = 1000
 
     def row(self, key: int) -> dict:
@@ -107,8 +114,8 @@ class Changes:
                 "status": r.choice(["new", "paid", "sent"]), "created": "2026-11-24T10:00:00.123456",
                 "note": "x" * r.randint(0, 40)}
 
-    def next(self, key: int | None = None, table: str | None = None) -> tuple[str, bytes, bytes]:
-        """(topic, key, value) of the next change: of a random key and table, or the given ones."""
+    def next(self, key: int | None = None, table: str | None = None) -> tuple[str, int, str, dict | None, dict | None, dict]:
+        """(table, key, op, before, after, source) of the next change: of a random key and table, or the given ones."""
         table = table or self.rng.choice(self.tables)
         key = self.rng.randrange(self.keys) if key is None else key
         live = self.live[table]
@@ -124,14 +131,59 @@ class Changes:
         source = {"version": "binlake-0.1", "connector": "mysql", "name": SERVER, "server_id": 1,
                   "file": "binlog.000001", "pos": self.pos, "gtid": None, "db": DB, "table": table,
                   "ts_ms": int(time.time() * 1000), "snapshot": "false", "row": 0}
-        value = json.dumps({"before": before, "after": after, "op": op, "ts_ms": source["ts_ms"], "source": source})
-        key_json = json.dumps({"id": key})
-        topic = f"{SERVER}.{DB}.{table}"
-        if self.schemas is None:
-            return topic, key_json.encode(), value.encode()
+        return table, key, op, before, after, source
+
+
+# -- encoders: a change → (topic, key, value) as a producer writes it -------------------------------------
+
+def json_key(key: int) -> bytes:
+    return json.dumps({"id": key}).encode()
+
+
+def json_value(op: str, before: dict | None, after: dict | None, source: dict) -> bytes:
+    return json.dumps({"before": before, "after": after, "op": op, "ts_ms": source["ts_ms"], "source": source}).encode()
+
+
+def plain(table: str, key: int, op: str, before: dict | None, after: dict | None, source: dict) -> tuple[str, bytes, bytes]:
+    """The key and envelope in JSON, as binlake's connector writes them."""
+    return f"{SERVER}.{DB}.{table}", json_key(key), json_value(op, before, after, source)
+
+
+class Wrapped:
+    """Keys and values in Kafka Connect's JsonConverter wrapping with schemas ({"schema", "payload"}),
+    Debezium's default, which Debezium's JDBC sink needs."""
+
+    def __init__(self, tables: tuple[str, ...]) -> None:
+        self.schemas = {table: connect_schemas(table) for table in tables}
+
+    def __call__(self, table: str, key: int, *change) -> tuple[str, bytes, bytes]:
+        topic, key_json, value = plain(table, key, *change)
         key_schema, value_schema = self.schemas[table]
-        return (topic, b'{"schema":%b,"payload":%b}' % (key_schema, key_json.encode()),
-                b'{"schema":%b,"payload":%b}' % (value_schema, value.encode()))
+        return (topic, b'{"schema":%b,"payload":%b}' % (key_schema, key_json),
+                b'{"schema":%b,"payload":%b}' % (value_schema, value))
+
+
+class AvroValues:
+    """The envelope in Avro as the connector writes it (cdc/formats/debezium_avro.py's schema, registered under
+    the Avro topic's subject), framed with the registry id; the key stays JSON. TABLE's changes only."""
+
+    def __init__(self, registry_url: str) -> None:
+        ns = namespace(SERVER, DB, TABLE)
+        columns = [ColumnDef(n, t.split("(")[0], tuple(int(a) for a in t.split("(")[1].rstrip(")").split(",")))
+                   for n, t in COLUMNS]
+        value, self.image = table_record("Value", ns, columns, "precise")
+        envelope = envelope_schema(ns, value)
+        schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
+            f"{AVRO_TOPIC}-value", Schema(json.dumps(envelope), "AVRO"))
+        self.header, self.parsed, self.branch = b"\0" + schema_id.to_bytes(4, "big"), parse_schema(envelope), f"{ns}.Value"
+
+    def __call__(self, table: str, key: int, op: str, before: dict | None, after: dict | None,
+                 source: dict) -> tuple[str, bytes, bytes]:
+        out = io.BytesIO()
+        schemaless_writer(out, self.parsed, {
+            "before": before and (self.branch, self.image(before)), "after": after and (self.branch, self.image(after)),
+            "source": source, "op": op, "ts_ms": source["ts_ms"], "transaction": None})
+        return AVRO_TOPIC, json_key(key), self.header + out.getvalue()
 
 
 def producer(address: str) -> Producer:
@@ -139,35 +191,56 @@ def producer(address: str) -> Producer:
                      "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
 
 
-def sink_config(address: str, work: Path, target: dict, **extra) -> dict:
+def sink_config(address: str, work: Path, target: dict, fmt: str = "json", registry: str | None = None,
+                **extra) -> dict:
+    avro = {"format": "debezium-avro", "topics": [AVRO_TOPIC], "schema_registry": {"url": registry}} \
+        if fmt == "avro" else {}
     return {"bootstrap_servers": address, "topics": [TOPIC], "format": "debezium", "schema_topic": SERVER,
-            "checkpoint": str(work / f"ck-{time.monotonic_ns()}"), "target": target, **extra}
+            "checkpoint": str(work / f"ck-{time.monotonic_ns()}"), "target": target, **avro, **extra}
 
 
-def write(p: Producer, events: Changes, changes: int) -> None:
-    """`changes` change events, as fast as the broker takes them."""
+def write(p: Producer, events: Changes, changes: int, encoders: dict) -> dict[str, int]:
+    """`changes` change events, each in each of `encoders` (name → encoder), as fast as the broker takes
+    them; returns the value bytes each encoder wrote."""
+    size = dict.fromkeys(encoders, 0)
     for _ in range(changes):
-        topic, key, value = events.next()
-        while True:
-            try:
-                p.produce(topic, value, key)
-                break
-            except BufferError:
-                p.poll(0.05)
+        change = events.next()
+        for name, encode in encoders.items():
+            topic, key, value = encode(*change)
+            size[name] += len(value)
+            while True:
+                try:
+                    p.produce(topic, value, key)
+                    break
+                except BufferError:
+                    p.poll(0.05)
     p.flush(120)
+    return size
 
 
-def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int) -> None:
+def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int, registry: str | None) -> None:
+    """The same changes in each format (JSON always; Avro with a registry), then the sink over each."""
+    encoders = {"json": plain, **({"avro": AvroValues(registry)} if registry else {})}
     started = time.monotonic()
-    write(producer(address), Changes(keys), changes)
-    print(f"backlog: {changes:,} changes of {keys:,} keys written in {time.monotonic() - started:.1f} s")
+    size = write(producer(address), Changes(keys), changes, encoders)
+    print(f"backlog: {changes:,} changes of {keys:,} keys written in {time.monotonic() - started:.1f} s; value bytes "
+          f"per change: " + ", ".join(f"{fmt} {n / changes:.0f}" for fmt, n in size.items()))
+    rates: dict = {}
     for round_ in ("cold", "warm"):  # the first run also pays the JVM's warm-up (class loading, JIT)
-        for name, target in targets.items():
-            job = SinkJob(spark, validate(sink_config(address, work, fresh(target, round_), trigger="available_now")))
-            started = time.monotonic()
-            job.start().awaitTermination()
-            seconds = time.monotonic() - started
-            print(f"  {round_} {name:6} {changes / seconds:>10,.0f} changes/s  ({seconds:.1f} s, {split(job)})", flush=True)
+        for fmt in encoders:
+            for name, target in targets.items():
+                job = SinkJob(spark, validate(sink_config(address, work, fresh(target, f"{fmt}_{round_}"), fmt,
+                                                          trigger="available_now", registry=registry)))
+                started = time.monotonic()
+                job.start().awaitTermination()
+                seconds = time.monotonic() - started
+                rates[(round_, fmt, name)] = changes / seconds
+                print(f"  {round_} {fmt:4} {name:6} {changes / seconds:>10,.0f} changes/s  ({seconds:.1f} s, "
+                      f"{split(job)})", flush=True)
+    for round_ in ("cold", "warm"):
+        for name in targets:
+            if "avro" in encoders:
+                print(f"  {round_} {name}: Avro / JSON = {rates[(round_, 'avro', name)] / rates[(round_, 'json', name)]:.2f}x")
 
 
 def split(job: SinkJob) -> str:
@@ -186,13 +259,13 @@ def fresh(target: dict, suffix: str) -> dict:
 
 
 class Feeder(threading.Thread):
-    """Writes `rate` changes/s in steps of 10 ms until stopped. With `probes`, one change in each
-    100 ms is the insert of a new key of the first table (from PROBE up), its write time kept in
-    `probes` (key → epoch seconds)."""
+    """Writes `rate` changes/s, as `encode` makes them, in steps of 10 ms until stopped. With `probes`,
+    one change in each 100 ms is the insert of a new key of the first table (from PROBE up), its write
+    time kept in `probes` (key → epoch seconds)."""
 
-    def __init__(self, address: str, events: Changes, rate: int, probes: bool = False) -> None:
+    def __init__(self, address: str, events: Changes, rate: int, encode=plain, probes: bool = False) -> None:
         super().__init__(daemon=True)
-        self.p, self.events, self.rate = producer(address), events, rate
+        self.p, self.events, self.rate, self.encode = producer(address), events, rate, encode
         self.probes: dict[int, float] | None = {} if probes else None
         self.halt = threading.Event()
 
@@ -202,10 +275,11 @@ class Feeder(threading.Thread):
             for i in range(self.rate // 100):
                 if self.probes is not None and tick % 10 == 0 and i == 0:
                     key = PROBE + len(self.probes)
-                    topic, k, value = self.events.next(key=key, table=self.events.tables[0])
+                    change = self.events.next(key=key, table=self.events.tables[0])
                     self.probes[key] = time.time()
                 else:
-                    topic, k, value = self.events.next()
+                    change = self.events.next()
+                topic, k, value = self.encode(*change)
                 self.p.produce(topic, value, k)
             self.p.poll(0)
             tick += 1
@@ -265,13 +339,13 @@ def topics() -> list[str]:
     return [f"{SERVER}.{DB}.{table}" for table in TABLES]
 
 
-def mark_ends(address: str, events: Changes, partitions: int) -> int:
+def mark_ends(address: str, events: Changes, encode, partitions: int) -> int:
     """After a backlog: in each partition of each table's topic, the insert of a new key (from PROBE
     up), so that a sink has caught up once it shows them all. Returns how many there are per table."""
     p = producer(address)
     for table in TABLES:
         for partition in range(partitions):
-            topic, key, value = events.next(key=PROBE + partition, table=table)
+            topic, key, value = encode(*events.next(key=PROBE + partition, table=table))
             p.produce(topic, value, key, partition=partition)
     p.flush(60)
     return partitions
@@ -340,7 +414,7 @@ def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: in
                alive, warm_up: float = 10) -> list[float]:
     """End-to-end latency at `rate` changes/s: `start()` runs a sink reading from the log's end, and
     probes written meanwhile are timed from their write to their row being visible in `table`."""
-    feeder = Feeder(address, Changes(keys, seed=7, tables=TABLES, wrapped=True), rate, probes=True)
+    feeder = Feeder(address, Changes(keys, seed=7, tables=TABLES), rate, Wrapped(TABLES), probes=True)
     probes = Probes(conn, table)
     start()
     feeder.start()
@@ -377,10 +451,10 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
     from delta_foreachbatch import start as foreachbatch
     from jdbc_sink_reference import add, check, connector, remove, start_worker
 
-    events = Changes(args.keys, tables=TABLES, wrapped=True)
+    events, wrapped = Changes(args.keys, tables=TABLES), Wrapped(TABLES)
     started = time.monotonic()
-    write(producer(address), events, args.changes)
-    marks = mark_ends(address, events, args.partitions)
+    write(producer(address), events, args.changes, {"connect": wrapped})
+    marks = mark_ends(address, events, wrapped, args.partitions)
     print(f"backlog: {args.changes:,} changes of {args.keys:,} keys in each of {len(TABLES)} tables written in "
           f"{time.monotonic() - started:.1f} s (keys and values with Kafka Connect's schemas)", flush=True)
     expected = {t: len(events.live[t]) for t in TABLES}
@@ -452,7 +526,7 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
             rows["Delta backlog, changes/s"] = (ours, theirs)
         durations = {}
         for side in ("binlake", "foreachBatch"):
-            feeder = Feeder(address, Changes(args.keys, seed=7, tables=TABLES, wrapped=True), args.rate)
+            feeder = Feeder(address, Changes(args.keys, seed=7, tables=TABLES), args.rate, wrapped)
             feeder.start()
             if side == "binlake":
                 query = SinkJob(spark, validate({**sink_config(address, work, {"delta": {
@@ -503,6 +577,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--only", choices=["backlog", "latency"])
     parser.add_argument("--target", choices=["delta", "jdbc"])
+    parser.add_argument("--formats", default="json,avro", help="json, or json,avro: the backlog in each")
     parser.add_argument("--versus", action="store_true",
                         help="each target beside what a user would run instead (Debezium's JDBC sink, Delta's "
                              "foreachBatch MERGE), on the same topics; --keys then counts per table")
@@ -515,7 +590,8 @@ def main() -> None:
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
             admin = AdminClient({"bootstrap.servers": broker.address})
-            for topic, n in (*((t, args.partitions) for t in (topics() if args.versus else [TOPIC])), (SERVER, 1)):
+            for topic, n in (*((t, args.partitions) for t in (topics() if args.versus else [TOPIC, AVRO_TOPIC])),
+                             (SERVER, 1)):
                 admin.create_topics([NewTopic(topic, n, 1)])[topic].result(30)
             p = producer(broker.address)
             for table in TABLES:
@@ -534,7 +610,13 @@ def main() -> None:
             if args.target:
                 targets = {args.target: targets[args.target]}
             if args.only in (None, "backlog"):
-                backlog(spark, broker.address, targets, work, args.changes, args.keys)
+                registry = RegistryProcess(broker.address, work / "registry.log").start() \
+                    if "avro" in args.formats.split(",") else None
+                try:
+                    backlog(spark, broker.address, targets, work, args.changes, args.keys, registry and registry.url)
+                finally:
+                    if registry is not None:
+                        registry.kill()
             if args.only in (None, "latency"):
                 latency(spark, broker.address, targets, work, args.rate, args.seconds, args.keys)
             spark.stop()

@@ -14,7 +14,7 @@ import click
 
 # name -> ("module:attribute" of the click command, its one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "broker": ("logcore.tools.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
+    "broker": ("binlake.broker_cmd:broker_command", "Run a Kafka-protocol broker in the foreground."),
     "topics": ("logcore.tools.topics_cmd:topics_command", "Create, list, describe, alter and delete topics."),
     "cluster": ("logcore.tools.cluster_cmd:cluster_command", "List the live brokers and say which one is the controller."),
     "connect": ("connect.cli:connect_command",
@@ -53,6 +53,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                  ".snapshot files."),
     "groups": ("logcore.tools.groups_cmd:groups_command",
                "List, describe, reset offsets of and delete consumer groups."),
+    "share-groups": ("logcore.tools.share_groups_cmd:share_groups_command",
+                     "List, describe, reset the offsets of and delete share groups (kafka-share-groups)."),
     "transactions": ("logcore.tools.transactions_cmd:transactions_command", "List, describe and abort transactions."),
     "leader-election": ("logcore.tools.leader_election:leader_election_command",
                         "Elect partition leaders: the preferred replicas, or any live replica where none leads."),

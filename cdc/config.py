@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq, Router, router_for
-from cdc.schema_registry import Incompatible, SchemaRegistrySettings
+from cdc.schema_registry import Incompatible
+from common.schema_registry import SchemaRegistrySettings
 
 
 def check_regexes(patterns):

@@ -38,9 +38,10 @@ from cdc.canal_fields import CanalFields
 from cdc.canal_routing import CanalMq
 from cdc.config import (SourceConfig, StartAt, check_address, check_avro, check_canal_outputs, check_regexes,
                         check_start)
-from cdc.schema_registry import Incompatible, SchemaRegistrySettings
 from cdc.errors import CdcError
+from cdc.schema_registry import Incompatible
 from cdc.source_process import SourceProcess, warm_up
+from common.schema_registry import SchemaRegistrySettings
 from connect.api import Batch, ConnectorConfig, FatalError, SourceConnector, SourceTask
 
 log = logging.getLogger(__name__)

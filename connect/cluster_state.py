@@ -7,6 +7,8 @@
                          acted on by the workers that run the connector when they read it live
 `status.storage.topic`:
     status-connector-NAME / status-task-NAME-ID → {"state", "trace", "worker_id", "generation"}
+    topic-TOPIC-NAME   → {"topic": {"name", "connector", "task", "discoverTimestamp"}}: a topic the
+                         connector's tasks wrote to (KIP-558's active topics), null = reset
 
 Every worker tails both topics into `ClusterState`; only the group's leader writes the config topic
 (REST requests to other workers are forwarded to it), and each worker writes the status of what it runs.
@@ -47,22 +49,31 @@ class ClusterState:
     def task_status(self, name: str, task: int) -> dict[str, Any] | None:
         return self.statuses.get(f"status-task-{name}-{task}")
 
+    def active_topics(self, name: str) -> dict[str, str]:
+        """{topic: its status record's key} for the topics the connector's tasks have written to."""
+        return {value["topic"]["name"]: key for key, value in self.statuses.items()
+                if key.startswith("topic-") and value["topic"]["connector"] == name}
+
 
 ConfigListener = Callable[[str, Any], None]
 """Called with (key, decoded value) for each config record read after the worker caught up."""
+TopicResetListener = Callable[[str, str], None]
+"""Called with (connector, topic) when an active topic's record is deleted (a reset, KIP-558)."""
 
 
 class StateTopics:
     """Tails the config and status topics into a `ClusterState` and writes records to them."""
 
     def __init__(self, bootstrap_servers: str | list[str], config_topic: str, status_topic: str,
-                 on_config: ConfigListener, security: KafkaSecurity = KafkaSecurity()) -> None:
+                 on_config: ConfigListener, on_topic_reset: TopicResetListener,
+                 security: KafkaSecurity = KafkaSecurity()) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security
         self.config_topic = config_topic
         self.status_topic = status_topic
         self.state = ClusterState()
         self._on_config = on_config
+        self._on_topic_reset = on_topic_reset
         self._live = False  # records read before the first catch-up are history, not requests
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -127,10 +138,10 @@ class StateTopics:
     def _apply(self, topic: str, key: str, value: Any) -> None:
         state = self.state
         if topic == self.status_topic:
-            if value is None:
-                state.statuses.pop(key, None)
-            else:
+            if value is not None:
                 state.statuses[key] = value
+            elif (old := state.statuses.pop(key, None)) and "topic" in old:
+                self._on_topic_reset(old["topic"]["connector"], old["topic"]["name"])
             return
         kind, name = split_config_key(key)
         if kind == "connector":

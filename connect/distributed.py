@@ -82,7 +82,7 @@ class DistributedWorker:
         self.url = url
         self.worker_id = url.removeprefix("http://").removeprefix("https://")
         self.topics = StateTopics(config.bootstrap_servers, config.config_topic, config.status_topic,
-                                  self._on_config, config.security)
+                                  self._on_config, self._on_topic_reset, config.security)
         self.memory = LeaderMemory()
         self.assignment: Assignment | None = None
         self.connectors: set[str] = set()  # connector units this worker owns
@@ -260,6 +260,7 @@ class DistributedWorker:
             return  # running already, or deleted, reconfigured or stopped since the assignment (the next rebalance drops it)
         runner = TaskRunner(prepared.spec, task, prepared.task_configs[task])
         runner.on_state = self._publish_task
+        runner.on_topic = self._publish_topic
         if self.topics.state.target_state(name) == "PAUSED":
             runner.pause()
         self.runners[unit] = runner
@@ -272,7 +273,7 @@ class DistributedWorker:
             await self._halt(runner)
 
     async def _halt(self, runner: TaskRunner) -> None:
-        runner.on_state = None  # its next owner reports its state from now on
+        runner.on_state = runner.on_topic = None  # its next owner reports its state from now on
         task = self._running.get(runner)
         if task is None:
             return
@@ -295,6 +296,18 @@ class DistributedWorker:
     def _publish_task(self, runner: TaskRunner) -> None:
         self._spawn(self.topics.write_status(f"status-task-{runner.spec.name}-{runner.task_id}",
                                              self._status(runner.state.value, runner.trace)))
+
+    def _publish_topic(self, runner: TaskRunner, topic: str) -> None:
+        name = runner.spec.name
+        if topic not in self.topics.state.active_topics(name):
+            self._spawn(self.topics.write_status(f"topic-{topic}-{name}", {"topic": {
+                "name": topic, "connector": name, "task": runner.task_id, "discoverTimestamp": int(time.time() * 1000)}}))
+
+    def _on_topic_reset(self, name: str, topic: str) -> None:
+        """The topic is active again for tasks here once they next write to it."""
+        for (connector, _), runner in self.runners.items():
+            if connector == name:
+                runner.active_topics.discard(topic)
 
     def _status(self, state: str, trace: str | None) -> dict[str, Any]:
         generation = self.assignment.generation if self.assignment else -1
@@ -408,6 +421,15 @@ class DistributedWorker:
             raise NotFound(f"connector {name} has no task {task}")
         return {"id": task, **_shown(self.topics.state.task_status(name, task))}
 
+    def active_topics(self, name: str) -> list[str]:
+        self._config_of(name)
+        return sorted(self.topics.state.active_topics(name))
+
+    async def reset_active_topics(self, name: str) -> None:
+        self._config_of(name)
+        for key in self.topics.state.active_topics(name).values():
+            await self.topics.write_status(key, None)
+
     async def offsets(self, name: str) -> list[dict[str, Any]]:
         store = offset_store(self._valid_spec(name))
         await store.start()
@@ -440,7 +462,8 @@ class DistributedWorker:
         tasks = [key for key in self.topics.state.statuses if key.startswith(f"status-task-{name}-")]
         await self._write(f"connector-{name}", None)
         await self._write(f"target-state-{name}", None)
-        for key in [f"status-connector-{name}", *tasks]:
+        topics = self.topics.state.active_topics(name).values()  # (as Kafka Connect forgets them, KIP-558)
+        for key in [f"status-connector-{name}", *tasks, *topics]:
             await self.topics.write_status(key, None)
 
     async def signal(self, name: str, signal: dict[str, Any]) -> None:

@@ -55,6 +55,11 @@ class Herder(Protocol):
 
     def task_status(self, name: str, task: int) -> dict[str, Any]: ...
 
+    def active_topics(self, name: str) -> list[str]:
+        """The topics the connector's tasks have written to since it started or since a reset (KIP-558)."""
+
+    async def reset_active_topics(self, name: str) -> None: ...
+
     def completed(self, config: dict[str, Any]) -> dict[str, Any]:
         """A connector config as given in a request, with the keys this runtime fills in itself."""
 
@@ -132,6 +137,13 @@ class Standalone:
 
     def task_status(self, name: str, task: int) -> dict[str, Any]:
         return {**self._runner(name, task).status(), "worker_id": self.worker_id}
+
+    def active_topics(self, name: str) -> list[str]:
+        return sorted(set().union(*(r.active_topics for r in self._connector(name).runners)))
+
+    async def reset_active_topics(self, name: str) -> None:
+        for runner in self._connector(name).runners:
+            runner.active_topics.clear()
 
     async def offsets(self, name: str) -> list[dict[str, Any]]:
         connector = self._connector(name)

@@ -203,6 +203,17 @@ def make_app(herder: Herder) -> web.Application:
         await herder.signal(request.match_info["name"], await _json(request))
         return web.Response(status=202)
 
+    @routes.get("/connectors/{name}/topics")
+    async def get_topics(request):
+        """The topics the connector has written to since it started or since a reset (KIP-558)."""
+        name = request.match_info["name"]
+        return web.json_response({name: {"topics": herder.active_topics(name)}})
+
+    @routes.put("/connectors/{name}/topics/reset")
+    async def reset_topics(request):
+        await herder.reset_active_topics(request.match_info["name"])
+        return web.Response(status=202)
+
     @routes.get("/connectors/{name}/offsets")
     async def get_offsets(request):
         """Committed offsets as stored in the log (read now, not a cached copy)."""

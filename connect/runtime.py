@@ -57,10 +57,15 @@ class TaskRunner:
         self.label = f"{spec.name}-{task_id}"
         self.on_state: Callable[[TaskRunner], None] | None = None
         """Called after every change of `state` (the distributed worker publishes it)."""
+        self.on_topic: Callable[[TaskRunner, str], None] | None = None
+        """Called when the task first writes to a topic (the distributed worker publishes it, KIP-558)."""
         self._state = State.UNASSIGNED
         self.trace: str | None = None
         self.failures = 0
         self.batches_written = 0
+        self.records_written = 0
+        self.active_topics: set[str] = set()
+        """The topics this task has written to since it started or since a reset (Kafka Connect's KIP-558)."""
         self.paused = False
         self._stopping = False
         self._restart_requested = False
@@ -102,7 +107,7 @@ class TaskRunner:
 
     def status(self) -> dict:
         status = {"id": self.task_id, "state": self.state.value, "trace": self.trace,
-                  "failures": self.failures, "batches": self.batches_written}
+                  "failures": self.failures, "batches": self.batches_written, "records": self.records_written}
         if metrics := self.source_metrics():  # (binlake's, once the source reports: snapshot progress, binlog lag)
             status["source"] = dict(metrics)
         if self._source_task is not None and (details := self._source_task.details()):
@@ -247,6 +252,12 @@ class TaskRunner:
         if await writer.commit():
             self.metrics.commit_seconds.observe(time.perf_counter() - started)
 
+    def _note_topics(self, topics: set[str]) -> None:
+        for topic in topics - self.active_topics:
+            self.active_topics.add(topic)
+            if self.on_topic is not None:
+                self.on_topic(self, topic)
+
     def source_metrics(self) -> Mapping[str, float]:
         """The running source task's own gauges (none between attempts, or when they cannot be read)."""
         if self._source_task is None:
@@ -265,7 +276,9 @@ class TaskRunner:
         self.batches_written += 1
         self.metrics.batches.inc()
         if records:
+            self.records_written += len(records)
             self.metrics.records.inc(len(records))
+            self._note_topics({record.topic for record in records})
             if batch.ends_transaction:
                 self.metrics.transactions.inc()
         if self.failures:

@@ -12,6 +12,7 @@ from .api import Services, load_handlers
 from .cluster.view import Node
 from .config import BrokerConfig
 from .coordinator.group_coordinator import GroupCoordinator
+from .coordinator.share_coordinator import ShareCoordinator
 from .coordinator.offsets_codec import OFFSETS_TOPIC
 from .coordinator.producer_ids import ProducerIdManager
 from .coordinator.transaction_coordinator import TransactionCoordinator
@@ -61,6 +62,10 @@ class Broker:
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
                                        self.mode.group_configs, alone=self.mode.alone)
         self.mode.add_deletion_listener(self.groups)
+        self.shares = ShareCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
+                                       self.mode.group_configs, self.groups.store, self._other_group,
+                                       alone=self.mode.alone)
+        self.mode.add_deletion_listener(self.shares)
         self.listeners, inter_broker = listeners_from(self.config, host, port)
         self.peer_security = peer_security(self.config, inter_broker)  # (None: PLAINTEXT between brokers)
         self.txn_markers = MarkerWriter(self.replicas, self.metadata, self.cluster, self.peer_security)
@@ -75,7 +80,7 @@ class Broker:
         self.services = Services(self.broker_id, self.config, self.replicas, self.metadata, self.cluster,
                                  self.topic_admin, self.groups, self.transactions, self.txn_markers,
                                  self.txn_verifier, self.fetch_sessions, self.authorizer, self.credentials, self.metrics,
-                                 self.mode.group_configs)
+                                 self.mode.group_configs, self.shares)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self.services, listener.host, listener.port, handlers, limits, listener.name,
                                                    tls_context(self.config, listener),
@@ -122,6 +127,7 @@ class Broker:
             await asyncio.to_thread(self.authorizer.store.start)  # (ZooKeeper reads block)
         await self.groups.start()
         await self.transactions.start()
+        await self.shares.start()
         for server in self.servers.values():
             await server.serve()
         self.started_ms = int(time.time() * 1000)
@@ -153,12 +159,17 @@ class Broker:
             await self.metrics_endpoint.cleanup()
         await self.groups.stop()
         await self.transactions.stop()
+        await self.shares.stop()
         self.txn_verifier.close()
         for server in self.servers.values():
             await server.stop()
         await self.mode.stop()
         self.replicas.shutdown()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    def _other_group(self, group_id: str) -> bool:
+        """Is `group_id` a classic or consumer group's (so not free for a share group)?"""
+        return self.groups.group(group_id) is not None or self.groups.consumer_group(group_id) is not None
 
     def _coordinate(self, partition: Partition) -> None:
         """In a cluster the coordinator of a partition of __consumer_offsets or __transaction_state

@@ -250,9 +250,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("group.max.size", "int", INT_MAX, "most members one group may have", check=_at_least(1)),
     # the consumer group protocol (KIP-848, logcore/coordinator/consumer_*.py) and the group configs'
     # defaults and bounds (logcore/group_configs.py)
-    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
-              "the group protocols the coordinator serves: classic (JoinGroup/SyncGroup) and consumer "
-              "(ConsumerGroupHeartbeat)", check=_one_of("classic", "consumer")),
+    ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share"],
+              "the group protocols the coordinator serves: classic (JoinGroup/SyncGroup), consumer "
+              "(ConsumerGroupHeartbeat) and share (KIP-932 share groups)", check=_one_of("classic", "consumer", "share")),
     ConfigDef("group.consumer.assignors", "list", ["uniform", "range"],
               "the server-side assignors of consumer groups, the first the default", check=_one_of("uniform", "range")),
     ConfigDef("group.consumer.session.timeout.ms", "int", 45000, "a consumer group member's session timeout",
@@ -281,6 +281,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "smallest share.heartbeat.interval.ms a group config may set", check=_at_least(1)),
     ConfigDef("group.share.max.heartbeat.interval.ms", "int", 15000,
               "largest share.heartbeat.interval.ms a group config may set", check=_at_least(1)),
+    ConfigDef("group.share.max.size", "int", 200, "most members one share group may have", check=_at_least(1)),
+    ConfigDef("group.share.delivery.count.limit", "int", 5,
+              "deliveries of a record to a share group after which it is archived, not redelivered",
+              check=_between(2, 10)),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000,
+              "records of one share-partition that may be in flight (acquired or waiting) at once",
+              check=_at_least(100)),
+    ConfigDef("group.share.state.topic.num.partitions", "int", 50, "partitions of __share_group_state",
+              check=_at_least(1)),
     ConfigDef("group.share.record.lock.duration.ms", "int", 30000,
               "how long a share group member holds the records it acquired", check=_at_least(1)),
     ConfigDef("group.share.min.record.lock.duration.ms", "int", 15000,

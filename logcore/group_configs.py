@@ -12,6 +12,7 @@ beside /config/topics, so the group's coordinator reads them wherever they were 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from pathlib import Path
@@ -24,13 +25,22 @@ from .storage.files import write_atomically
 
 GROUPS = "/config/groups"
 
-_DURATION = re.compile(r"P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?")
+log = logging.getLogger(__name__)
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+BY_DURATION = "by_duration:"
+
+
+def duration_ms(reset: str) -> int:
+    """The milliseconds of a `by_duration:` share.auto.offset.reset (validated: `_offset_reset`)."""
+    days, hours, minutes, seconds = _DURATION.fullmatch(reset[len(BY_DURATION):]).groups()
+    return int((((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 + float(seconds or 0)) * 1000)
 
 
 def _offset_reset(value: str) -> str | None:
     if value in ("latest", "earliest"):
         return None
-    if value.startswith("by_duration:") and _DURATION.fullmatch(value[12:]) and value[12:] not in ("P", "PT"):
+    if value.startswith(BY_DURATION) and _DURATION.fullmatch(value[12:]) and value[12:] not in ("P", "PT"):
         return None
     return "must be latest, earliest or by_duration:<ISO-8601 duration> (by_duration:PT1H)"
 
@@ -76,6 +86,16 @@ def validate_group_id(group: str) -> None:
 
 def _definition(key: str) -> ConfigDef:
     return known_definition(GROUP_CONFIGS, "group", key)
+
+
+def effective_group_config(broker: BrokerConfig, store, group_id: str) -> "GroupConfig":
+    """Group `group_id`'s configs from `store` (its overrides) over the broker's; the broker's alone,
+    with a warning, when the overrides no longer fit the broker's bounds (changed since they were set)."""
+    try:
+        return GroupConfig(broker, store.get(group_id))
+    except InvalidConfig as exc:
+        log.warning("group %s: ignoring its configs (%s); using the broker's", group_id, exc)
+        return GroupConfig(broker, {})
 
 
 class GroupConfig:

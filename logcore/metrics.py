@@ -142,7 +142,8 @@ class BrokerState(Collector):
         groups = GaugeMetricFamily("binlake_broker_groups", "Groups this broker coordinates, by state",
                                    labels=["state"])
         by_state: dict[str, int] = {}
-        for state in [g.state.value for g in self.groups.listed()] + [g.state for g in self.groups.consumer_groups()]:
+        for state in [*(g.state.value for g in self.groups.listed()), *(g.state for g in self.groups.consumer_groups()),
+                      *(g.state for g in self.groups.share_groups())]:
             by_state[state] = by_state.get(state, 0) + 1
         for state, count in sorted(by_state.items()):
             groups.add_metric([state], count)

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import socket
-import ssl
 import sys
-from dataclasses import dataclass
-from typing import Any
 
 import click
-from aiohttp import web
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
@@ -21,13 +16,10 @@ from common import yamlfile
 from common.kafka_security import KafkaSecurity
 from common.log_topics import TopicError
 
-from .election import Election, Identity
+from .election import Identity
 from .errors import RegistryError
 from .listener import ListenerConfigError, basic_auth, client_tls, load_users, server_tls
-from .rest import make_app
-from .service import Registry
-from .state import RegistryState
-from .store import KafkaStore
+from .server import Listener, Settings, serve
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +77,11 @@ def schema_registry_command(bootstrap_servers: str, listen: str, advertised_host
     except (ListenerConfigError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        asyncio.run(_serve(bootstrap_servers, host or "0.0.0.0", int(port), identity, topic, replication_factor,
-                           group_id, security, listener))
+        asyncio.run(_serve_until_signalled(Settings(bootstrap_servers, host or "0.0.0.0", int(port), identity, topic,
+                                                    replication_factor, group_id, security, listener)))
     except (TopicError, KafkaError, RegistryError, OSError) as exc:
         click.echo(f"schema-registry: {exc}", err=True)
         sys.exit(1)
-
-
-@dataclass(frozen=True)
-class Listener:
-    tls: ssl.SSLContext | None            # serve HTTPS
-    forward_tls: ssl.SSLContext | None    # forward writes to a leader over HTTPS
-    authenticate: Any                     # an aiohttp middleware, or None
 
 
 def _kafka_security(path: str) -> KafkaSecurity:
@@ -109,34 +94,9 @@ def _kafka_security(path: str) -> KafkaSecurity:
         raise ValueError(f"{path}: {exc}") from None
 
 
-async def _serve(bootstrap_servers: str, host: str, port: int, identity: Identity, topic: str,
-                 replication_factor: int | None, group_id: str, security: KafkaSecurity, listener: Listener) -> None:
-    state = RegistryState()
-    store = KafkaStore(bootstrap_servers, state, topic, replication_factor=replication_factor, security=security)
-    await store.start()
-    registry = Registry(state, store)
-    election = Election(bootstrap_servers, identity, group_id, on_elected=registry.become_leader, security=security)
-    runner = web.AppRunner(make_app(registry, election, authenticate=listener.authenticate,
-                                    forward_tls=listener.forward_tls), access_log=None)
+async def _serve_until_signalled(settings: Settings) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await election.start()
-        await runner.setup()
-        await web.TCPSite(runner, host, port, ssl_context=listener.tls).start()
-        log.info("schema registry on %s://%s:%d (advertised as %s), schemas in %s", identity.scheme, host, port,
-                 identity.url, topic)
-        waits = [asyncio.ensure_future(w) for w in (stop.wait(), store.wait(), election.wait())]
-        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for w in waits:
-            w.cancel()
-        for finished in done:
-            if not finished.cancelled() and finished.exception():
-                raise finished.exception()
-    finally:
-        await runner.cleanup()
-        with contextlib.suppress(Exception):
-            await election.stop()
-        await store.stop()
+    await serve(settings, stop)

@@ -2,9 +2,10 @@
 
     bootstrap_servers: 127.0.0.1:9092
     topics: [shop.shop.orders, shop.shop.customers]     # or topic_pattern: 'shop\\.shop\\..*'
-    format: debezium                                     # or canal
+    format: debezium                                     # or debezium-avro, canal
     checkpoint: /var/lib/binlake/sink-checkpoint
     trigger: {processing_time: 2s}                       # or: trigger: available_now
+    schema_registry: {url: http://127.0.0.1:8081}        # debezium-avro: where the writer schemas are
     target: {delta: {path: /warehouse}}                  # or {jdbc: {url: ..., user: ..., password: ..., schema: shop}}
     mode: current                                        # or changelog | scd2
     tables: {shop.orders: sales.orders}                  # optional: source db.table -> target [db.]table
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from common import yamlfile
 from common.kafka_security import KafkaSecurity
+from common.schema_registry import SchemaRegistrySettings
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
@@ -105,7 +107,10 @@ class SinkConfig(_Strict):
     """TLS and SASL for reaching the brokers (common/kafka_security.py)."""
     topics: list[str] | None = None
     topic_pattern: str | None = None
-    format: Literal["debezium", "canal"] = "debezium"
+    format: Literal["debezium", "debezium-avro", "canal"] = "debezium"
+    schema_registry: SchemaRegistrySettings | None = None
+    """debezium-avro: the schema registry the connector registers its schemas in (url, basic_auth_user,
+    basic_auth_password, ca_file)."""
     schema_topic: str | None = None
     """Debezium: the connector's schema-change topic (its `name`); default: the first topic's prefix before '.'."""
     checkpoint: str
@@ -131,12 +136,23 @@ class SinkConfig(_Strict):
         for source in self.tables:
             if source.count(".") != 1:
                 raise ValueError(f"tables: {source!r} should name a source table as db.table")
-        if self.format == "debezium" and self.resolved_schema_topic is None:
+        if self.format == "debezium-avro" and self.schema_registry is None:
+            raise ValueError("format: debezium-avro reads each record's writer schema from the schema registry: set "
+                             "schema_registry: {url: http://HOST:PORT} (the connector's)")
+        if self.format != "debezium-avro" and self.schema_registry is not None:
+            raise ValueError(f"schema_registry is read by format: debezium-avro only (format is {self.format}): "
+                             "set format: debezium-avro for the connector's value_format: avro, or drop schema_registry")
+        if self.debezium and self.resolved_schema_topic is None:
             told_from = f"topic {self.topics[0]!r}, not named <name>.<db>.<table>" if self.topics else \
                 f"topic_pattern {self.topic_pattern!r}, which does not start with '<name>\\.'"
             raise ValueError(f"schema_topic: name the connector's schema-change topic (its `name`); it cannot be "
                              f"told from {told_from}")
         return self
+
+    @property
+    def debezium(self) -> bool:
+        """Debezium's envelope, in JSON or Avro: the tables' structure comes from the schema-change topic."""
+        return self.format in ("debezium", "debezium-avro")
 
     @property
     def resolved_schema_topic(self) -> str | None:

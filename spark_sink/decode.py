@@ -9,10 +9,13 @@ apart; anything else is `bad` with a reason. `typed` turns one table's images in
 
 from __future__ import annotations
 
+from typing import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .changes import GTID_DIGITS, OFFSET_DIGITS, POS_DIGITS, ROW_DIGITS, TableSchema
+from .changes import Column as ChangeColumn
 
 SEQ = "decimal(38,0)"
 
@@ -35,6 +38,13 @@ def _trailing_number(text: Column) -> Column:
     return F.coalesce(F.regexp_extract(text, r"(\d+)$", 1).try_cast(SEQ), _dec(0))
 
 
+def debezium_sequence(src: Column) -> Column:
+    """The sequence of a Debezium change from its `source` block (spark_sink/changes.py's formula)."""
+    phase = F.when(src.snapshot.isin("true", "last"), 0).otherwise(1)
+    return _dec(_dec(_dec(_trailing_number(src.file) * POS_DIGITS + F.coalesce(src.pos, F.lit(0))) * 10 + phase)
+                * ROW_DIGITS + F.coalesce(src.row, F.lit(0)))
+
+
 def records(kafka: DataFrame, fmt: str) -> DataFrame:
     """One row per Kafka record: topic, partition, offset, kind (row | truncate | ddl | skip | bad),
     table (db.table), op, image, seq, ts_ms, pk (Canal's pkNames), types (Canal's mysqlType
@@ -49,9 +59,6 @@ def _debezium(base: DataFrame) -> DataFrame:
     e = F.when(parsed.payload.isNotNull(), parsed.payload).otherwise(parsed.dropFields("payload")).alias("e")
     df = base.select("*", e)
     src = F.col("e.source")
-    phase = F.when(src.snapshot.isin("true", "last"), 0).otherwise(1)
-    seq = _dec(_dec(_dec(_trailing_number(src.file) * POS_DIGITS + F.coalesce(src.pos, F.lit(0))) * 10 + phase)
-               * ROW_DIGITS + F.coalesce(src.row, F.lit(0)))
     change_types = F.transform(F.coalesce(F.col("e.tableChanges"), F.array()), lambda c: c.type)
     kind = (F.when(F.col("value").isNull(), "skip")
             .when(F.col("e").isNull(), "bad")
@@ -64,7 +71,8 @@ def _debezium(base: DataFrame) -> DataFrame:
         F.concat_ws(".", src.db, src.table))
     return df.select(
         "topic", "partition", "offset", kind.alias("kind"), table.alias("table"), F.col("e.op").alias("op"),
-        F.when(F.col("e.op") == "d", F.col("e.before")).otherwise(F.col("e.after")).alias("image"), seq.alias("seq"),
+        F.when(F.col("e.op") == "d", F.col("e.before")).otherwise(F.col("e.after")).alias("image"),
+        debezium_sequence(src).alias("seq"),
         F.coalesce(src.ts_ms, F.col("e.ts_ms")).alias("ts_ms"), F.lit(None).cast("array<string>").alias("pk"),
         F.lit(None).cast("string").alias("types"),
         F.when(kind == "bad", F.lit("not a Debezium change event (no op and source)")).alias("reason"),
@@ -108,20 +116,27 @@ def cast(raw: Column, spark_type: str) -> Column:
     return raw.try_cast(spark_type)
 
 
-def typed(rows: DataFrame, schema: TableSchema) -> DataFrame:
+def text_value(column: ChangeColumn) -> tuple[Column, Column]:
+    """(whether the record holds a value, the value typed) of a column in a JSON or Canal image (`image`: the
+    column's text by name)."""
+    raw = F.col("image")[column.name]
+    return raw.isNotNull(), cast(raw, column.type.spark)
+
+
+def typed(rows: DataFrame, schema: TableSchema,
+          value: Callable[[ChangeColumn], tuple[Column, Column]] = text_value) -> DataFrame:
     """One table's row changes with typed MySQL columns (the image after the change; before it for a
     delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts; plus, for each
-    column, whether its text failed to convert (`__bad_<i>`), for `SinkJob._converted` (spark_sink/job.py)."""
+    column, whether its value failed to convert (`__bad_<i>`), for `SinkJob._converted` (spark_sink/job.py).
+    `value` reads one column from a record's image (text_value; spark_sink/decode_avro.py for Avro)."""
     key = set(schema.primary_key)
-    image = F.col("image")
     columns, bad = [], []
     for i, c in enumerate(schema.columns):
-        raw = image[c.name]
-        value = cast(raw, c.type.spark)
+        present, typed_value = value(c)
         if c.name not in key:
-            value = F.when(F.col("op") != "d", value)
-        columns.append(value.alias(c.name))
-        bad.append((raw.isNotNull() & value.isNull() & (F.col("op") != "d")).alias(f"__bad_{i}"))
+            typed_value = F.when(F.col("op") != "d", typed_value)
+        columns.append(typed_value.alias(c.name))
+        bad.append((present & typed_value.isNull() & (F.col("op") != "d")).alias(f"__bad_{i}"))
     return rows.select(*columns, F.col("seq").alias("__seq"), F.col("op").alias("__op"),
                        (F.col("op") == "d").alias("__deleted"), F.timestamp_millis("ts_ms").alias("__ts"),
                        "topic", "partition", "offset", "position", *bad)

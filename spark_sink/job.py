@@ -17,16 +17,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_sink import decode, metrics
+from spark_sink import decode, decode_avro, metrics
 from spark_sink.changes import TableSchema, UnsupportedType
 from spark_sink.config import SinkConfig, duration_ms
 from spark_sink.plan import TableBatch
 from spark_sink.schemas import DebeziumSchemas, canal_schema
+from spark_sink.writer_schemas import SchemaNotFound, WriterSchemas
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class TableSummary:
     pk: list | None = None
     position: str = ""
     commits: list = field(default_factory=list)  # MySQL commit times (epoch ms, weight) of its changes (metrics.py)
+    schema_ids: set = field(default_factory=set)  # debezium-avro: the writer schemas of its records
 
 
 class SinkJob:
@@ -65,7 +68,8 @@ class SinkJob:
             from spark_sink.postgres_target import PostgresTables
             self.target = PostgresTables(self.spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
         self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic, config.security) \
-            if config.format == "debezium" else None
+            if config.debezium else None
+        self.writer_schemas = WriterSchemas(config.schema_registry) if config.format == "debezium-avro" else None
         self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
         self.name = "binlake-sink"      # the streaming query's
 
@@ -95,13 +99,16 @@ class SinkJob:
     def apply(self, kafka: DataFrame, batch_id: int) -> None:
         app_id = self.spark.sparkContext.getLocalProperty("sql.streaming.queryId") or "binlake-sink"
         started = time.monotonic()
-        records = decode.records(kafka, self.config.format).persist()
+        cached = []
         try:
+            records, value = self._decoded(kafka, cached)
+            records = records.persist()
+            cached.append(records)
             summary, offsets = self._summary(records)
             if any(r.kind == "bad" for r in summary):
                 records = self._bad_records(records, batch_id)
             decoded = time.monotonic()
-            tables = self._plan(records, summary)
+            tables = self._plan(records, summary, value)
             planned = time.monotonic()
             self.target.write(app_id, batch_id, tables, offsets)
             done, visible_at = time.monotonic(), time.time()
@@ -114,7 +121,21 @@ class SinkJob:
                      ", ".join(f"{r.table}: {counted(r.n, r.kind)}" for r in summary if r.kind in ("row", "truncate"))
                      or "no changes", decoded - started, planned - decoded, done - planned)
         finally:
-            records.unpersist()
+            for df in cached:
+                df.unpersist()
+
+    def _decoded(self, kafka: DataFrame, cached: list) -> tuple[DataFrame, Callable]:
+        """The batch's records (decode.records' columns) and, for a table's records with the schema ids of its
+        summary, the function reading one column's value (decode.typed's `value`)."""
+        if self.writer_schemas is None:
+            return decode.records(kafka, self.config.format), lambda ids: decode.text_value
+        kafka = kafka.select("topic", "partition", "offset", "value").persist()   # (read twice: ids, then records)
+        cached.append(kafka)
+        try:
+            records, writers = decode_avro.records(kafka, self.writer_schemas)
+        except (SchemaNotFound, UnsupportedType, ValueError) as exc:
+            raise SinkError(f"format: debezium-avro: {exc}") from None
+        return records, lambda ids: decode_avro.values(writers, ids)
 
     def _summary(self, records: DataFrame) -> tuple[list["TableSummary"], dict]:
         """One pass over the batch: per kind and table, how many records, the latest TRUNCATE,
@@ -124,7 +145,8 @@ class SinkJob:
         latest = [F.max_by(c, "seq").alias(c) for c in ("types", "pk", "position")] + [F.max("seq").alias("last")] \
             if canal else []
         committed = F.when((F.col("kind") == "row") & (F.col("op") != "r") & (F.col("ts_ms") > 0), F.col("ts_ms"))
-        rows = (records.groupBy("kind", "table", "topic", "partition")
+        by_schema = ["schema_id"] if "schema_id" in records.columns else []   # (debezium-avro)
+        rows = (records.groupBy("kind", "table", "topic", "partition", *by_schema)
                 .agg(F.count("*").alias("n"), F.max(F.when(F.col("kind") == "truncate", F.col("seq"))).alias("truncate"),
                      (F.max("offset") + 1).alias("end"), F.count(committed).alias("committed"),
                      F.percentile_approx(committed, list(metrics.COMMIT_TIME_PROBABILITIES)).alias("commit_ms"),
@@ -136,6 +158,8 @@ class SinkJob:
             offsets[(r.topic, r.partition)] = r.end
             s = summary.setdefault((r.kind, r.table), TableSummary(r.kind, r.table))
             s.n += r.n
+            if by_schema and r.schema_id is not None:
+                s.schema_ids.add(r.schema_id)
             if r.committed:
                 s.commits += [(ms, r.committed / len(r.commit_ms)) for ms in r.commit_ms]
             if r.truncate is not None:
@@ -144,7 +168,7 @@ class SinkJob:
                 s.last, s.types, s.pk, s.position = r.last, r.types, r.pk, r.position
         return list(summary.values()), offsets
 
-    def _plan(self, records: DataFrame, summary: list) -> list[tuple[tuple[str, str], TableBatch]]:
+    def _plan(self, records: DataFrame, summary: list, value: Callable) -> list[tuple[tuple[str, str], TableBatch]]:
         history = self.schemas.catch_up() if self.schemas else None
         truncates = dict(history.truncates) if history else {}
         for r in summary:
@@ -158,8 +182,9 @@ class SinkJob:
                 raise SinkError(f"table {table} has no primary key: the sink merges by key; add one in MySQL, "
                                 f"or leave the table out of the connector's tables")
             rows = records.where((F.col("kind") == "row") & (F.col("table") == table))
+            ids = set().union(*(r.schema_ids for r in summary if r.table == table and r.kind == "row"))
             try:
-                typed = decode.typed(rows, schema)
+                typed = decode.typed(rows, schema, value(ids))
             except UnsupportedType as exc:
                 raise SinkError(f"table {table}: {exc}") from None
             changes = self._converted(typed, schema)

@@ -1,4 +1,4 @@
-"""A SparkSession with Spark's Kafka source, Delta Lake and the PostgreSQL driver on its class path.
+"""A SparkSession with Spark's Kafka source, spark-avro, Delta Lake and the PostgreSQL driver on its class path.
 
 The jars come from Maven Central through `spark_sink/jars/pom.xml`: `make spark-jars` copies them
 into the jar cache (BINLAKE_SPARK_JARS, default `.cache/spark-jars` in the checkout). Those pyspark
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_LOGGING = Path(__file__).resolve().with_name("log4j2.properties")  # the driver's log4j2 configuration
 DEFAULT_CACHE = ROOT / ".cache" / "spark-jars"
-REQUIRED = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2",
+REQUIRED = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2", "spark-avro",
             "delta-spark", "delta-storage", "postgresql")
 _VERSION = re.compile(r"-\d+(\.\d+)+[\w.\-]*\.jar$")  # the last -N.N... run: -4.2.0.jar, -1.5.7-3.jar
 

@@ -204,7 +204,9 @@ def test_a_sigkilled_demo_takes_every_child_with_it():
         subprocess.run(["rm", "-rf", str(directory), str(postgres)])
 
 
-@pytest.mark.parametrize("when", [r"^broker( \d)? +127\.0\.0\.1:", r"streaming: changes"])
+# (suite time: the stop while the pieces start runs with -m slow, the stop while events stream by default)
+@pytest.mark.parametrize("when", [pytest.param(r"^broker( \d)? +127\.0\.0\.1:", marks=pytest.mark.slow),
+                                  r"streaming: changes"])
 def test_ctrl_c_stops_every_process_and_removes_the_files(when):
     """SIGINT while the pieces start (MariaDB and the broker are up) and while events stream."""
     proc = subprocess.Popen(DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=ENV,

@@ -4,6 +4,8 @@ query's batches, rows merged per table, time per phase, offsets behind)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,6 +20,26 @@ async def connectors(connect_url: str) -> list[dict]:
              "worker": body["status"]["connector"].get("worker_id"),
              "plugin": body["info"]["config"].get("connector"), "tasks": body["status"]["tasks"]}
             for name, body in sorted(found.items())]
+
+
+async def sources(connect_url: str) -> list[dict]:
+    """Each connector as the pipeline view shows it: its state, the records its tasks wrote, the binlog
+    lag they report, the database server it reads and its active topics (KIP-558)."""
+    found = await _get_json(f"{connect_url}/connectors?expand=status&expand=info", "the connect runtime")
+    topics = await asyncio.gather(*(_get_json(f"{connect_url}/connectors/{name}/topics", "the connect runtime")
+                                    for name in sorted(found)))
+    shown = []
+    for (name, body), active in zip(sorted(found.items()), topics):
+        tasks = body["status"]["tasks"]
+        database = body["info"]["config"].get("database") or {}
+        lags = [t["source"] for t in tasks if "binlog_lag_seconds" in t.get("source", {})]
+        shown.append({"name": name, "state": body["status"]["connector"]["state"],
+                      "server": f"{database['host']}:{database.get('port', 3306)}" if "host" in database else None,
+                      "records": sum(t.get("records", 0) for t in tasks),
+                      "lag_seconds": max((s["binlog_lag_seconds"] for s in lags), default=None),
+                      "lag_bytes": max((s.get("binlog_lag_bytes", 0) for s in lags), default=None),
+                      "topics": active[name]["topics"]})
+    return shown
 
 
 async def restart(connect_url: str, name: str) -> dict:

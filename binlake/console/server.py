@@ -13,6 +13,7 @@ from pathlib import Path
 from aiohttp import web
 
 from . import browse, remote
+from .pipeline import pipeline
 from .cluster import Cluster, ConsoleError
 
 STATIC = Path(__file__).parent / "static"
@@ -97,6 +98,10 @@ def make_app(settings: Settings) -> web.Application:
         if settings.sink_url is None:
             return _error(404, "no sink: start the console with --sink URL (the sink's --prometheus-listener)")
         return await _answer(remote.sink(settings.sink_url))
+
+    @routes.get("/api/pipeline")
+    async def pipeline_view(_request):
+        return await _answer(pipeline(cluster, settings.connect_url, settings.sink_url))
 
     app = web.Application()
     app.add_routes(routes)

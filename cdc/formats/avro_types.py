@@ -19,11 +19,11 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-import re
 from typing import Callable
 
 from cdc.errors import CdcError
 from cdc.schema.model import BINARY_TYPES, GEOMETRY_TYPES, TEXT_TYPES, ColumnDef
+from common.avro_names import avro_name
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 _EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
@@ -143,16 +143,6 @@ def column_type(column: ColumnDef, decimals: str, defined: set[str]) -> tuple[di
                 "connect.version": 1}, None
     raise CdcError(f"column {column.name} has type {column.mysql_type}, which binlake has no Avro type for: "
                    "leave the table out (tables.exclude) or use value_format: json")
-
-
-_INVALID = re.compile(r"[^A-Za-z0-9_]")
-
-
-def avro_name(name: str) -> str:
-    """A name Avro accepts, as Debezium's `schema.name.adjustment.mode=avro` makes it: other characters become
-    `_`, and a leading digit gets a `_` before it."""
-    name = _INVALID.sub("_", name)
-    return "_" + name if not name or name[0].isdigit() else name
 
 
 def column_field(column: ColumnDef, decimals: str, defined: set[str]) -> tuple[dict, Callable | None]:

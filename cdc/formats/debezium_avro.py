@@ -19,9 +19,10 @@ import fastavro
 import orjson
 
 from cdc.errors import CdcError
-from cdc.formats.avro_types import avro_name, column_field
+from cdc.formats.avro_types import column_field
 from cdc.schema.model import ColumnDef, TableDef
 from cdc.schema_registry import Registrar
+from common.avro_names import avro_name
 
 SOURCE = {
     "type": "record", "name": "Source", "namespace": "io.debezium.connector.mysql",
@@ -69,7 +70,7 @@ def _branch(avro) -> str | None:
     return kind["type"]
 
 
-def _record(name: str, ns: str, columns: list[ColumnDef], decimals: str) -> tuple[dict, Callable[[dict], dict]]:
+def table_record(name: str, ns: str, columns: list[ColumnDef], decimals: str) -> tuple[dict, Callable[[dict], dict]]:
     """A record of `columns` and the function turning a row image (canonical values) into its Avro value."""
     defined: set[str] = set()
     fields, plan = [], []
@@ -185,7 +186,7 @@ class AvroTable:
     def __init__(self, registrar: Registrar, server: str, topic: str, definition: TableDef,
                  primary_key: tuple[str, ...], decimals: str, values: bool, keys: bool) -> None:
         ns = namespace(server, definition.db, definition.name)
-        value, self.image = _record("Value", ns, list(definition.columns), decimals)
+        value, self.image = table_record("Value", ns, list(definition.columns), decimals)
         self.envelope = envelope_schema(ns, value)
         if values:             # (key_format: avro alone registers the key only)
             self._header = b"\0" + registrar.id_for(f"{topic}-value", self.envelope).to_bytes(4, "big")
@@ -197,7 +198,7 @@ class AvroTable:
             if None in columns:
                 raise CdcError(f"{definition.id}'s key {primary_key} names a column its structure lacks: take a new "
                                "snapshot (snapshot: always, once)")
-            key, self._key_image = _record("Key", ns, columns, decimals)
+            key, self._key_image = table_record("Key", ns, columns, decimals)
             self._key = _Writer(registrar, f"{topic}-key", key)
 
     def key(self, columns: dict) -> bytes:

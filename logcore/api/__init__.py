@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..cluster.view import ClusterView
     from ..config import BrokerConfig
     from ..coordinator.group_coordinator import GroupCoordinator
+    from ..coordinator.share_coordinator import ShareCoordinator
     from ..coordinator.transaction_coordinator import TransactionCoordinator
     from ..coordinator.transaction_markers import MarkerWriter
     from ..coordinator.txn_verification import TxnVerifier
@@ -58,6 +59,7 @@ class Services:
     credentials: FileCredentials | ZooKeeperCredentials  # SCRAM users
     metrics: BrokerMetrics
     group_configs: FileGroupConfigs | ZooKeeperGroupConfigs  # per-group overrides (resource type GROUP)
+    shares: ShareCoordinator               # share groups (KIP-932): members, sessions, share-partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,10 @@ class RequestContext:
     @property
     def group_configs(self) -> FileGroupConfigs | ZooKeeperGroupConfigs:
         return self.services.group_configs
+
+    @property
+    def shares(self) -> ShareCoordinator:
+        return self.services.shares
 
     # -- authorization -------------------------------------------------------------------------
 

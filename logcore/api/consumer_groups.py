@@ -24,6 +24,9 @@ def _ms(value: datetime.timedelta | int) -> int:
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 async def consumer_group_heartbeat(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
+    if request.group_id in ctx.shares.group_ids():
+        return {"error_code": ErrorCode.group_id_not_found, "member_id": request.member_id or None, "member_epoch": -1,
+                "heartbeat_interval": 0, "error_message": f"group {request.group_id!r} is a share group"}
     owned = None if request.topic_partitions is None else {
         tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions if tp.partitions}
     try:

@@ -41,6 +41,9 @@ def _topic_ids(ctx, name: str) -> dict:
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)  # (membership, commits: READ on the group, as in Kafka)
+    if request.group_id in ctx.shares.group_ids():
+        return {"error_code": ErrorCode.inconsistent_group_protocol, "generation_id": -1, "protocol_name": None,
+                "leader": "", "member_id": request.member_id, "members": []}
     session_ms = _ms(request.session_timeout)
     result = await ctx.groups.join(JoinRequest(
         group_id=request.group_id,
@@ -203,6 +206,7 @@ async def list_groups(ctx, request) -> dict:
     every = ctx.allowed(DESCRIBE, CLUSTER)  # (else the groups it may describe, as Kafka lists them)
     listed = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in ctx.groups.listed()]
     listed += [(g.group_id, "consumer", g.state, "consumer") for g in ctx.groups.consumer_groups()]
+    listed += [(group_id, "share", ctx.shares.state_name(group_id), "share") for group_id in sorted(ctx.shares.group_ids())]
     groups = [{"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": group_type}
               for group_id, protocol_type, state, group_type in listed
               if (not states or state.lower() in states) and (not types or group_type in types)
@@ -251,6 +255,12 @@ async def describe_groups(ctx, request) -> dict:
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx, request) -> dict:
-    return {"results": [{"group_id": g, "error_code": ctx.groups.delete_group(g)
-                         if ctx.allowed(DELETE, GROUP, g) else ErrorCode.group_authorization_failed}
-                        for g in request.groups_names]}
+    return {"results": [{"group_id": g, "error_code": _delete_group(ctx, g)} for g in request.groups_names]}
+
+
+def _delete_group(ctx, group_id: str) -> ErrorCode:
+    if not ctx.allowed(DELETE, GROUP, group_id):
+        return ErrorCode.group_authorization_failed
+    if group_id in ctx.shares.group_ids():
+        return ctx.shares.delete_group(group_id)
+    return ctx.groups.delete_group(group_id)

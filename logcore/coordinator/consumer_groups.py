@@ -33,13 +33,13 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..config import BrokerConfig
-from ..group_configs import GroupConfig
+from ..group_configs import GroupConfig, effective_group_config
 from ..protocol import consumer_group_records as records
 from ..protocol.codec import ErrorCode
 from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, i32
 from ..protocol.errors import (BrokerError, CoordinatorNotAvailable, FencedInstanceId, FencedMemberEpoch,
                                GroupIdNotFound, GroupMaxSizeReached,
-                               InvalidConfig, InvalidRegularExpression, InvalidRequest, NotCoordinator,
+                               InvalidRegularExpression, InvalidRequest, NotCoordinator,
                                UnknownMemberId, UnreleasedInstanceId, UnsupportedAssignor, UnsupportedVersion)
 from .assignors import ASSIGNORS, Assignment
 from .consumer_group import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember, MemberState,
@@ -91,11 +91,7 @@ class ConsumerGroups:
         self.sweep_by = sweep_by
 
     def group_config(self, group_id: str) -> GroupConfig:
-        try:
-            return GroupConfig(self.config, self.group_configs.get(group_id))
-        except InvalidConfig as exc:  # (the broker's bounds changed since the override was set)
-            log.warning("group %s: ignoring its configs (%s); using the broker's", group_id, exc)
-            return GroupConfig(self.config, {})
+        return effective_group_config(self.config, self.group_configs, group_id)
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .classic_members import ClassicMembers
 from .committed_offsets import CommittedOffsets, OffsetCommit
 from .consumer_group import ConsumerGroup, end_records
 from .consumer_groups import ConsumerGroups, Heartbeat, HeartbeatResult
+from .share_group import ShareGroup
 from .group import Group, GroupState
 from .group_store import GroupStore
 from .membership import JoinRequest, JoinResult, Membership, SyncResult, not_coordinator
@@ -152,6 +153,10 @@ class GroupCoordinator:
 
     def consumer_groups(self) -> list[ConsumerGroup]:
         return list(self.store.consumer_groups.values())
+
+    def share_groups(self) -> list[ShareGroup]:
+        """The KIP-932 share groups' membership (their records' state is the share coordinator's)."""
+        return list(self.store.share_groups.values())
 
     def consumer_assignor(self, group: ConsumerGroup) -> str:
         return self.consumer.assignor_name(group.members.values())

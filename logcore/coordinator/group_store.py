@@ -1,6 +1,7 @@
 """The groups as `__consumer_offsets` records them: each group's committed offsets and its last
 generation (protocol, leader, members and their assignments), the KIP-848 consumer groups (their
-epochs, members and assignments: consumer_group.py), and which of the topic's partitions this
+epochs, members and assignments: consumer_group.py), the KIP-932 share groups' membership
+(share_group.py), and which of the topic's partitions this
 broker coordinates. Kafka's GroupMetadataManager, less the offset rules (committed_offsets.py) and
 the protocols' rules (membership.py, consumer_groups.py).
 
@@ -20,8 +21,10 @@ from typing import Callable, Iterable
 from ..protocol.errors import BrokerError, ErrorCode
 from ..replication.partition import Partition
 from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
-from . import consumer_group
+from ..protocol.share_group_records import ShareGroupKey, ShareMemberKey
+from . import consumer_group, share_group
 from .consumer_group import ConsumerGroup
+from .share_group import ShareGroup
 from .group import VALID_PREVIOUS, Group, GroupState, Member
 from .offsets_codec import (OFFSETS_TOPIC, GroupValue, Key, OffsetKey, decode, encode_key, encode_value,
                             partition_for)
@@ -42,6 +45,7 @@ class GroupStore:
                                 config.get("offsets.topic.replication.factor"))
         self.groups: dict[str, Group] = {}  # classic groups, and every group's committed offsets
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (their offsets are in `groups`)
+        self.share_groups: dict[str, ShareGroup] = {}  # KIP-932 groups' membership (their records' state: share_state.py)
         # The partitions of __consumer_offsets whose groups this broker coordinates: in a cluster,
         # those it leads, once loaded; None for a broker alone, which coordinates every group.
         self.led: set[int] | None = None if alone else set()
@@ -135,6 +139,9 @@ class GroupStore:
     def replay(self, key: Key, value) -> None:
         if isinstance(key, (ConsumerGroupKey, MemberKey)):
             consumer_group.replay(self.consumer_groups, key, value)
+            return
+        if isinstance(key, (ShareGroupKey, ShareMemberKey)):
+            share_group.replay(self.share_groups, key, value)
             return
         if isinstance(key, OffsetKey):
             group = self.groups.get(key.group)

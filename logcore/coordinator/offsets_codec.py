@@ -15,7 +15,8 @@ strings are int16 length + UTF-8 (-1 for null), bytes are int32 length + data, a
                                     subscription:bytes  assignment:bytes]
 
 The key's version tells the record type: 0 and 1 are offset commits, 2 is group metadata, 3 to 8
-are the records of KIP-848 consumer groups (logcore/protocol/consumer_group_records.py). A null
+are the records of KIP-848 consumer groups (logcore/protocol/consumer_group_records.py), 10 to 14
+those of KIP-932 share groups (logcore/protocol/share_group_records.py). A null
 value is a tombstone (offset deleted, group deleted). Older value versions are read too, so a log
 written by Kafka itself loads.
 """
@@ -27,7 +28,9 @@ import struct
 from dataclasses import dataclass, field
 
 from ..protocol import consumer_group_records as consumer
+from ..protocol import share_group_records as share
 from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
+from ..protocol.share_group_records import ShareGroupKey, ShareMemberKey
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -123,12 +126,14 @@ class _Writer:
         return self
 
 
-Key = OffsetKey | GroupKey | ConsumerGroupKey | MemberKey
+Key = OffsetKey | GroupKey | ConsumerGroupKey | MemberKey | ShareGroupKey | ShareMemberKey
 
 
 def encode_key(key: Key) -> bytes:
     if isinstance(key, (ConsumerGroupKey, MemberKey)):
         return consumer.encode_key(key)
+    if isinstance(key, (ShareGroupKey, ShareMemberKey)):
+        return share.encode_key(key)
     if isinstance(key, OffsetKey):
         return bytes(_Writer().int16(1).string(key.group).string(key.topic).int32(key.partition).buf)
     return bytes(_Writer().int16(2).string(key.group).buf)
@@ -138,8 +143,11 @@ def encode_value(value) -> bytes | None:
     """An OffsetValue, GroupValue or consumer group record value; None (a tombstone) as is."""
     if value is None:
         return None
+    if isinstance(value, (share.ShareMemberMetadataValue, share.ShareGroupMetadataValue,
+                          share.ShareCurrentAssignmentValue)):
+        return share.encode_value(value)
     if not isinstance(value, (OffsetValue, GroupValue)):
-        return consumer.encode_value(value)
+        return consumer.encode_value(value)  # (the consumer groups' values, and the two share groups reuse)
     if isinstance(value, OffsetValue):
         w = _Writer().int16(3).int64(value.offset).int32(value.leader_epoch).string(value.metadata)
         return bytes(w.int64(value.commit_timestamp).buf)
@@ -203,9 +211,11 @@ def decode_key(data: bytes) -> Key:
         return OffsetKey(r.string() or "", r.string() or "", r.int32())
     if version == 2:
         return GroupKey(r.string() or "")
-    if version in consumer.CONSUMER_KEY_VERSIONS:
+    codec = consumer if version in consumer.CONSUMER_KEY_VERSIONS else share if version in share.SHARE_KEY_VERSIONS \
+        else None
+    if codec is not None:
         try:
-            return consumer.decode_key(version, data)
+            return codec.decode_key(version, data)
         except ValueError as exc:
             raise CorruptOffsetsRecord(str(exc)) from exc
     raise CorruptOffsetsRecord(f"unknown __consumer_offsets key version {version}")
@@ -251,9 +261,10 @@ def decode(key: bytes, value: bytes | None) -> tuple[Key, object]:
     k = decode_key(key)
     if value is None:
         return k, None
-    if isinstance(k, (ConsumerGroupKey, MemberKey)):
+    if isinstance(k, (ConsumerGroupKey, MemberKey, ShareGroupKey, ShareMemberKey)):
+        codec = consumer if isinstance(k, (ConsumerGroupKey, MemberKey)) else share
         try:
-            return k, consumer.decode_value(k.version, value)
+            return k, codec.decode_value(k.version, value)
         except ValueError as exc:
             raise CorruptOffsetsRecord(str(exc)) from exc
     return k, decode_offset_value(value) if isinstance(k, OffsetKey) else decode_group_value(value)

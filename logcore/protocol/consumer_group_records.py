@@ -158,18 +158,26 @@ def encode_key(key: ConsumerGroupKey | MemberKey) -> bytes:
     return out + _string(key.member_id) if isinstance(key, MemberKey) else out
 
 
-def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
-    """The key after its version (`data` is the whole key); ValueError when it is cut short."""
+def key_strings(version: int, data: bytes, count: int) -> list[str]:
+    """The `count` strings of a group record key after its version (`data` is the whole key);
+    ValueError when it is cut short."""
     strings, position = [], 2
-    for _ in range(2 if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT) else 1):
+    for _ in range(count):
         if position + 2 > len(data):
-            raise ValueError(f"consumer group record key version {version} ends early")
+            raise ValueError(f"group record key version {version} ends early")
         (size,) = struct.unpack_from(">h", data, position)
         if size < 0 or position + 2 + size > len(data):
-            raise ValueError(f"consumer group record key version {version}: bad string length {size}")
+            raise ValueError(f"group record key version {version}: bad string length {size}")
         strings.append(data[position + 2:position + 2 + size].decode())
         position += 2 + size
-    return MemberKey(version, *strings) if len(strings) == 2 else ConsumerGroupKey(version, strings[0])
+    return strings
+
+
+def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
+    """The key after its version (`data` is the whole key); ValueError when it is cut short."""
+    if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT):
+        return MemberKey(version, *key_strings(version, data, 2))
+    return ConsumerGroupKey(version, *key_strings(version, data, 1))
 
 
 @dataclass(frozen=True)
@@ -180,15 +188,32 @@ class MemberMetadata:
     classic: ClassicMemberMetadata | None = None
 
 
+def encode_struct(value) -> bytes:
+    """A group record value (a kio-style dataclass) after its version, 0."""
+    buf = io.BytesIO()
+    buf.write(struct.pack(">h", 0))
+    _writer(type(value))(buf, value)
+    return buf.getvalue()
+
+
+def decode_struct(cls: type, data: bytes, what: str):
+    """A version-0 group record value of class `cls`; ValueError naming `what` when it is not one."""
+    (version,) = struct.unpack_from(">h", data)
+    if version != 0:
+        raise ValueError(f"unknown value version {version} for {what}")
+    try:
+        value, _size = _reader(cls)(memoryview(data), 2)
+    except Exception as exc:  # kio's reader raises what its parser meets: a short or malformed value
+        raise ValueError(f"undecodable value of {what}: {exc}") from exc
+    return value
+
+
 def encode_value(value) -> bytes:
     """A value with its version."""
     classic = None
     if isinstance(value, MemberMetadata):
         value, classic = value.value, value.classic
-    buf = io.BytesIO()
-    buf.write(struct.pack(">h", 0))
-    _writer(type(value))(buf, value)
-    data = buf.getvalue()
+    data = encode_struct(value)
     if classic is None:
         return data
     nested = io.BytesIO()
@@ -252,13 +277,13 @@ class _FlexibleReader:
 def decode_value(key_version: int, data: bytes):
     """The value of a record whose key has `key_version` (for key 5 a MemberMetadata); ValueError when
     it is not one we know."""
+    what = f"consumer group record key version {key_version}"
+    if key_version != MEMBER_METADATA:
+        return decode_struct(VALUE_CLASSES[key_version], data, what)
     (version,) = struct.unpack_from(">h", data)
     if version != 0:
-        raise ValueError(f"unknown value version {version} for consumer group record key version {key_version}")
+        raise ValueError(f"unknown value version {version} for {what}")
     try:
-        if key_version == MEMBER_METADATA:
-            return decode_member_metadata(data)
-        value, _size = _reader(VALUE_CLASSES[key_version])(memoryview(data), 2)
+        return decode_member_metadata(data)
     except Exception as exc:  # kio's reader raises what its parser meets: a short or malformed value
-        raise ValueError(f"undecodable value of consumer group record key version {key_version}: {exc}") from exc
-    return value
+        raise ValueError(f"undecodable value of {what}: {exc}") from exc

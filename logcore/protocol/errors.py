@@ -90,3 +90,8 @@ UnreleasedInstanceId = _error("UnreleasedInstanceId", ErrorCode.unreleased_insta
 UnsupportedAssignor = _error("UnsupportedAssignor", ErrorCode.unsupported_assignor)
 InvalidRegularExpression = _error("InvalidRegularExpression", ErrorCode.invalid_regular_expression)
 GroupMaxSizeReached = _error("GroupMaxSizeReached", ErrorCode.group_max_size_reached)
+NonEmptyGroup = _error("NonEmptyGroup", ErrorCode.non_empty_group)
+# Share groups (KIP-932)
+InvalidRecordState = _error("InvalidRecordState", ErrorCode.invalid_record_state)
+ShareSessionNotFound = _error("ShareSessionNotFound", ErrorCode.share_session_not_found, True)
+InvalidShareSessionEpoch = _error("InvalidShareSessionEpoch", ErrorCode.invalid_share_session_epoch, True)

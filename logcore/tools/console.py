@@ -140,6 +140,8 @@ async def _settle(pending: list[asyncio.Future]) -> int:
 @bootstrap_option
 @click.option("--topic", required=True)
 @click.option("--group", help="consumer group to join and commit to (default: none, read every partition)")
+@click.option("--share-group", help="share group (KIP-932) to consume in: records shared with its other members, "
+                                    "each accepted once printed")
 @click.option("--partition", type=int, help="read only this partition")
 @click.option("--offset", help="with --partition: earliest, latest or an offset number (default latest)")
 @click.option("--from-beginning", is_flag=True, help="start at the earliest offset when there is no committed one")
@@ -149,10 +151,26 @@ async def _settle(pending: list[asyncio.Future]) -> int:
               callback=_properties(CONSUME_PROPERTIES),
               help="print.key / print.partition / print.offset / print.timestamp / print.headers / "
                    "print.value=true|false, key.separator, line.separator, null.literal, ...")
-def consume_command(bootstrap_server: str, topic: str, group: str | None, partition: int | None, offset: str | None,
-                    from_beginning: bool, max_messages: int | None, timeout_ms: int | None,
-                    props: dict[str, str]) -> None:
+def consume_command(bootstrap_server: str, topic: str, group: str | None, share_group: str | None,
+                    partition: int | None, offset: str | None, from_beginning: bool, max_messages: int | None,
+                    timeout_ms: int | None, props: dict[str, str]) -> None:
     """Print messages to standard output, one line each."""
+    if share_group is not None:
+        if group is not None or partition is not None or offset is not None or from_beginning:
+            raise click.UsageError("--share-group excludes --group, --partition, --offset and --from-beginning "
+                                   "(a share group starts where its share.auto.offset.reset config says)")
+        from .share_console import consume_shared  # (confluent-kafka only for a share consumer)
+
+        def write(records) -> None:
+            sys.stdout.buffer.write(b"".join(format_record(r, props) for r in records))
+            sys.stdout.buffer.flush()
+
+        try:
+            count = consume_shared(bootstrap_server, topic, share_group, max_messages, timeout_ms, write)
+        except KeyboardInterrupt:
+            return
+        click.echo(f"Processed a total of {count} messages", err=True)
+        return
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     if offset is not None and from_beginning:

@@ -88,6 +88,12 @@ async def test_connectors_are_created_changed_stopped_and_deleted_through_any_wo
         assert (await request(http, "PUT", f"{two.url}/connectors/gen/stop"))[0] == 204
         stopped = await poll(http, f"{one.url}/connectors/gen/status", lambda s: s["connector"]["state"] == "STOPPED")
         assert stopped["tasks"] == []
+        # KIP-558: the topics its tasks wrote to, on every worker; a reset forgets them until they write again.
+        for worker in (one, two):
+            await poll(http, f"{worker.url}/connectors/gen/topics", lambda t: t == {"gen": {"topics": ["gen.users"]}})
+        assert (await request(http, "PUT", f"{two.url}/connectors/gen/topics/reset"))[0] == 202
+        for worker in (one, two):
+            await poll(http, f"{worker.url}/connectors/gen/topics", lambda t: t == {"gen": {"topics": []}})
         status, _ = await request(http, "PATCH", f"{one.url}/connectors/gen/offsets",
                                   {"offsets": [{"partition": {"datagen": "gen"}, "offset": {"next": 1000}}]})
         assert status == 200
@@ -100,6 +106,7 @@ async def test_connectors_are_created_changed_stopped_and_deleted_through_any_wo
                 await asyncio.sleep(0.1)
         after = await datagen_ids(broker.address, "gen.users", "read_committed")
         assert [i for i in after if i not in before] == list(range(1000, 1000 + len(after) - len(before)))
+        await poll(http, f"{one.url}/connectors/gen/topics", lambda t: t == {"gen": {"topics": ["gen.users"]}})
 
         # Restarts, as Kafka Connect answers them.
         status, body = await request(http, "POST", f"{two.url}/connectors/gen/restart?includeTasks=true")

@@ -38,20 +38,31 @@ async def test_rest_status_config_pause_resume_restart_and_offsets(broker, conne
             config = await response.json()
         assert (config["name"], config["connector"], config["batch_size"]) == ("demo", "datagen", 1)
 
+        await poll(http, f"{base}/connectors/demo/status", lambda b: b["tasks"][0]["records"] > 0)
         async with http.put(f"{base}/connectors/demo/pause") as response:
             assert response.status == 202
-        await poll(http, f"{base}/connectors/demo/status",
-                   lambda b: b["connector"]["state"] == "PAUSED" and b["tasks"][0]["state"] == "PAUSED")
+        paused = await poll(http, f"{base}/connectors/demo/status",
+                            lambda b: b["connector"]["state"] == "PAUSED" and b["tasks"][0]["state"] == "PAUSED")
         await asyncio.sleep(0.3)
         paused_at = len(await datagen_ids(broker.address, "demo.datagen"))
         await asyncio.sleep(1)
         assert len(await datagen_ids(broker.address, "demo.datagen")) == paused_at
+        assert 0 < paused["tasks"][0]["records"] <= paused_at  # (a record counts once its batch is written)
+
+        # KIP-558: the topics it wrote to; a reset forgets them until it writes again.
+        async with http.get(f"{base}/connectors/demo/topics") as response:
+            assert await response.json() == {"demo": {"topics": ["demo.datagen"]}}
+        async with http.put(f"{base}/connectors/demo/topics/reset") as response:
+            assert response.status == 202
+        async with http.get(f"{base}/connectors/demo/topics") as response:
+            assert await response.json() == {"demo": {"topics": []}}
 
         async with http.put(f"{base}/connectors/demo/resume") as response:
             assert response.status == 202
         async with asyncio.timeout(20):
             while len(await datagen_ids(broker.address, "demo.datagen")) <= paused_at:
                 await asyncio.sleep(0.1)
+        await poll(http, f"{base}/connectors/demo/topics", lambda b: b["demo"]["topics"] == ["demo.datagen"])
 
         async with http.post(f"{base}/connectors/demo/restart") as response:
             assert response.status == 204  # the connector object only, as in Kafka Connect

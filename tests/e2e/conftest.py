@@ -1,12 +1,13 @@
 """Fixtures of the end-to-end tests: MariaDB and MySQL servers (tests/sql_fixtures.py) beside the real broker
-(tests/conftest.py) or a three-broker cluster standing in for it, and `binlake connect run` processes
-stopped at the end of each test."""
+(tests/conftest.py) or a three-broker cluster standing in for it, `binlake connect run` processes
+stopped at the end of each test, and a schema registry."""
 
 from __future__ import annotations
 
 import pytest
 
 from testkit.clusterproc import LocalCluster
+from testkit.registryproc import RegistryProcess
 from e2e_harness import CONNECT_RUN, ConnectorProcess
 from sql_fixtures import (mariadb, mariadb_factory, mariadb_template, mysql, mysql_factory,  # noqa: F401
                           mysql_template, server, server_factory, server_kind)  # (fixtures)
@@ -27,6 +28,14 @@ def connector(tmp_path):
     yield start
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def registry(broker, tmp_path):
+    """`binlake schema-registry` on `broker`, as a subprocess, for one test."""
+    process = RegistryProcess(broker.address, tmp_path / "registry.log").start()
+    yield process
+    process.kill()
 
 
 class ClusterAsBroker:

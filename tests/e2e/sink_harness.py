@@ -13,10 +13,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pymysql
 
-from e2e_harness import mysql_config, read_committed, write_config
+from e2e_harness import Message, mysql_config, read_committed, write_config
 from testkit.brokerproc import ROOT
 
 from binlake.demo import warehouse
@@ -113,7 +114,9 @@ class Workload:
         return self.marks
 
 
-async def wait_for_mark(address: str, name: str, db: str, mark: int, timeout: float = 60) -> None:
+async def wait_for_mark(address: str, name: str, db: str, mark: int, timeout: float = 60,
+                        value: Callable[[Message], dict] = lambda m: m.data) -> None:
+    """Until marker `mark` is on the log; `value`: a record's value decoded (JSON by default)."""
     topic = f"{name}.{db}.marker"
     deadline = time.monotonic() + timeout
     while True:
@@ -121,7 +124,7 @@ async def wait_for_mark(address: str, name: str, db: str, mark: int, timeout: fl
             messages = await read_committed(address, [topic])
         except AssertionError:
             messages = []
-        rows = [(m.data.get("after") or (m.data.get("data") or [{}])[0]) for m in messages if m.value]
+        rows = [(value(m).get("after") or (value(m).get("data") or [{}])[0]) for m in messages if m.value]
         if any(str((row or {}).get("id")) == str(mark) for row in rows):
             return
         assert time.monotonic() < deadline, f"the connector never wrote marker {mark} to {topic}"
@@ -141,6 +144,18 @@ def sink_config(name: str, broker, db: str, fmt: str, checkpoint: Path, target: 
 def run_sink(spark, raw: dict) -> None:
     """The sink in this process, until it has merged everything committed when it started."""
     SinkJob(spark, validate(raw)).start().awaitTermination()
+
+
+def run_sinks(spark, *raws: dict) -> None:
+    """Several sinks in this process at once (queries of one session), each until it has merged everything
+    committed when it started."""
+    queries = [SinkJob(spark, validate(raw)).start(f"binlake-sink-{i}") for i, raw in enumerate(raws)]
+    try:
+        for query in queries:
+            query.awaitTermination()
+    finally:
+        for query in queries:
+            query.stop()
 
 
 class SinkProcess:

@@ -17,14 +17,6 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from e2e_harness import mysql_config, partition_counts, read_committed, wait_until, write_config
 from faust_workers import Worker, wait_outputs
 from sql_fixtures import by_default_on
-from testkit.registryproc import RegistryProcess
-
-
-@pytest.fixture
-def registry(broker, tmp_path):
-    process = RegistryProcess(broker.address, tmp_path / "registry.log").start()
-    yield process
-    process.kill()
 
 
 @by_default_on("mariadb")

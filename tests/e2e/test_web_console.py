@@ -143,6 +143,28 @@ def test_each_page_shows_the_running_pipeline(browser, server, broker, connector
             lambda d: len(chart_points(d, db, "p99")) >= 2 and len(chart_points(d, db, "p50")) >= 2)
         chart = browser.find_element(By.CSS_SELECTOR, f"[data-testid=freshness-chart][data-table='binlake-sink {db}.items']")
         assert chart.is_displayed() and chart.size["height"] > 100, chart.size
+
+        # The pipeline, stage by stage, and live: new rows in MySQL show up as the connector's records and rate.
+        open_view(browser, console.url, "pipeline", "Processors")
+        stages = {s: browser.find_element(By.CSS_SELECTOR, f"[data-testid=stage-{s}]").text
+                  for s in ("mysql", "connector", "log", "processors", "sink")}
+        assert f"127.0.0.1:{server.port}" in stages["mysql"] and "read by web" in stages["mysql"], stages
+        assert "web\nRUNNING" in stages["connector"], stages
+        assert re.search(r"billing\nEMPTY, 0 member\(s\)\n[1-9]\d* records behind", stages["processors"]), stages
+        assert "binlake-sink\n4 rows merged" in stages["sink"], stages
+        assert topic in browser.find_element(By.CSS_SELECTOR, ".topics").text
+        written = int(re.search(r"([\d,]+) records written", stages["connector"]).group(1).replace(",", ""))
+        server.sql(f"INSERT INTO {db}.items VALUES (3, 'cap', 9.00), (4, 'pin', 2.50)")
+
+        def connector_stage():
+            try:
+                return browser.find_element(By.CSS_SELECTOR, "[data-testid=stage-connector]").text
+            except StaleElementReferenceException:
+                return ""
+        shown = WebDriverWait(browser, 60, poll_frequency=0.5).until(
+            lambda d: (m := re.search(r"([\d,]+) records written\n([\d.,]+) records/s", connector_stage()))
+            and int(m.group(1).replace(",", "")) >= written + 2 and m)
+        assert float(shown.group(2).replace(",", "")) > 0, connector_stage()
     finally:
         console.stop()
 

@@ -140,3 +140,21 @@ def test_the_sink_listens_on_loopback_only_and_prints_no_start_up_notices(broker
     for notice in ("log4j profile", "resolves to a loopback address", "SPARK_LOCAL_IP", "NativeCodeLoader",
                    "spark.sql.adaptive.enabled", "Setting default log level", "locally checkpointed"):
         assert notice not in output, output
+
+
+def test_avro_needs_the_registry_and_the_registry_needs_avro():
+    from spark_sink.config import SinkConfigError, validate
+    config = {"bootstrap_servers": "127.0.0.1:1", "topics": ["shop.shop.t"], "checkpoint": "/tmp/ck",
+              "target": {"delta": {"path": "/w"}}}
+    with pytest.raises(SinkConfigError, match=r"format: debezium-avro reads each record's writer schema from the "
+                                              r"schema registry: set schema_registry: \{url: http://HOST:PORT\}"):
+        validate({**config, "format": "debezium-avro"})
+    with pytest.raises(SinkConfigError, match="schema_registry is read by format: debezium-avro only"):
+        validate({**config, "schema_registry": {"url": "http://127.0.0.1:8081"}})
+    with pytest.raises(SinkConfigError, match="basic_auth_user and basic_auth_password go together"):
+        validate({**config, "format": "debezium-avro", "schema_registry": {"url": "http://r:8081",
+                                                                           "basic_auth_user": "sink"}})
+    avro = validate({**config, "format": "debezium-avro", "schema_registry": {"url": "https://r:8081",
+                                                                              "ca_file": "/ca.pem"}})
+    assert avro.debezium and avro.resolved_schema_topic == "shop" and avro.schema_registry.client_conf() == {
+        "url": "https://r:8081", "ssl.ca.location": "/ca.pem"}

@@ -131,8 +131,54 @@ const views = {
         ? Object.entries(freshness).map(([name, points]) => freshnessChart(name, points)).join("")
         : "<p>No changes merged since this page opened.</p>");
   },
+  async pipeline() {
+    const p = await api("pipeline");
+    const now = Date.now(), last = pipelineLast;
+    const rate = (key, value) => {  // per second since the last refresh of this page; none on the first
+      if (!last || value === null || value === undefined || last.values[key] === undefined) return null;
+      return Math.max(value - last.values[key], 0) / ((now - last.at) / 1000);
+    };
+    const values = {};
+    const perSecond = (key, value, unit) => {
+      values[key] = value;
+      const r = rate(key, value);
+      return `<span data-rate="${esc(key)}">${r === null ? "—" : num(Math.round(r * 10) / 10)}</span> ${unit}/s`;
+    };
+    const stage = (id, title, items) => `<section class="stage" data-testid="stage-${id}"><h3>${title}</h3>${
+      items.length ? items.join("") : "<p class=\"none\">none</p>"}</section>`;
+    const item = (name, lines, bad = false) => `<div class="item${bad ? " bad-item" : ""}"><b>${esc(name)}</b>${
+      lines.map((l) => `<div>${l}</div>`).join("")}</div>`;
+    const html = [
+      stage("mysql", "MySQL", p.mysql.map((m) => item(m.server || m.connector, [`read by ${esc(m.connector)}`,
+        `binlog lag ${m.lag_seconds === null ? "—" : `${Number(m.lag_seconds).toFixed(1)} s`}` +
+        (m.lag_bytes === null ? "" : `, ${bytes(m.lag_bytes)}`)]))),
+      stage("connector", "Connector", p.connectors.map((c) => item(c.name, [
+        `<span class="${c.state === "RUNNING" ? "good" : "bad"}">${esc(c.state)}</span>`,
+        `${num(c.records)} records written`, perSecond(`connector ${c.name}`, c.records, "records")],
+        c.state !== "RUNNING"))),
+      stage("log", "Log", p.log.topics.length ? [item(`${p.log.topics.length} topic(s)`, [
+        `${num(p.log.messages)} messages${p.log.size === null ? "" : `, ${bytes(p.log.size)}`}`,
+        perSecond("log", p.log.end, "offsets"),
+        p.log.under_replicated ? `<span class="bad">${p.log.under_replicated} under-replicated</span>` : "in sync"],
+        p.log.under_replicated > 0)] : []),
+      stage("processors", "Processors", p.processors.map((g) => item(g.group, [
+        `${esc(g.state)}, ${g.members} member(s)`,
+        `<span class="${g.lag > 0 ? "bad" : ""}">${num(g.lag)} records behind</span>`,
+        perSecond(`group ${g.group}`, g.committed, "offsets")]))),
+      stage("sink", "Sink", p.sinks.map((q) => item(q.query, [`${num(q.rows)} rows merged`,
+        perSecond(`sink ${q.query}`, q.rows, "rows"),
+        `<span class="${q.behind > 0 ? "bad" : ""}">${num(q.behind)} offsets behind</span>`,
+        `freshness p99 ${q.freshness_p99 === null ? "—" : seconds(q.freshness_p99)}`]))),
+    ];
+    pipelineLast = {at: now, values};
+    return "<h2>Pipeline</h2><div class=\"pipeline\">" + html.join("<div class=\"arrow\">→</div>") + "</div>" +
+      (p.log.topics.length ? `<p class="topics">topics: ${p.log.topics.map((t) =>
+        `<a href="#topics?topic=${encodeURIComponent(t)}">${esc(t)}</a>`).join(", ")}</p>` : "") +
+      (config.connect ? "" : "<p>Start the console with --connect URL to see the connectors and their topics.</p>");
+  },
 };
 
+let pipelineLast = null;  // the last refresh's totals, for the rates
 const FRESHNESS_POINTS = 120;  // ten minutes of the page's 5 s refresh
 const freshness = {};  // "query table" -> [{at, p50, p99}], one point a refresh while the page is open
 const seconds = (s) => s === undefined ? "—" : `${s < 10 ? s.toFixed(2) : s.toFixed(1)} s`;
