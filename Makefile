@@ -4,6 +4,7 @@ PYTHON      ?= python3
 APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless maven chromium chromium-driver debootstrap iproute2 nftables
 SPARK_JARS  := .cache/spark-jars
 REFERENCE_JARS := .cache/reference-jars
+JDBC_SINK_PLUGIN := $(REFERENCE_JARS)/plugins/debezium-connector-jdbc
 MYSQL_ROOT  := .cache/mysql-root
 WHEELHOUSE  := .cache/wheelhouse
 DOCKER_PACKAGES := docker.io docker-compose debootstrap
@@ -50,10 +51,16 @@ $(SPARK_JARS)/.fetched: spark_sink/jars/pom.xml
 
 # Apache Kafka (broker, Java client and tools), Kafka Connect and Debezium's MySQL connector, the
 # reference implementations tests/reference and bench/versus.py hold binlake against (testkit/reference.py).
-reference: $(REFERENCE_JARS)/.fetched
+reference: $(REFERENCE_JARS)/.fetched $(JDBC_SINK_PLUGIN)/.fetched
 
 $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 	mvn -q -B -f bench/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(REFERENCE_JARS)
+	touch $@
+
+# Debezium's JDBC sink connector (bench/sink.py), in a Kafka Connect plugin directory of its own.
+$(JDBC_SINK_PLUGIN)/.fetched: bench/reference/jdbc-sink/pom.xml
+	mvn -q -B -f bench/reference/jdbc-sink/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JDBC_SINK_PLUGIN) \
+		-DexcludeGroupIds=com.fasterxml.jackson.core,com.fasterxml.jackson.datatype
 	touch $@
 
 # Canal's client for Python, the tests' Canal client (tests/e2e/test_canal_tcp.py). Beside the venv, not in it:

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sink.py [--changes 1000000] [--keys 200000] [--partitions 4]
                                    [--rate 5000 --seconds 60] [--only backlog|latency] [--target delta|jdbc]
-                                   [--formats json,avro]
+                                   [--formats json,avro] [--versus [--pg-rate 1000]]
 
 backlog: a backlog of --changes change events (Debezium's envelope, as the connector writes them: inserts,
   then updates and deletes of --keys keys) is written to a broker first, the same changes in each of
@@ -13,6 +13,19 @@ backlog: a backlog of --changes change events (Debezium's envelope, as the conne
   format and target runs twice, into tables of its own: cold (the JVM's first run) and warm.
 latency: a producer writes --rate changes/s for --seconds; the sink triggers every 500 ms; the
   figures are p50/p99 of each batch's duration (Spark's triggerExecution) once it has warmed up.
+
+--versus: each target beside what a user would run instead, on the same topics (three tables of
+  --keys keys each; keys and values in Kafka Connect's JsonConverter wrapping with schemas, which
+  Debezium's JDBC sink needs), each run cold and warm, then a table of figures and ratios:
+  - PostgreSQL: Debezium's JDBC sink connector on a Kafka Connect standalone worker
+    (bench/jdbc_sink_reference.py; upsert, deletes, key from the record key, 2 tasks as Spark has 2
+    cores). Backlog: changes/s until an end marker in each partition of each table is visible. Latency:
+    at --pg-rate changes/s, one new row every 100 ms is a probe, timed from its write to the log to
+    its row being visible in PostgreSQL (polled every 50 ms); p99 after 10 s of warm-up.
+  - Delta: the foreachBatch MERGE job of Delta's documentation (bench/delta_foreachbatch.py), in
+    the same SparkSession. Backlog: `available_now`; latency: p99 batch duration at --rate changes/s,
+    both with a 500 ms trigger.
+  Needs `make reference` (Kafka Connect and the connector).
 
 Everything runs on this machine: a `binlake broker` subprocess, a throwaway PostgreSQL, and a
 local[2] SparkSession in this process (the driver), started once for every run.
@@ -54,20 +67,45 @@ COLUMNS = [("id", "int(11)"), ("customer", "int(11)"), ("amount", "decimal(10,2)
            ("created", "datetime(6)"), ("note", "varchar(40)")]
 
 
-def schema_event() -> bytes:
-    return json.dumps({"source": {"file": "binlog.000001", "pos": 4, "db": DB, "table": TABLE, "snapshot": "false"},
-                       "ddl": "CREATE TABLE orders ...", "databaseName": DB, "tableChanges": [{
-                           "type": "CREATE", "id": f"{DB}.{TABLE}", "table": {"primaryKeyColumnNames": ["id"], "columns": [
+def schema_event(table: str = TABLE) -> bytes:
+    return json.dumps({"source": {"file": "binlog.000001", "pos": 4, "db": DB, "table": table, "snapshot": "false"},
+                       "ddl": f"CREATE TABLE {table} ...", "databaseName": DB, "tableChanges": [{
+                           "type": "CREATE", "id": f"{DB}.{table}", "table": {"primaryKeyColumnNames": ["id"], "columns": [
                                {"name": n, "typeName": t.split("(")[0].upper(), "typeExpression": t} for n, t in COLUMNS]}}]}).encode()
 
 
-class Changes:
-    """Change events of `keys` orders: each key is created, then updated, sometimes deleted and created again."""
+def connect_schemas(table: str) -> tuple[bytes, bytes]:
+    """Kafka Connect's schemas of a table's keys and change events, as JsonConverter writes them beside
+    each payload (schemas.enable=true), in the shape Debezium's MySQL connector gives them with
+    decimal.handling.mode=string; DATETIME stays the connector's text, as the payload has it."""
+    def field(name: str, kind: str, optional: bool = True) -> dict:
+        return {"field": name, "type": kind, "optional": optional}
+    row = [field("id", "int32", False), field("customer", "int32"), field("amount", "string"),
+           field("status", "string"), field("created", "string"), field("note", "string")]
+    value = {"type": "struct", "name": f"{SERVER}.{DB}.{table}.Value", "optional": True, "fields": row}
+    source = {"type": "struct", "name": "io.debezium.connector.mysql.Source", "optional": False, "field": "source",
+              "fields": [field("version", "string", False), field("connector", "string", False),
+                         field("name", "string", False), field("ts_ms", "int64", False), field("snapshot", "string"),
+                         field("db", "string", False), field("table", "string"), field("server_id", "int64", False),
+                         field("gtid", "string"), field("file", "string", False), field("pos", "int64", False),
+                         field("row", "int32", False)]}
+    envelope = {"type": "struct", "name": f"{SERVER}.{DB}.{table}.Envelope", "optional": False, "version": 2,
+                "fields": [{**value, "field": "before"}, {**value, "field": "after"}, source,
+                           field("op", "string", False), field("ts_ms", "int64")]}
+    key = {"type": "struct", "name": f"{SERVER}.{DB}.{table}.Key", "optional": False, "fields": [row[0]]}
+    return json.dumps(key).encode(), json.dumps(envelope).encode()
 
-    def __init__(self, keys: int, seed: int = 1) -> None:
+
+class Changes:
+    """Change events of `keys` rows of each of `tables`: each key is created, then updated, sometimes
+    deleted and created again. `live` holds each table's keys that exist after the changes so far.
+    The encoders below turn a change into what a producer writes."""
+
+    def __init__(self, keys: int, seed: int = 1, tables: tuple[str, ...] = (TABLE,)) -> None:
         self.rng = random.Random(seed)
         self.keys = keys
-        self.live: set[int] = set()
+        self.tables = tables
+        self.live: dict[str, set[int]] = {table: set() for table in tables}
         self.pos = 1000
 
     def row(self, key: int) -> dict:
@@ -76,31 +114,58 @@ class Changes:
                 "status": r.choice(["new", "paid", "sent"]), "created": "2026-11-24T10:00:00.123456",
                 "note": "x" * r.randint(0, 40)}
 
-    def next(self) -> tuple[int, str, dict | None, dict | None, dict]:
-        """(key, op, before, after, source) of the next change."""
-        key = self.rng.randrange(self.keys)
+    def next(self, key: int | None = None, table: str | None = None) -> tuple[str, int, str, dict | None, dict | None, dict]:
+        """(table, key, op, before, after, source) of the next change: of a random key and table, or the given ones."""
+        table = table or self.rng.choice(self.tables)
+        key = self.rng.randrange(self.keys) if key is None else key
+        live = self.live[table]
         self.pos += 100
-        if key not in self.live:
+        if key not in live:
             op, before, after = "c", None, self.row(key)
-            self.live.add(key)
+            live.add(key)
         elif self.rng.random() < 0.1:
             op, before, after = "d", self.row(key), None
-            self.live.discard(key)
+            live.discard(key)
         else:
             op, before, after = "u", self.row(key), self.row(key)
         source = {"version": "binlake-0.1", "connector": "mysql", "name": SERVER, "server_id": 1,
-                  "file": "binlog.000001", "pos": self.pos, "gtid": None, "db": DB, "table": TABLE,
+                  "file": "binlog.000001", "pos": self.pos, "gtid": None, "db": DB, "table": table,
                   "ts_ms": int(time.time() * 1000), "snapshot": "false", "row": 0}
-        return key, op, before, after, source
+        return table, key, op, before, after, source
+
+
+# -- encoders: a change → (topic, key, value) as a producer writes it -------------------------------------
+
+def json_key(key: int) -> bytes:
+    return json.dumps({"id": key}).encode()
 
 
 def json_value(op: str, before: dict | None, after: dict | None, source: dict) -> bytes:
     return json.dumps({"before": before, "after": after, "op": op, "ts_ms": source["ts_ms"], "source": source}).encode()
 
 
+def plain(table: str, key: int, op: str, before: dict | None, after: dict | None, source: dict) -> tuple[str, bytes, bytes]:
+    """The key and envelope in JSON, as binlake's connector writes them."""
+    return f"{SERVER}.{DB}.{table}", json_key(key), json_value(op, before, after, source)
+
+
+class Wrapped:
+    """Keys and values in Kafka Connect's JsonConverter wrapping with schemas ({"schema", "payload"}),
+    Debezium's default, which Debezium's JDBC sink needs."""
+
+    def __init__(self, tables: tuple[str, ...]) -> None:
+        self.schemas = {table: connect_schemas(table) for table in tables}
+
+    def __call__(self, table: str, key: int, *change) -> tuple[str, bytes, bytes]:
+        topic, key_json, value = plain(table, key, *change)
+        key_schema, value_schema = self.schemas[table]
+        return (topic, b'{"schema":%b,"payload":%b}' % (key_schema, key_json),
+                b'{"schema":%b,"payload":%b}' % (value_schema, value))
+
+
 class AvroValues:
     """The envelope in Avro as the connector writes it (cdc/formats/debezium_avro.py's schema, registered under
-    the Avro topic's subject), framed with the registry id."""
+    the Avro topic's subject), framed with the registry id; the key stays JSON. TABLE's changes only."""
 
     def __init__(self, registry_url: str) -> None:
         ns = namespace(SERVER, DB, TABLE)
@@ -112,12 +177,13 @@ class AvroValues:
             f"{AVRO_TOPIC}-value", Schema(json.dumps(envelope), "AVRO"))
         self.header, self.parsed, self.branch = b"\0" + schema_id.to_bytes(4, "big"), parse_schema(envelope), f"{ns}.Value"
 
-    def __call__(self, op: str, before: dict | None, after: dict | None, source: dict) -> bytes:
+    def __call__(self, table: str, key: int, op: str, before: dict | None, after: dict | None,
+                 source: dict) -> tuple[str, bytes, bytes]:
         out = io.BytesIO()
         schemaless_writer(out, self.parsed, {
             "before": before and (self.branch, self.image(before)), "after": after and (self.branch, self.image(after)),
             "source": source, "op": op, "ts_ms": source["ts_ms"], "transaction": None})
-        return self.header + out.getvalue()
+        return AVRO_TOPIC, json_key(key), self.header + out.getvalue()
 
 
 def producer(address: str) -> Producer:
@@ -133,18 +199,15 @@ def sink_config(address: str, work: Path, target: dict, fmt: str = "json", regis
             "checkpoint": str(work / f"ck-{time.monotonic_ns()}"), "target": target, **avro, **extra}
 
 
-def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int, registry: str | None) -> None:
-    """The same changes in each format (JSON always; Avro with a registry), then the sink over each."""
-    p, events = producer(address), Changes(keys)
-    encoders = {"json": (TOPIC, json_value), **({"avro": (AVRO_TOPIC, AvroValues(registry))} if registry else {})}
+def write(p: Producer, events: Changes, changes: int, encoders: dict) -> dict[str, int]:
+    """`changes` change events, each in each of `encoders` (name → encoder), as fast as the broker takes
+    them; returns the value bytes each encoder wrote."""
     size = dict.fromkeys(encoders, 0)
-    started = time.monotonic()
     for _ in range(changes):
-        key, *change = events.next()
-        key = json.dumps({"id": key}).encode()
-        for fmt, (topic, encode) in encoders.items():
-            value = encode(*change)
-            size[fmt] += len(value)
+        change = events.next()
+        for name, encode in encoders.items():
+            topic, key, value = encode(*change)
+            size[name] += len(value)
             while True:
                 try:
                     p.produce(topic, value, key)
@@ -152,6 +215,14 @@ def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: 
                 except BufferError:
                     p.poll(0.05)
     p.flush(120)
+    return size
+
+
+def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int, registry: str | None) -> None:
+    """The same changes in each format (JSON always; Avro with a registry), then the sink over each."""
+    encoders = {"json": plain, **({"avro": AvroValues(registry)} if registry else {})}
+    started = time.monotonic()
+    size = write(producer(address), Changes(keys), changes, encoders)
     print(f"backlog: {changes:,} changes of {keys:,} keys written in {time.monotonic() - started:.1f} s; value bytes "
           f"per change: " + ", ".join(f"{fmt} {n / changes:.0f}" for fmt, n in size.items()))
     rates: dict = {}
@@ -164,15 +235,20 @@ def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: 
                 job.start().awaitTermination()
                 seconds = time.monotonic() - started
                 rates[(round_, fmt, name)] = changes / seconds
-                parts = {k: sum(t[k] for t in job.timings) for k in ("read_decode", "plan", "write")}
                 print(f"  {round_} {fmt:4} {name:6} {changes / seconds:>10,.0f} changes/s  ({seconds:.1f} s, "
-                      f"{len(job.timings)} batch(es): read+decode {parts['read_decode']:.1f} s, schemas+checks "
-                      f"{parts['plan']:.1f} s, merge+commit {parts['write']:.1f} s; the rest is Spark planning the "
-                      f"query and its Kafka offsets)", flush=True)
+                      f"{split(job)})", flush=True)
     for round_ in ("cold", "warm"):
         for name in targets:
-            if ("avro" in encoders) and (round_, "json", name) in rates:
+            if "avro" in encoders:
                 print(f"  {round_} {name}: Avro / JSON = {rates[(round_, 'avro', name)] / rates[(round_, 'json', name)]:.2f}x")
+
+
+def split(job: SinkJob) -> str:
+    """Where a run's time went, by the sink's own timings."""
+    parts = {k: sum(t[k] for t in job.timings) for k in ("read_decode", "plan", "write")}
+    return (f"{len(job.timings)} batch(es): read+decode {parts['read_decode']:.1f} s, schemas+checks "
+            f"{parts['plan']:.1f} s, merge+commit {parts['write']:.1f} s; the rest is Spark planning the query and "
+            f"its Kafka offsets")
 
 
 def fresh(target: dict, suffix: str) -> dict:
@@ -182,23 +258,53 @@ def fresh(target: dict, suffix: str) -> dict:
     return {"jdbc": {**target["jdbc"], "schema": f"{target['jdbc']['schema']}_{suffix}"}}
 
 
+class Feeder(threading.Thread):
+    """Writes `rate` changes/s, as `encode` makes them, in steps of 10 ms until stopped. With `probes`,
+    one change in each 100 ms is the insert of a new key of the first table (from PROBE up), its write
+    time kept in `probes` (key → epoch seconds)."""
+
+    def __init__(self, address: str, events: Changes, rate: int, encode=plain, probes: bool = False) -> None:
+        super().__init__(daemon=True)
+        self.p, self.events, self.rate, self.encode = producer(address), events, rate, encode
+        self.probes: dict[int, float] | None = {} if probes else None
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        next_at, tick = time.monotonic(), 0
+        while not self.halt.is_set():
+            for i in range(self.rate // 100):
+                if self.probes is not None and tick % 10 == 0 and i == 0:
+                    key = PROBE + len(self.probes)
+                    change = self.events.next(key=key, table=self.events.tables[0])
+                    self.probes[key] = time.time()
+                else:
+                    change = self.events.next()
+                topic, k, value = self.encode(*change)
+                self.p.produce(topic, value, k)
+            self.p.poll(0)
+            tick += 1
+            next_at += 0.01
+            time.sleep(max(0.0, next_at - time.monotonic()))
+        self.p.flush(60)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+
+
+def batch_durations(progress: list[dict]) -> tuple[list[float], list[int]]:
+    """Each batch's duration and changes, from a query's progress, past the first three (warm-up)."""
+    batches = [p for p in progress if p["numInputRows"] > 0][3:]
+    return [p["durationMs"]["triggerExecution"] / 1000 for p in batches], [p["numInputRows"] for p in batches]
+
+
+def p99(values: list[float]) -> float:
+    return sorted(values)[min(len(values) - 1, int(len(values) * 0.99))]  # nearest rank: under 100, the largest
+
+
 def latency(spark, address: str, targets: dict, work: Path, rate: int, seconds: int, keys: int) -> None:
     for name, target in targets.items():
-        stop = threading.Event()
-
-        def feed() -> None:
-            p, events = producer(address), Changes(keys, seed=7)
-            next_at = time.monotonic()
-            while not stop.is_set():
-                for _ in range(rate // 100):
-                    key, *change = events.next()
-                    p.produce(TOPIC, json_value(*change), json.dumps({"id": key}).encode())
-                p.poll(0)
-                next_at += 0.01
-                time.sleep(max(0.0, next_at - time.monotonic()))
-            p.flush(60)
-
-        feeder = threading.Thread(target=feed)
+        feeder = Feeder(address, Changes(keys, seed=7), rate)
         feeder.start()
         job = SinkJob(spark, validate(sink_config(address, work, target, starting_offsets="latest",
                                                   trigger={"processing_time": "500ms"})))
@@ -210,18 +316,256 @@ def latency(spark, address: str, targets: dict, work: Path, rate: int, seconds: 
                 raise SystemExit(f"the sink stopped: {query.exception()}")
             print(f"    {len(query.recentProgress)} batches so far; last: {job.timings[-1] if job.timings else None}",
                   flush=True)
-        stop.set()
-        feeder.join()
+        feeder.stop()
         progress = query.recentProgress
         query.stop()
-        durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress if p["numInputRows"] > 0][3:]
-        rows = [p["numInputRows"] for p in progress if p["numInputRows"] > 0][3:]
+        durations, rows = batch_durations(progress)
         if len(durations) < 2:
             print(f"  {name:6} too few batches ({len(durations)}) in {seconds} s")
             continue
-        p99 = sorted(durations)[int(len(durations) * 0.99)]  # nearest rank: with under 100 batches, the slowest
         print(f"  {name:6} {rate:,} changes/s: {len(durations)} batches of {statistics.median(rows):,.0f} changes, "
-              f"duration p50 {statistics.median(durations):.2f} s, p99 {p99:.2f} s, max {max(durations):.2f} s")
+              f"duration p50 {statistics.median(durations):.2f} s, p99 {p99(durations):.2f} s, max {max(durations):.2f} s")
+
+
+# -- beside what a user would run instead ---------------------------------------------------------------
+
+TABLES = ("orders", "payments", "shipments")
+PROBE = 1_000_000_000  # latency probes' and end markers' keys, above every workload key
+SPARK_COLUMNS = [("id", "int"), ("customer", "int"), ("amount", "decimal(10,2)"), ("status", "string"),
+                 ("created", "timestamp_ntz"), ("note", "string")]  # what the Delta user writes by hand
+
+
+def topics() -> list[str]:
+    return [f"{SERVER}.{DB}.{table}" for table in TABLES]
+
+
+def mark_ends(address: str, events: Changes, encode, partitions: int) -> int:
+    """After a backlog: in each partition of each table's topic, the insert of a new key (from PROBE
+    up), so that a sink has caught up once it shows them all. Returns how many there are per table."""
+    p = producer(address)
+    for table in TABLES:
+        for partition in range(partitions):
+            topic, key, value = encode(*events.next(key=PROBE + partition, table=table))
+            p.produce(topic, value, key, partition=partition)
+    p.flush(60)
+    return partitions
+
+
+def pg_count(conn, table: str, where: str = "true") -> int:
+    import psycopg
+    try:
+        return conn.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0]
+    except psycopg.errors.UndefinedTable:
+        return 0
+
+
+def wait_visible(conn, marks: int, alive, timeout: float = 3600) -> None:
+    """Until every table shows its end markers; `alive()` raises if the sink failed."""
+    deadline = time.monotonic() + timeout
+    while any(pg_count(conn, t, f"id >= {PROBE}") < marks for t in TABLES):
+        alive()
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the end markers were not all visible after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def database(postgres, name: str):
+    """A new database on the server, and a connection to it: Debezium's tables, one database a run."""
+    import psycopg
+    postgres.sql(f"CREATE DATABASE {name}")
+    return psycopg.connect(postgres.dsn.replace("dbname=warehouse", f"dbname={name}"), autocommit=True)
+
+
+class Probes(threading.Thread):
+    """Polls a PostgreSQL table every 50 ms for the Feeder's probe keys: when each was first visible."""
+
+    def __init__(self, conn, table: str) -> None:
+        super().__init__(daemon=True)
+        self.conn, self.table, self.seen = conn, table, {}
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            now = time.time()
+            try:
+                ids = [r[0] for r in self.conn.execute(f"SELECT id FROM {self.table} WHERE id >= {PROBE}").fetchall()]
+            except Exception:  # the sink has not created the table yet
+                ids = []
+            for key in ids:
+                self.seen.setdefault(key, now)
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+
+
+def end_to_end(written: dict[int, float], seen: dict[int, float], warm_up: float) -> tuple[list[float], int]:
+    """Write-to-visible seconds of the probes written once the sink showed its first probe plus
+    `warm_up` seconds, and how many of those never showed."""
+    if not seen:
+        return [], len(written)
+    start = min(seen.values()) + warm_up
+    counted = [k for k, t in written.items() if t >= start]
+    return [seen[k] - written[k] for k in counted if k in seen], sum(k not in seen for k in counted)
+
+
+def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: int, keys: int, start, stop,
+               alive, warm_up: float = 10) -> list[float]:
+    """End-to-end latency at `rate` changes/s: `start()` runs a sink reading from the log's end, and
+    probes written meanwhile are timed from their write to their row being visible in `table`."""
+    feeder = Feeder(address, Changes(keys, seed=7, tables=TABLES), rate, Wrapped(TABLES), probes=True)
+    probes = Probes(conn, table)
+    start()
+    feeder.start()
+    probes.start()
+    deadline = time.monotonic() + 600
+    while not probes.seen:  # the sink's first batch: its tables are made
+        alive()
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name}: no probe was seen in {table} in 600 s")
+        time.sleep(0.2)
+    deadline = time.monotonic() + warm_up + seconds
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        alive()
+    feeder.stop()
+    written = dict(feeder.probes)
+    drain = time.monotonic() + 60
+    while not set(written) <= set(probes.seen) and time.monotonic() < drain:
+        time.sleep(0.2)
+    probes.stop()
+    stop()
+    values, lost = end_to_end(written, probes.seen, warm_up)
+    if not values:
+        raise SystemExit(f"{name}: no probe was seen in {table}")
+    print(f"  {name:22} {rate:,} changes/s: {len(values)} probes, write→visible p50 "
+          f"{statistics.median(values):.2f} s, p99 {p99(values):.2f} s, max {max(values):.2f} s"
+          + (f"; {lost} not seen within 60 s of the end" if lost else ""), flush=True)
+    return values
+
+
+def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[float, float]]:
+    """Each target beside what a user would run instead, on the same topics (three tables, keys and
+    values with Connect's schemas): returns row → (binlake, reference)."""
+    from delta_foreachbatch import start as foreachbatch
+    from jdbc_sink_reference import add, check, connector, remove, start_worker
+
+    events, wrapped = Changes(args.keys, tables=TABLES), Wrapped(TABLES)
+    started = time.monotonic()
+    write(producer(address), events, args.changes, {"connect": wrapped})
+    marks = mark_ends(address, events, wrapped, args.partitions)
+    print(f"backlog: {args.changes:,} changes of {args.keys:,} keys in each of {len(TABLES)} tables written in "
+          f"{time.monotonic() - started:.1f} s (keys and values with Kafka Connect's schemas)", flush=True)
+    expected = {t: len(events.live[t]) for t in TABLES}
+    conn = postgres.connect()
+    rows: dict[str, tuple[float, float]] = {}
+    best = {"binlake": 0.0, "reference": 0.0}
+    if args.target in (None, "jdbc"):
+        worker = start_worker(work / "connect", address)
+        try:
+            for round_ in ("cold", "warm"):
+                job = SinkJob(spark, validate({**sink_config(address, work, {"jdbc": {
+                    "url": postgres.url, "user": "binlake", "schema": f"bl_{round_}"}}, trigger="available_now"),
+                    "topics": topics()}))
+                began = time.monotonic()
+                job.start().awaitTermination()
+                ours = args.changes / (time.monotonic() - began)
+                print(f"  {round_} binlake into PostgreSQL: {time.monotonic() - began:.1f} s, {split(job)}", flush=True)
+                dbz = database(postgres, f"dbz_{round_}")
+                began = time.monotonic()
+                add(worker, f"dbz-{round_}", connector(topics(), postgres.url.replace("warehouse", f"dbz_{round_}")))
+                wait_visible(dbz, marks, lambda: check(worker, f"dbz-{round_}"))
+                theirs = args.changes / (time.monotonic() - began)
+                remove(worker, f"dbz-{round_}")
+                counts = {"binlake": {t: pg_count(conn, f"bl_{round_}.{t}") for t in TABLES},
+                          "debezium": {t: pg_count(dbz, t) for t in TABLES}}
+                print(f"  {round_} PostgreSQL backlog: binlake {ours:,.0f} changes/s, Debezium's JDBC sink "
+                      f"{theirs:,.0f} changes/s; rows per table: expected {expected}, {counts}", flush=True)
+                rows["PostgreSQL backlog, changes/s"] = (ours, theirs)
+            jobs = []
+
+            def start_ours() -> None:
+                jobs.append(SinkJob(spark, validate({**sink_config(
+                    address, work, {"jdbc": {"url": postgres.url, "user": "binlake", "schema": "bl_lat"}},
+                    starting_offsets="latest", trigger={"processing_time": "500ms"}), "topics": topics()})).start())
+
+            def ours_alive() -> None:
+                if jobs and jobs[-1].exception():
+                    raise SystemExit(f"the sink stopped: {jobs[-1].exception()}")
+            ours = pg_latency("binlake", address, postgres.connect(), "bl_lat.orders", args.pg_rate, args.seconds, args.keys,
+                              start_ours, lambda: jobs[-1].stop(), ours_alive)
+            theirs = pg_latency(
+                "Debezium's JDBC sink", address, database(postgres, "dbz_lat"), "orders", args.pg_rate, args.seconds,
+                args.keys, lambda: add(worker, "dbz-lat", connector(topics(), postgres.url.replace("warehouse", "dbz_lat"),
+                                                                    starting_offsets="latest")),
+                lambda: remove(worker, "dbz-lat"), lambda: check(worker, "dbz-lat"))
+            rows[f"PostgreSQL p99 write→visible @{args.pg_rate:,}/s, s"] = (p99(ours), p99(theirs))
+        finally:
+            worker.stop()
+    if args.target in (None, "delta"):
+        for round_ in ("cold", "warm"):
+            job = SinkJob(spark, validate({**sink_config(address, work, {"delta": {
+                "path": str(work / f"delta-bl-{round_}"), "optimize_every": 0}}, trigger="available_now"),
+                "topics": topics()}))
+            began = time.monotonic()
+            job.start().awaitTermination()
+            ours = args.changes / (time.monotonic() - began)
+            print(f"  {round_} binlake into Delta: {time.monotonic() - began:.1f} s, {split(job)}", flush=True)
+            paths = {topic: str(work / f"delta-user-{round_}" / topic) for topic in topics()}
+            began = time.monotonic()
+            foreachbatch(spark, address, paths, SPARK_COLUMNS, str(work / f"ck-user-{round_}"),
+                         {"availableNow": True}).awaitTermination()
+            theirs = args.changes / (time.monotonic() - began)
+            counts = {"binlake": {t: spark.read.format("delta").load(str(work / f"delta-bl-{round_}" / DB / t))
+                                  .where("NOT __deleted").count() for t in TABLES},
+                      "foreachBatch": {t: spark.read.format("delta").load(paths[f"{SERVER}.{DB}.{t}"]).count()
+                                       for t in TABLES}}
+            print(f"  {round_} Delta backlog: binlake {ours:,.0f} changes/s, Delta's foreachBatch MERGE "
+                  f"{theirs:,.0f} changes/s; rows per table: expected {expected}, {counts}", flush=True)
+            rows["Delta backlog, changes/s"] = (ours, theirs)
+        durations = {}
+        for side in ("binlake", "foreachBatch"):
+            feeder = Feeder(address, Changes(args.keys, seed=7, tables=TABLES), args.rate, wrapped)
+            feeder.start()
+            if side == "binlake":
+                query = SinkJob(spark, validate({**sink_config(address, work, {"delta": {
+                    "path": str(work / "delta-bl-lat"), "optimize_every": 0}}, starting_offsets="latest",
+                    trigger={"processing_time": "500ms"}), "topics": topics()})).start()
+            else:
+                query = foreachbatch(spark, address, {t: str(work / "delta-user-lat" / t) for t in topics()},
+                                     SPARK_COLUMNS, str(work / "ck-user-lat"), {"processingTime": "500 milliseconds"},
+                                     starting_offsets="latest")
+            first = time.monotonic() + 600  # the first batch (tables made), then --seconds
+            deadline = None
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(1)
+                if query.exception():
+                    raise SystemExit(f"{side} stopped: {query.exception()}")
+                if deadline is None and any(p["numInputRows"] for p in query.recentProgress):
+                    deadline = time.monotonic() + args.seconds
+                elif deadline is None and time.monotonic() > first:
+                    raise SystemExit(f"{side}: no batch in 600 s")
+            feeder.stop()
+            progress = query.recentProgress
+            query.stop()  # (Spark may print a StackOverflowError here: its check of the stop's cause, harmless)
+            durations[side], batch_rows = batch_durations(progress)
+            if not durations[side]:
+                raise SystemExit(f"{side}: too few batches in {args.seconds} s; run longer (--seconds)")
+            print(f"  {side:22} {args.rate:,} changes/s into Delta: {len(durations[side])} batches of "
+                  f"{statistics.median(batch_rows):,.0f} changes, duration p50 {statistics.median(durations[side]):.2f} s, "
+                  f"p99 {p99(durations[side]):.2f} s", flush=True)
+        rows[f"Delta p99 batch duration @{args.rate:,}/s, s"] = (p99(durations["binlake"]), p99(durations["foreachBatch"]))
+    return rows
+
+
+def print_versus(rows: dict[str, tuple[float, float]]) -> None:
+    """The figures side by side; ratio = how many times better binlake is (throughput: ours / theirs,
+    latency: theirs / ours)."""
+    print(f"\n{'':44} {'binlake':>12} {'reference':>12} {'ratio':>7}")
+    for row, (ours, theirs) in rows.items():
+        ratio = ours / theirs if "changes/s" in row.split(",")[-1] else theirs / ours
+        print(f"{row:44} {ours:>12,.2f} {theirs:>12,.2f} {ratio:>6.2f}x")
 
 
 def main() -> None:
@@ -234,26 +578,37 @@ def main() -> None:
     parser.add_argument("--only", choices=["backlog", "latency"])
     parser.add_argument("--target", choices=["delta", "jdbc"])
     parser.add_argument("--formats", default="json,avro", help="json, or json,avro: the backlog in each")
+    parser.add_argument("--versus", action="store_true",
+                        help="each target beside what a user would run instead (Debezium's JDBC sink, Delta's "
+                             "foreachBatch MERGE), on the same topics; --keys then counts per table")
+    parser.add_argument("--pg-rate", type=int, default=1000, help="--versus: changes/s for PostgreSQL's latency")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = BrokerProcess(work / "broker").start()
-        postgres = start_postgres(work / "pg")
+        postgres = start_postgres(work / "pg", tied=True)
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
             admin = AdminClient({"bootstrap.servers": broker.address})
-            for topic, n in ((TOPIC, args.partitions), (AVRO_TOPIC, args.partitions), (SERVER, 1)):
+            for topic, n in (*((t, args.partitions) for t in (topics() if args.versus else [TOPIC, AVRO_TOPIC])),
+                             (SERVER, 1)):
                 admin.create_topics([NewTopic(topic, n, 1)])[topic].result(30)
             p = producer(broker.address)
-            p.produce(SERVER, schema_event(), b'{"databaseName":"shop"}')
+            for table in TABLES:
+                p.produce(SERVER, schema_event(table), b'{"databaseName":"shop"}')
             p.flush(30)
             spark = builder("binlake-bench", master="local[2]", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.extraJavaOptions": "-XX:MaxJavaStackTraceDepth=100000"}).getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
+            print(f"machine: {os.cpu_count()} cores, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; Spark "
+                  f"local[2], broker and PostgreSQL on this machine", flush=True)
+            if args.versus:
+                print_versus(versus(spark, broker.address, postgres, work, args))
+                spark.stop()
+                return
             targets = {"delta": {"delta": {"path": str(work / "delta"), "optimize_every": 0}},
                        "jdbc": {"jdbc": {"url": postgres.url, "user": "binlake", "schema": "bench"}}}
             if args.target:
                 targets = {args.target: targets[args.target]}
-            print(f"machine: {os.cpu_count()} cores; Spark local[2], broker and PostgreSQL on this machine")
             if args.only in (None, "backlog"):
                 registry = RegistryProcess(broker.address, work / "registry.log").start() \
                     if "avro" in args.formats.split(",") else None

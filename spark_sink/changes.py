@@ -203,6 +203,8 @@ def parse(value: bytes | None, fmt: str, offset: int = 0) -> ChangeEvent | None:
 
 
 def _debezium(body: dict) -> ChangeEvent | None:
+    if isinstance(body.get("payload"), dict) and "schema" in body:
+        body = body["payload"]  # Kafka Connect's JsonConverter with schemas.enable=true, as Debezium writes by default
     if "ddl" in body or ("ts_ms" in body and "op" not in body and "source" not in body):
         return None  # a schema change or a heartbeat
     source = body.get("source")

@@ -19,9 +19,12 @@ from .changes import Column as ChangeColumn
 
 SEQ = "decimal(38,0)"
 
-_DEBEZIUM = ("op STRING, before MAP<STRING,STRING>, after MAP<STRING,STRING>, ddl STRING, databaseName STRING, "
+_ENVELOPE = ("op STRING, before MAP<STRING,STRING>, after MAP<STRING,STRING>, ddl STRING, databaseName STRING, "
              "tableChanges ARRAY<STRUCT<type: STRING, id: STRING>>, source STRUCT<file: STRING, pos: BIGINT, "
              "row: BIGINT, snapshot: STRING, db: STRING, table: STRING, gtid: STRING, ts_ms: BIGINT>, ts_ms BIGINT")
+# The envelope as binlake's connector writes it, or inside Kafka Connect's JsonConverter wrapping with
+# schemas.enable=true ({"schema": ..., "payload": envelope}), as Debezium writes it by default.
+_DEBEZIUM = f"{_ENVELOPE}, payload STRUCT<{_ENVELOPE}>"
 _CANAL = ("data ARRAY<MAP<STRING,STRING>>, old ARRAY<MAP<STRING,STRING>>, type STRING, database STRING, "
           "table STRING, pkNames ARRAY<STRING>, isDdl BOOLEAN, es BIGINT, id BIGINT, gtid STRING, "
           "mysqlType MAP<STRING,STRING>")
@@ -52,7 +55,8 @@ def records(kafka: DataFrame, fmt: str) -> DataFrame:
 
 
 def _debezium(base: DataFrame) -> DataFrame:
-    e = F.from_json("text", _DEBEZIUM).alias("e")
+    parsed = F.from_json("text", _DEBEZIUM)
+    e = F.when(parsed.payload.isNotNull(), parsed.payload).otherwise(parsed.dropFields("payload")).alias("e")
     df = base.select("*", e)
     src = F.col("e.source")
     change_types = F.transform(F.coalesce(F.col("e.tableChanges"), F.array()), lambda c: c.type)

@@ -74,11 +74,19 @@ def test_spark_computes_the_same_sequences_as_python(spark):
         for i, (f, p, r, s) in enumerate([(1, 4, 0, "false"), (999999, 4294967295, 99999, "true"), (12, 7, 3, "last")])]
     canal = [{"data": [{"id": str(i)}], "type": "INSERT", "database": "d", "table": "t", "isDdl": False,
               "es": es, "id": 10, "gtid": g} for i, (es, g) in enumerate([(1_700_000_000_999, ""), (1_800_000_000_000, "0-1-987654321")])]
+    # Kafka Connect's JsonConverter with schemas (Debezium's default) wraps the same envelope
+    schema = {"type": "struct", "name": "d.d.t.Envelope", "fields": [{"field": "payload", "type": "string"}]}
+    wrapped = [{"schema": schema, "payload": b} for b in debezium]
+    assert [parse(json.dumps(b).encode(), "debezium").table for b in wrapped] == ["d.t"] * 3
     for fmt, bodies, expected in [
         ("debezium", debezium, [debezium_sequence(b["source"]) for b in debezium]),
+        ("debezium", wrapped, [debezium_sequence(b["source"]) for b in debezium]),
         ("canal", canal, [canal_sequence(b, offset) for offset, b in enumerate(canal)]),
     ]:
-        kafka = spark.createDataFrame([("t", 0, offset, json.dumps(b).encode()) for offset, b in enumerate(bodies)],
-                                      "topic string, partition int, offset long, value binary")
-        rows = decode.records(kafka, fmt).orderBy("offset").collect()
-        assert [int(r.seq) for r in rows] == expected and {r.kind for r in rows} == {"row"}
+        for separators in ((", ", ": "), (",", ":")):  # (JsonConverter writes compact JSON: the schema is skipped)
+            kafka = spark.createDataFrame([("t", 0, offset, json.dumps(b, separators=separators).encode())
+                                           for offset, b in enumerate(bodies)],
+                                          "topic string, partition int, offset long, value binary")
+            rows = decode.records(kafka, fmt).orderBy("offset").collect()
+            assert [int(r.seq) for r in rows] == expected and {r.kind for r in rows} == {"row"}
+            assert {r.table for r in rows} == {"d.t"} and rows[0].image["id"] == "0"
