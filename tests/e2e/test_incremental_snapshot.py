@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -154,6 +155,19 @@ class Signals:
         return int((offset.get("signal_offsets") or {}).get(str(partition), 0)) > at
 
 
+async def run_in_slices_until_moved(process, progress, chunks: int) -> None:
+    """Let the connector run in 20 ms slices, stopped (SIGSTOP) between them, until its committed progress
+    is past `chunks`: it is then stopped mid-snapshot however fast the machine, and the caller's kill lands
+    while the snapshot runs (polling a free-running connector can miss a snapshot that ends in one poll)."""
+    deadline = time.monotonic() + 120
+    process.proc.send_signal(signal.SIGSTOP)
+    while (await progress())["chunks"] <= chunks:
+        assert time.monotonic() < deadline, f"no chunk past chunk {chunks} in 120 s"
+        process.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.02)
+        process.proc.send_signal(signal.SIGSTOP)
+
+
 async def run_incremental(server, broker, connector, tmp_path, *, rows: int, chunk: int, kills: int,
                           channel: str) -> None:
     """Every kill but the last while the snapshot is paused (the test steps it on with resume-snapshot and
@@ -238,10 +252,7 @@ async def run_incremental(server, broker, connector, tmp_path, *, rows: int, chu
                 chunks = before["chunks"]
             n = kills - 1               # the last kill: while the snapshot runs, at its first chunk past the resume
             await signals.send("resume-snapshot")
-
-            async def moved() -> bool:
-                return (await progress())["chunks"] > chunks
-            await wait_until(moved, 120, f"a chunk past chunk {chunks}", interval=0.05)
+            await run_in_slices_until_moved(process, progress, chunks)
             process.kill()
             await progress()
             process = await started()
