@@ -66,17 +66,66 @@ def kcat() -> str:
     return path
 
 
+class SparkSessions:
+    """One local SparkSession (2 cores) with the sink's jars, kept for the whole session but checked after
+    each test: a test's leftover streaming queries are stopped, and a session whose Py4J link a timed-out
+    test broke mid-call is replaced, so one timeout fails one test, not every later Spark test of its worker."""
+
+    def __init__(self) -> None:
+        self.session = None
+
+    def get(self):
+        from spark_sink.session import MissingJars, builder
+        if self.session is None:
+            self.forget_the_jvm()    # a test timed out while the last one started: its link is unusable
+            try:
+                self.session = builder("binlake-tests", master="local[2]",
+                                       conf={"spark.sql.shuffle.partitions": "4"}).getOrCreate()
+            except MissingJars as exc:
+                pytest.fail(str(exc))
+            self.session.sparkContext.setLogLevel("ERROR")
+        return self.session
+
+    def after_test(self) -> None:
+        try:
+            for query in self.session.streams.active:
+                query.stop()
+        except Exception as exc:  # noqa: BLE001 - any failure here means the link is unusable
+            print(f"the SparkSession is unusable after this test ({exc!r}): starting a new one")
+            self.stop()
+
+    def stop(self) -> None:
+        if self.session is not None:
+            try:
+                self.session.stop()
+            except Exception:  # noqa: BLE001 - a broken link cannot stop cleanly; the JVM goes below
+                pass
+            self.session = None
+        self.forget_the_jvm()
+
+    @staticmethod
+    def forget_the_jvm() -> None:
+        """Shut PySpark's JVM down and clear its globals, so that the next session starts a new one."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+        if SparkContext._gateway is not None:
+            SparkContext._gateway.shutdown()
+        SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
+        SparkSession._instantiatedSession = SparkSession._activeSession = None
+
+
 @pytest.fixture(scope="session")
-def spark():
-    """One local SparkSession (2 cores) with the sink's jars, for every test that asks for it."""
-    from spark_sink.session import MissingJars, builder
-    try:
-        session = builder("binlake-tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "4"}).getOrCreate()
-    except MissingJars as exc:
-        pytest.fail(str(exc))
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+def spark_sessions():
+    sessions = SparkSessions()
+    yield sessions
+    sessions.stop()
+
+
+@pytest.fixture
+def spark(spark_sessions):
+    """The session's SparkSession (see SparkSessions)."""
+    yield spark_sessions.get()
+    spark_sessions.after_test()
 
 
 @pytest.fixture(scope="session")
