@@ -260,12 +260,14 @@ def test_a_table_without_a_primary_key_or_with_a_type_too_wide_is_refused_by_nam
         run_sink(spark, sink(broker, tmp_path, "delta", targets, checkpoint=str(tmp_path / "ck2")))
 
 
+@pytest.mark.parametrize("target_kind", ["delta", "jdbc"])
 def test_metrics_count_batches_rows_the_offsets_left_behind_and_each_tables_freshness(spark, broker, tmp_path,
-                                                                                       targets):
+                                                                                       targets, target_kind):
     """Served as `binlake sink run --prometheus-listener` serves them, scraped over HTTP. Freshness:
     the changes say they were committed in MySQL now (shop.orders' 30 s ago), so each table's
     quantiles lie between the time from that commit to the query's start and to its end; the
-    snapshot read, stamped years ago, is no commit and must not count."""
+    snapshot read, stamped years ago, is no commit and must not count. Each target times its own
+    commit (Delta's version, PostgreSQL's transaction), so both are checked."""
     from common.prometheus import serve_in_thread
     from prometheus_scrape import sample, scrape
     from spark_sink import metrics
@@ -280,9 +282,9 @@ def test_metrics_count_batches_rows_the_offsets_left_behind_and_each_tables_fres
             + [(TOPIC, key(i), event("c", None, item(i, f"n{i}"), 200 + i, ts_ms=now_ms)) for i in range(6)]
             + [(TOPIC, key(i), event("c", None, item(i, f"o{i}"), 300 + i, table="orders", ts_ms=now_ms - 30_000))
                for i in range(2)])  # (one topic for both: the sink takes the table from each event)
-    name = "binlake-sink-metered"
+    name = f"binlake-sink-metered-{target_kind}"
     started = time.time()
-    query = SinkJob(spark, validate(sink(broker, tmp_path, "delta", targets, max_offsets_per_trigger=2))).start(name)
+    query = SinkJob(spark, validate(sink(broker, tmp_path, target_kind, targets, max_offsets_per_trigger=2))).start(name)
     query.awaitTermination()
     ended = time.time()
     url = serve_in_thread(metrics.REGISTRY, "127.0.0.1:0")
