@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
+from .crc import crc32c
 
 from ..protocol.errors import CorruptRecord, InvalidRecord, RecordTooLarge, UnsupportedCompression
 

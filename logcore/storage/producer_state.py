@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from crc32c import crc32c
+from .crc import crc32c
 
 from ..protocol.errors import (
     InvalidProducerEpoch,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import aiokafka.codec
 import cramjam
-from crc32c import crc32c
+from .crc import crc32c
 from isal import igzip
 from isal.igzip_lib import IsalError
 
