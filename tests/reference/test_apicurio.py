@@ -1,0 +1,94 @@
+"""Apicurio Registry's Java serdes (2.6, from Maven Central) against `binlake schema-registry` on logcore, through
+Apicurio's v2 REST API (registry/apicurio.py), in Confluent's framing (`as-confluent`, the id a contentId):
+what Java writes, confluent-kafka's AvroDeserializer reads, and what confluent-kafka's AvroSerializer writes,
+Java reads. Debezium on Kafka Connect with Apicurio's AvroConverter beside binlake's connector:
+test_apicurio_debezium.py."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from brokerproc import read_to_end
+from testkit.reference import JAVA, MissingReference, apicurio_classpath
+from testkit.registryproc import RegistryProcess
+
+pytestmark = pytest.mark.java
+
+COUNT = 30
+ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "amount", "type": "double"}, {"name": "paid", "type": "boolean"},
+    {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+EPOCH_MS = 1700000000000
+
+
+def order(i: int) -> dict:
+    """The order ApicurioAvro.java writes for i."""
+    return {"id": i, "note": None if i % 3 == 0 else f"n{i}", "amount": i * 1.5, "paid": i % 2 == 0,
+            "placed": datetime.datetime.fromtimestamp((EPOCH_MS + i * 1000) / 1000, datetime.timezone.utc)}
+
+
+@pytest.fixture
+def apicurio_jars(tmp_path) -> tuple[str, Path]:
+    """(classpath, directory of the compiled ApicurioAvro class)."""
+    try:
+        jars = apicurio_classpath()
+    except MissingReference as exc:
+        pytest.fail(str(exc))
+    source = Path(__file__).parent / "java" / "ApicurioAvro.java"
+    subprocess.run(["javac", "-cp", jars, "-d", str(tmp_path), str(source)], check=True, timeout=120)
+    return jars, tmp_path
+
+
+@pytest.fixture
+def registry(broker, tmp_path):
+    process = RegistryProcess(broker.address, tmp_path / "registry.log").start()
+    yield process
+    process.kill()
+
+
+def apicurio_avro(jars: tuple[str, Path], *args: str) -> str:
+    classpath, classes = jars
+    done = subprocess.run([JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+                           f"{classes}:{classpath}", "ApicurioAvro", *args], capture_output=True, text=True,
+                          timeout=180, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"ApicurioAvro {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(apicurio_jars, broker, registry):
+    url = f"{registry.url}/apis/registry/v2"
+    client = SchemaRegistryClient({"url": registry.url})
+
+    # Java writes through Apicurio's API; Python reads the Confluent framing with the schema by its id
+    apicurio_avro(apicurio_jars, "produce", broker.address, url, "java-orders", str(COUNT))
+    written = read_to_end(broker.address, {"java-orders": 1})
+    registered = client.get_latest_version("java-orders-value")
+    assert (registered.version, json.loads(registered.schema.schema_str)) == (1, ORDER)
+    assert {value[:5] for value in written} == {b"\0" + struct.pack(">I", registered.schema_id)}
+    reader = AvroDeserializer(client)
+    context = SerializationContext("java-orders", MessageField.VALUE)
+    assert [reader(value, context) for value in written] == [order(i) for i in range(COUNT)]
+
+    # Python registers through Confluent's API and writes; Java reads by the id in each record
+    writer = AvroSerializer(client, json.dumps(ORDER))
+    producer = Producer({"bootstrap.servers": broker.address})
+    for i in range(COUNT):
+        producer.produce("python-orders", key=str(i), value=writer(order(i), SerializationContext(
+            "python-orders", MessageField.VALUE)))
+    assert producer.flush(30) == 0
+    printed = apicurio_avro(apicurio_jars, "consume", broker.address, url, "python-orders", str(COUNT))
+    assert [json.loads(line) for line in printed.splitlines()] == [
+        {**order(i), "placed": EPOCH_MS + i * 1000} for i in range(COUNT)]
+    # the same schema under both subjects is one id, as in Confluent's registry
+    assert client.get_latest_version("python-orders-value").schema_id == registered.schema_id
