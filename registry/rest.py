@@ -132,9 +132,10 @@ def make_app(registry: Registry, election: Election, *, authenticate=None,
         if "client" not in session:
             session["client"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
                                                       connector=aiohttp.TCPConnector(ssl=forward_tls or True))
+        # the caller's credentials, and Apicurio's artifact headers (X-Registry-ArtifactId, ...)
         headers = {FORWARDED: "1", "Content-Type": request.headers.get("Content-Type", CONTENT_TYPE),
                    **{name: value for name, value in request.headers.items()
-                      if name.lower() == "authorization" or name.lower().startswith("x-registry-")}}  # (Apicurio's artifact headers)
+                      if name.lower() == "authorization" or name.lower().startswith("x-registry-")}}
         try:
             async with session["client"].request(request.method, f"{leader_url}{request.rel_url}",
                                                  data=await request.read(), headers=headers) as answer:

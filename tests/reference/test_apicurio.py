@@ -19,8 +19,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokerproc import read_to_end
-from testkit.reference import JAVA, MissingReference, apicurio_classpath
-from testkit.registryproc import RegistryProcess
+from testkit.reference import JAVA
 
 pytestmark = pytest.mark.java
 
@@ -39,22 +38,11 @@ def order(i: int) -> dict:
 
 
 @pytest.fixture
-def apicurio_jars(tmp_path) -> tuple[str, Path]:
+def compiled(apicurio_jars, tmp_path) -> tuple[str, Path]:
     """(classpath, directory of the compiled ApicurioAvro class)."""
-    try:
-        jars = apicurio_classpath()
-    except MissingReference as exc:
-        pytest.fail(str(exc))
     source = Path(__file__).parent / "java" / "ApicurioAvro.java"
-    subprocess.run(["javac", "-cp", jars, "-d", str(tmp_path), str(source)], check=True, timeout=120)
-    return jars, tmp_path
-
-
-@pytest.fixture
-def registry(broker, tmp_path):
-    process = RegistryProcess(broker.address, tmp_path / "registry.log").start()
-    yield process
-    process.kill()
+    subprocess.run(["javac", "-cp", apicurio_jars, "-d", str(tmp_path), str(source)], check=True, timeout=120)
+    return apicurio_jars, tmp_path
 
 
 def apicurio_avro(jars: tuple[str, Path], *args: str) -> str:
@@ -66,12 +54,12 @@ def apicurio_avro(jars: tuple[str, Path], *args: str) -> str:
     return done.stdout
 
 
-def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(apicurio_jars, broker, registry):
+def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(compiled, broker, registry):
     url = f"{registry.url}/apis/registry/v2"
     client = SchemaRegistryClient({"url": registry.url})
 
     # Java writes through Apicurio's API; Python reads the Confluent framing with the schema by its id
-    apicurio_avro(apicurio_jars, "produce", broker.address, url, "java-orders", str(COUNT))
+    apicurio_avro(compiled, "produce", broker.address, url, "java-orders", str(COUNT))
     written = read_to_end(broker.address, {"java-orders": 1})
     registered = client.get_latest_version("java-orders-value")
     assert (registered.version, json.loads(registered.schema.schema_str)) == (1, ORDER)
@@ -87,7 +75,7 @@ def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(apicurio_jars
         producer.produce("python-orders", key=str(i), value=writer(order(i), SerializationContext(
             "python-orders", MessageField.VALUE)))
     assert producer.flush(30) == 0
-    printed = apicurio_avro(apicurio_jars, "consume", broker.address, url, "python-orders", str(COUNT))
+    printed = apicurio_avro(compiled, "consume", broker.address, url, "python-orders", str(COUNT))
     assert [json.loads(line) for line in printed.splitlines()] == [
         {**order(i), "placed": EPOCH_MS + i * 1000} for i in range(COUNT)]
     # the same schema under both subjects is one id, as in Confluent's registry
