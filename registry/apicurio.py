@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from .errors import (BadRequest, Incompatible, InvalidSchema, InvalidVersion, RegistryError, SchemaNotFound,
-                     SubjectNotFound, VersionNotFound)
+                     SubjectExists, SubjectNotFound, VersionNotFound)
 from .records import SchemaVersion
 from .service import Registry
 
@@ -41,16 +41,13 @@ GROUP = "default"
 ARTIFACT_TYPES = {"AVRO": "AVRO", "JSON": "JSON", "PROTOBUF": "PROTOBUF"}
 CONTENT_TYPES = {"AVRO": "application/json", "JSON": "application/json", "PROTOBUF": "application/x-protobuf"}
 EXTENDED = ("application/create.extended+json", "application/get.extended+json")
-IF_EXISTS = ("FAIL", "UPDATE", "RETURN", "RETURN_OR_UPDATE")
+IF_EXISTS = {"FAIL": "fail", "RETURN": "latest", "UPDATE": "register", "RETURN_OR_UPDATE": "register"}  # (service.py)
 # Confluent's errors as Apicurio's client names them (its ExceptionMapper raises the class of that name).
 NAMES = {SubjectNotFound: "ArtifactNotFoundException", VersionNotFound: "VersionNotFoundException",
          SchemaNotFound: "ContentNotFoundException", Incompatible: "RuleViolationException",
+         SubjectExists: "ArtifactAlreadyExistsException",
          InvalidSchema: "InvalidArtifactException", InvalidVersion: "VersionNotFoundException",
          BadRequest: "BadRequestException"}
-
-
-class ArtifactExists(RegistryError):
-    status, code = 409, 409
 
 
 def _apicurio_error(exc: RegistryError) -> web.Response:
@@ -159,13 +156,8 @@ def add_routes(routes: web.RouteTableDef, registry: Registry, changes) -> None:
         if if_exists not in IF_EXISTS:
             raise BadRequest(f"ifExists must be one of {', '.join(IF_EXISTS)} (got {if_exists!r})")
         text, references = await _content(request)
-        live = registry.state.versions(subject)
-        if live and if_exists == "FAIL":
-            raise ArtifactExists(f"An artifact with ID '{subject}' in group '{GROUP}' already exists.")
-        if live and if_exists == "RETURN":
-            return web.json_response(version_meta(live[-1]))
         body = {"schema": text, "schemaType": ARTIFACT_TYPES[raw_type.upper()], "references": references}
-        done = await registry.register(subject, body, normalize=False)
+        done = await registry.register(subject, body, normalize=False, when_live=IF_EXISTS[if_exists])
         return web.json_response(version_meta(registry.version(subject, str(done["version"]))))
 
     @routes.get(PREFIX + "/groups/{group}/artifacts/{artifact}")

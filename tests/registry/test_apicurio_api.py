@@ -54,7 +54,7 @@ def test_an_artifact_created_through_apicurio_is_a_subject_through_confluent(reg
     # RETURN answers the latest version whatever the content; FAIL refuses an existing artifact
     assert create(registry, "apic-orders-value", ONE, "RETURN").json()["version"] == "2"
     failed = create(registry, "apic-orders-value", ONE, "FAIL")
-    assert (failed.status_code, failed.json()["error_code"]) == (409, 409)
+    assert (failed.status_code, failed.json()["name"]) == (409, "ArtifactAlreadyExistsException")
 
 
 def test_a_schema_registered_through_confluent_is_read_by_apicurio_ids_and_coordinates(registry):
