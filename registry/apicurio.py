@@ -40,7 +40,9 @@ PREFIX = "/apis/registry/v2"
 GROUP = "default"
 ARTIFACT_TYPES = {"AVRO": "AVRO", "JSON": "JSON", "PROTOBUF": "PROTOBUF"}
 CONTENT_TYPES = {"AVRO": "application/json", "JSON": "application/json", "PROTOBUF": "application/x-protobuf"}
-EXTENDED = ("application/create.extended+json", "application/get.extended+json")
+# the bodies {"content", "references"}: 2.x's client names them so, 3.x's v2 client (Kiota) with "vnd."
+EXTENDED = ("application/create.extended+json", "application/get.extended+json",
+            "application/vnd.create.extended+json", "application/vnd.get.extended+json")
 IF_EXISTS = {"FAIL": "fail", "RETURN": "latest", "UPDATE": "register", "RETURN_OR_UPDATE": "register"}  # (service.py)
 # Confluent's errors as Apicurio's client names them (its ExceptionMapper raises the class of that name).
 NAMES = {SubjectNotFound: "ArtifactNotFoundException", VersionNotFound: "VersionNotFoundException",

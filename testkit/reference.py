@@ -103,13 +103,16 @@ def classpath() -> str:
     return f"{jar_dir()}/*"
 
 
-def apicurio_classpath() -> str:
-    """The reference classpath with Apicurio Registry's serdes and Connect converter after it
-    (bench/reference/apicurio/pom.xml: the jars the reference already holds are left out of theirs)."""
-    jars = jar_dir() / "apicurio"
+APICURIO = {"2": "apicurio", "3": "apicurio3"}  # Apicurio's line: its jars' directory in the reference cache
+
+
+def apicurio_classpath(line: str = "2") -> str:
+    """The reference classpath with Apicurio Registry's serdes (and, for 2.x, its Connect converter) after it
+    (bench/reference/apicurio/pom.xml, .../v3/pom.xml: the jars the reference already holds are left out)."""
+    jars = jar_dir() / APICURIO[line]
     if not (jars / ".fetched").exists():
-        raise MissingReference(f"Apicurio Registry's serdes are not in {jars}; run `make reference` "
-                               f"(Maven fetches them from Maven Central, bench/reference/apicurio/pom.xml)")
+        raise MissingReference(f"Apicurio Registry's {line}.x serdes are not in {jars}; run `make reference` "
+                               f"(Maven fetches them from Maven Central, bench/reference/apicurio/)")
     return f"{classpath()}:{jars}/*"
 
 

@@ -1,5 +1,5 @@
-"""Apicurio Registry's Java serdes (2.6, from Maven Central) against `binlake schema-registry` on logcore, through
-Apicurio's v2 REST API (registry/apicurio.py), in Confluent's framing (`as-confluent`, the id a contentId):
+"""Apicurio Registry's Java serdes (2.6 and 3.1, from Maven Central) against `binlake schema-registry` on logcore,
+through Apicurio's v2 REST API (registry/apicurio.py), in Confluent's framing (`as-confluent`, the id a contentId):
 what Java writes, confluent-kafka's AvroDeserializer reads, and what confluent-kafka's AvroSerializer writes,
 Java reads. Debezium on Kafka Connect with Apicurio's AvroConverter beside binlake's connector:
 test_apicurio_debezium.py."""
@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokerproc import read_to_end
-from testkit.reference import JAVA
+from testkit.reference import JAVA, MissingReference, apicurio_classpath
 
 pytestmark = pytest.mark.java
 
@@ -38,11 +38,15 @@ def order(i: int) -> dict:
 
 
 @pytest.fixture
-def compiled(apicurio_jars, tmp_path) -> tuple[str, Path]:
-    """(classpath, directory of the compiled ApicurioAvro class)."""
+def compiled(line, tmp_path) -> tuple[str, Path]:
+    """(classpath, directory of the ApicurioAvro class compiled against it) for Apicurio's `line` (2 or 3)."""
+    try:
+        jars = apicurio_classpath(line)
+    except MissingReference as exc:
+        pytest.fail(str(exc))
     source = Path(__file__).parent / "java" / "ApicurioAvro.java"
-    subprocess.run(["javac", "-cp", apicurio_jars, "-d", str(tmp_path), str(source)], check=True, timeout=120)
-    return apicurio_jars, tmp_path
+    subprocess.run(["javac", "-cp", jars, "-d", str(tmp_path), str(source)], check=True, timeout=120)
+    return jars, tmp_path
 
 
 def apicurio_avro(jars: tuple[str, Path], *args: str) -> str:
@@ -54,7 +58,8 @@ def apicurio_avro(jars: tuple[str, Path], *args: str) -> str:
     return done.stdout
 
 
-def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(compiled, broker, registry):
+@pytest.mark.parametrize("line", ["2", pytest.param("3", marks=pytest.mark.slow)])  # 2.6.13 and 3.1.7
+def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(line, compiled, broker, registry):
     url = f"{registry.url}/apis/registry/v2"
     client = SchemaRegistryClient({"url": registry.url})
 

@@ -72,6 +72,9 @@ def test_a_schema_registered_through_confluent_is_read_by_apicurio_ids_and_coord
     found = httpx.post(f"{base}/groups/default/artifacts/conf-orders-value/meta", params={"canonical": "true"},
                        content=json.dumps(json.loads(ONE), indent=2), headers={"Content-Type": "application/json"})
     assert (found.status_code, found.json()["contentId"]) == (200, schema_id)
+    extended = httpx.post(f"{base}/groups/default/artifacts/conf-orders-value/meta", json={"content": ONE},
+                          headers={"Content-Type": "application/vnd.get.extended+json"})  # (3.x's v2 client)
+    assert (extended.status_code, extended.json()["version"]) == (200, "1")
     assert json.loads(httpx.get(f"{base}/groups/default/artifacts/conf-orders-value").text) == json.loads(ONE)
     assert json.loads(httpx.get(f"{base}/groups/default/artifacts/conf-orders-value/versions/1").text) == \
         json.loads(ONE)

@@ -1,4 +1,3 @@
-import io.apicurio.registry.serde.SerdeConfig;
 import io.apicurio.registry.serde.avro.AvroKafkaDeserializer;
 import io.apicurio.registry.serde.avro.AvroKafkaSerializer;
 import java.time.Duration;
@@ -18,8 +17,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * Apicurio Registry's Avro serde (2.x) in Confluent's framing (magic byte 0, 4-byte id: as-confluent, the
- * id being the contentId), against a schema registry at REGISTRY (…/apis/registry/v2) and a broker at
+ * Apicurio Registry's Avro serde (2.x or 3.x) in Confluent's framing (magic byte 0, 4-byte id: as-confluent,
+ * the id being the contentId), against a schema registry at REGISTRY (…/apis/registry/v2) and a broker at
  * BOOTSTRAP. tests/reference/test_apicurio.py runs it.
  *
  *   produce BOOTSTRAP REGISTRY TOPIC COUNT   writes COUNT orders, order(i) for i in 0..COUNT-1, keyed "i"
@@ -38,13 +37,15 @@ public class ApicurioAvro {
         + "{\"name\":\"paid\",\"type\":\"boolean\"},"
         + "{\"name\":\"placed\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}}]}");
 
+    /** The settings by name, not by SerdeConfig's constants: 3.x moved that class and dropped as-confluent (its
+     *  default framing is Confluent's); with a …/apis/registry/v2 URL it speaks the v2 API, as 2.x does. */
     static Map<String, Object> serde(String registry) {
         Map<String, Object> config = new HashMap<>();
-        config.put(SerdeConfig.REGISTRY_URL, registry);
-        config.put(SerdeConfig.AUTO_REGISTER_ARTIFACT, true);
-        config.put(SerdeConfig.ENABLE_CONFLUENT_ID_HANDLER, true);
-        config.put(SerdeConfig.USE_ID, "contentId");
-        config.put(SerdeConfig.ENABLE_HEADERS, false);
+        config.put("apicurio.registry.url", registry);
+        config.put("apicurio.registry.auto-register", true);
+        config.put("apicurio.registry.as-confluent", true);
+        config.put("apicurio.registry.use-id", "contentId");
+        config.put("apicurio.registry.headers.enabled", false);
         return config;
     }
 
