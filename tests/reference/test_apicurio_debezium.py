@@ -1,8 +1,9 @@
 """Debezium's MySQL and MariaDB connectors on Kafka Connect with Apicurio's AvroConverter (2.6, Confluent framing:
 `as-confluent`, the id a contentId) against `binlake schema-registry` on logcore, beside binlake's connector with
-`value_format: avro` and `key_format: avro` on the same database and the same changes: the change events, decoded
-with confluent-kafka's AvroDeserializer from the registry, are equal, and the registered schemas are compared
-field by field (name, Avro type, logical type, Connect type, optional-ness). The differences that remain are
+`value_format: avro` and `key_format: avro` on the same database and the same changes (a DDL among them): the
+change events, decoded with confluent-kafka's AvroDeserializer from the registry, are equal, and each registered
+schema version is compared field by field (name, Avro type, logical type, Connect type and parameters,
+optional-ness). The differences that remain are
 binlake's documented departures (docs/compatibility.md, "Debezium's Avro beside binlake's"); the test holds them
 to that list, so a new one fails it."""
 
@@ -204,18 +205,25 @@ def test_debezium_with_apicurios_converter_and_binlake_write_the_same_avro(apicu
                    f"DELETE FROM {db}.orders WHERE id = 2",
                    f"UPDATE {db}.orders SET id = 20 WHERE id = 3",          # a key update: delete + tombstone + create
                    f"INSERT INTO {db}.orders (id, qty, amount) VALUES (6, 0, 0)",  # the nullable columns null
-                   f"INSERT INTO {db}.orders VALUES " + ROW.format(id=MARKER))
+                   f"ALTER TABLE {db}.orders ADD COLUMN extra VARCHAR(5)",       # each registers version 2
+                   f"INSERT INTO {db}.orders (id, qty, amount, extra) VALUES ({MARKER}, 1, 1, 'x')")
         events = {name: wait_for(lambda: (got := changes(broker.address, client, topic)) and ended(got) and got,
                                  f"{name}'s changes", timeout=120) for name, topic in topics.items()}
         assert len(events["binlake"]) == len(events["debezium"])
         found = event_differences(events["debezium"], events["binlake"])
         assert [d for d in found if not departs(server_kind, *d)] == []
 
-        schemas = {name: {side: json.loads(client.get_latest_version(f"{topic}-{side}").schema.schema_str)
-                          for side in ("key", "value")} for name, topic in topics.items()}
-        found = {side: differences(described(schemas["debezium"][side], f"dbz.{db}.orders"),
-                                   described(schemas["binlake"][side], f"bl.{db}.orders")) for side in ("key", "value")}
-        assert found == {"key": {}, "value": departures(server_kind)}
+        # both registered the value schema twice (before and after the DDL) and the key once; each version is
+        # held to the same departures (the new column `extra` is optional on both sides)
+        for side, versions in (("key", [1]), ("value", [1, 2])):
+            assert [client.get_versions(f"{topic}-{side}") for topic in topics.values()] == [versions, versions]
+            for version in versions:
+                schemas = {name: json.loads(client.get_version(f"{topic}-{side}", version).schema.schema_str)
+                           for name, topic in topics.items()}
+                found = differences(described(schemas["debezium"], f"dbz.{db}.orders"),
+                                    described(schemas["binlake"], f"bl.{db}.orders"))
+                assert found == ({} if side == "key" else departures(server_kind)), (side, version)
+                assert (version == 2) == ("after.extra" in described(schemas["binlake"], f"bl.{db}.orders"))
     finally:
         connect.stop()
         ours.kill()
