@@ -1,7 +1,7 @@
 """Apicurio Registry's Java serdes (2.6 and 3.1, from Maven Central) against `binlake schema-registry` on logcore,
 through Apicurio's v2 REST API (registry/apicurio.py), in Confluent's framing (`as-confluent`, the id a contentId):
 what Java writes, confluent-kafka's AvroDeserializer reads, and what confluent-kafka's AvroSerializer writes,
-Java reads. Debezium on Kafka Connect with Apicurio's AvroConverter beside binlake's connector:
+Java reads, both authenticating with HTTP Basic. Debezium on Kafka Connect with Apicurio's AvroConverter beside binlake's connector:
 test_apicurio_debezium.py."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import struct
 import subprocess
 from pathlib import Path
 
+import httpx2 as httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -20,6 +21,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokerproc import read_to_end
 from testkit.reference import JAVA, MissingReference, apicurio_classpath
+from testkit.registryproc import RegistryProcess
 
 pytestmark = pytest.mark.java
 
@@ -29,6 +31,7 @@ ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "amount", "type": "double"}, {"name": "paid", "type": "boolean"},
     {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
 EPOCH_MS = 1700000000000
+USER, PASSWORD = "serde", "serde-secret"
 
 
 def order(i: int) -> dict:
@@ -49,19 +52,31 @@ def compiled(line, tmp_path) -> tuple[str, Path]:
     return jars, tmp_path
 
 
+@pytest.fixture
+def secured_registry(broker, tmp_path):
+    """`binlake schema-registry` with HTTP Basic authentication (USER, PASSWORD)."""
+    (tmp_path / "users").write_text(f"{USER}: {PASSWORD}\n")
+    process = RegistryProcess(broker.address, tmp_path / "registry.log", None, "--basic-auth-users",
+                              str(tmp_path / "users")).start()
+    yield process
+    process.kill()
+
+
 def apicurio_avro(jars: tuple[str, Path], *args: str) -> str:
     classpath, classes = jars
     done = subprocess.run([JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
-                           f"{classes}:{classpath}", "ApicurioAvro", *args], capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL)
+                           f"{classes}:{classpath}", "ApicurioAvro", *args, USER, PASSWORD],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"ApicurioAvro {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return done.stdout
 
 
 @pytest.mark.parametrize("line", ["2", pytest.param("3", marks=pytest.mark.slow)])  # 2.6.13 and 3.1.7
-def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(line, compiled, broker, registry):
-    url = f"{registry.url}/apis/registry/v2"
-    client = SchemaRegistryClient({"url": registry.url})
+def test_apicurio_serdes_and_confluent_kafka_read_each_others_avro(line, compiled, broker, secured_registry):
+    """Through a registry with Basic authentication, which both clients send."""
+    url = f"{secured_registry.url}/apis/registry/v2"
+    assert httpx.get(f"{url}/ids/contentIds/1").status_code == 401
+    client = SchemaRegistryClient({"url": secured_registry.url, "basic.auth.user.info": f"{USER}:{PASSWORD}"})
 
     # Java writes through Apicurio's API; Python reads the Confluent framing with the schema by its id
     apicurio_avro(compiled, "produce", broker.address, url, "java-orders", str(COUNT))

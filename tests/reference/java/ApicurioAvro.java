@@ -21,9 +21,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * the id being the contentId), against a schema registry at REGISTRY (…/apis/registry/v2) and a broker at
  * BOOTSTRAP. tests/reference/test_apicurio.py runs it.
  *
- *   produce BOOTSTRAP REGISTRY TOPIC COUNT   writes COUNT orders, order(i) for i in 0..COUNT-1, keyed "i"
- *   consume BOOTSTRAP REGISTRY TOPIC COUNT   reads COUNT records from the start and prints each value
- *                                            (GenericRecord.toString, JSON) on a line of its own
+ *   produce BOOTSTRAP REGISTRY TOPIC COUNT USER PASSWORD   writes COUNT orders, order(i) for i in 0..COUNT-1,
+ *                                                          keyed "i"
+ *   consume BOOTSTRAP REGISTRY TOPIC COUNT USER PASSWORD   reads COUNT records from the start and prints each
+ *                                                          value (GenericRecord.toString, JSON) on its own line
+ *
+ * USER and PASSWORD: HTTP Basic authentication to the registry.
  *
  * An order: {id: i, note: null when i % 3 == 0 else "n<i>", amount: i * 1.5, paid: i % 2 == 0,
  * placed: 1700000000000 + i * 1000 (timestamp-millis)}; the test writes the same ones from Python.
@@ -39,9 +42,13 @@ public class ApicurioAvro {
 
     /** The settings by name, not by SerdeConfig's constants: 3.x moved that class and dropped as-confluent (its
      *  default framing is Confluent's); with a …/apis/registry/v2 URL it speaks the v2 API, as 2.x does. */
-    static Map<String, Object> serde(String registry) {
+    static Map<String, Object> serde(String registry, String user, String password) {
         Map<String, Object> config = new HashMap<>();
         config.put("apicurio.registry.url", registry);
+        config.put("apicurio.auth.username", user);                 // (2.x's names)
+        config.put("apicurio.auth.password", password);
+        config.put("apicurio.registry.auth.username", user);        // (3.x's)
+        config.put("apicurio.registry.auth.password", password);
         config.put("apicurio.registry.auto-register", true);
         config.put("apicurio.registry.as-confluent", true);
         config.put("apicurio.registry.use-id", "contentId");
@@ -62,7 +69,7 @@ public class ApicurioAvro {
     public static void main(String[] args) throws Exception {
         String mode = args[0], bootstrap = args[1], registry = args[2], topic = args[3];
         int count = Integer.parseInt(args[4]);
-        Map<String, Object> config = serde(registry);
+        Map<String, Object> config = serde(registry, args[5], args[6]);
         config.put("bootstrap.servers", bootstrap);
         if (mode.equals("produce")) {
             config.put(ProducerConfig.ACKS_CONFIG, "all");
