@@ -1,8 +1,8 @@
 """Apicurio Registry's Java serdes (2.6 and 3.1, from Maven Central) against `binlake schema-registry` on logcore,
 through Apicurio's v2 REST API (registry/apicurio.py), in Confluent's framing (`as-confluent`, the id a contentId):
 what Java writes, confluent-kafka's AvroDeserializer reads, and what confluent-kafka's AvroSerializer writes,
-Java reads, both authenticating with HTTP Basic. Debezium on Kafka Connect with Apicurio's AvroConverter beside binlake's connector:
-test_apicurio_debezium.py."""
+Java reads, both authenticating with HTTP Basic. Debezium on Kafka Connect with Apicurio's AvroConverter beside
+binlake's connector: test_apicurio_debezium.py."""
 
 from __future__ import annotations
 
