@@ -5,6 +5,11 @@ APT_PACKAGES := kcat mariadb-server postgresql zookeeper openjdk-17-jre-headless
 SPARK_JARS  := .cache/spark-jars
 REFERENCE_JARS := .cache/reference-jars
 JDBC_SINK_PLUGIN := $(REFERENCE_JARS)/plugins/debezium-connector-jdbc
+APICURIO_JARS := $(REFERENCE_JARS)/apicurio
+APICURIO3_JARS := $(REFERENCE_JARS)/apicurio3
+# what the reference's classpath already holds, left out of Apicurio's copies (bench/reference/apicurio/pom.xml)
+APICURIO_EXCLUDED := -DexcludeGroupIds=org.apache.kafka,com.fasterxml.jackson.core,com.fasterxml.jackson.dataformat,com.fasterxml.jackson.datatype,org.slf4j,org.lz4,org.xerial.snappy,com.github.luben,org.yaml \
+	-DexcludeArtifactIds=commons-lang3
 MYSQL_ROOT  := .cache/mysql-root
 WHEELHOUSE  := .cache/wheelhouse
 DOCKER_PACKAGES := docker.io docker-compose debootstrap
@@ -51,7 +56,7 @@ $(SPARK_JARS)/.fetched: spark_sink/jars/pom.xml
 
 # Apache Kafka (broker, Java client and tools), Kafka Connect and Debezium's MySQL connector, the
 # reference implementations tests/reference and bench/versus.py hold binlake against (testkit/reference.py).
-reference: $(REFERENCE_JARS)/.fetched $(JDBC_SINK_PLUGIN)/.fetched
+reference: $(REFERENCE_JARS)/.fetched $(JDBC_SINK_PLUGIN)/.fetched $(APICURIO_JARS)/.fetched $(APICURIO3_JARS)/.fetched
 
 $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 	mvn -q -B -f bench/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(REFERENCE_JARS)
@@ -61,6 +66,18 @@ $(REFERENCE_JARS)/.fetched: bench/reference/pom.xml
 $(JDBC_SINK_PLUGIN)/.fetched: bench/reference/jdbc-sink/pom.xml
 	mvn -q -B -f bench/reference/jdbc-sink/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JDBC_SINK_PLUGIN) \
 		-DexcludeGroupIds=com.fasterxml.jackson.core,com.fasterxml.jackson.datatype
+	touch $@
+
+# Apicurio Registry's serdes and Connect converter, 2.x and 3.x (tests/reference/test_apicurio*.py), each on the
+# classpath after the jars above.
+$(APICURIO_JARS)/.fetched: bench/reference/apicurio/pom.xml
+	mvn -q -B -f bench/reference/apicurio/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(APICURIO_JARS) \
+		$(APICURIO_EXCLUDED)
+	touch $@
+
+$(APICURIO3_JARS)/.fetched: bench/reference/apicurio/v3/pom.xml
+	mvn -q -B -f bench/reference/apicurio/v3/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(APICURIO3_JARS) \
+		$(APICURIO_EXCLUDED)
 	touch $@
 
 # Canal's client for Python, the tests' Canal client (tests/e2e/test_canal_tcp.py). Beside the venv, not in it:

@@ -124,6 +124,14 @@ class ReferenceExists(RegistryError):
     status, code = 422, 42206
 
 
+class SubjectExists(RegistryError):
+    """A create that must not meet an existing subject (Apicurio's `ifExists=FAIL`: registry/apicurio.py)."""
+    status, code = 409, 409
+
+    def __init__(self, subject: str) -> None:
+        super().__init__(f"An artifact with ID '{subject}' in group 'default' already exists.")
+
+
 class BadRequest(RegistryError):
     """A request body or parameter the API cannot read (Confluent answers 400 / 42200-ish; its clients
     only show the message)."""

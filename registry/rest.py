@@ -3,7 +3,8 @@
 Paths, verbs, bodies, status codes and error bodies (`{"error_code": N, "message": ...}`) are
 Confluent's, so its clients work unchanged. Requests that change something run on the elected
 leader: another instance forwards them there (with `X-Binlake-Forwarded`, so a request is forwarded
-at most once) and relays the answer. GET /metrics serves Prometheus metrics.
+at most once) and relays the answer. GET /metrics serves Prometheus metrics. Apicurio's v2 API, the
+part its serdes call, is served beside (registry/apicurio.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aiohttp import web
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
                                generate_latest)
 
-from . import schemas
+from . import apicurio, schemas
 from .election import Election
 from .errors import BadRequest, ForwardingFailed, RegistryError, SchemaNotFound, UnknownLeader
 from .service import Registry
@@ -131,9 +132,10 @@ def make_app(registry: Registry, election: Election, *, authenticate=None,
         if "client" not in session:
             session["client"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
                                                       connector=aiohttp.TCPConnector(ssl=forward_tls or True))
+        # the caller's credentials, and Apicurio's artifact headers (X-Registry-ArtifactId, ...)
         headers = {FORWARDED: "1", "Content-Type": request.headers.get("Content-Type", CONTENT_TYPE),
-                   **({"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers
-                      else {})}
+                   **{name: value for name, value in request.headers.items()
+                      if name.lower() == "authorization" or name.lower().startswith("x-registry-")}}
         try:
             async with session["client"].request(request.method, f"{leader_url}{request.rel_url}",
                                                  data=await request.read(), headers=headers) as answer:
@@ -301,6 +303,7 @@ def make_app(registry: Registry, election: Election, *, authenticate=None,
     async def delete_subject_mode(request):
         return _json(await registry.delete_mode(request.match_info["subject"]))
 
+    apicurio.add_routes(routes, registry, changes)
     app.add_routes(routes)
     return app
 

@@ -15,7 +15,7 @@ from typing import Any
 from . import compat, schemas
 from .errors import (MAX_VERSION, BadRequest, Incompatible, InvalidCompatibilityLevel, InvalidMode, InvalidSchema,
                      InvalidVersion, OperationNotPermitted, ReferenceExists, SchemaNotFound, SubjectConfigNotFound,
-                     SubjectModeNotFound, SubjectNotFound, SubjectNotSoftDeleted, SubjectSoftDeleted,
+                     SubjectExists, SubjectModeNotFound, SubjectNotFound, SubjectNotSoftDeleted, SubjectSoftDeleted,
                      VersionNotFound, VersionNotSoftDeleted, VersionSoftDeleted)
 from .records import Key, SchemaVersion, encode_value
 from .schemas import ParsedSchema
@@ -167,12 +167,18 @@ class Registry:
 
     # -- writes (on the leader) ---------------------------------------------------------------------
 
-    async def register(self, subject: str, body: Any, normalize: bool) -> dict[str, Any]:
+    async def register(self, subject: str, body: Any, normalize: bool, when_live: str = "register") -> dict[str, Any]:
+        """`when_live`, what a subject with live versions gets (Apicurio's `ifExists`, registry/apicurio.py):
+        "register" (Confluent's way), "fail" (SubjectExists) or "latest" (its latest version, unchanged)."""
         schema_type, text, references = _schema_body(body)
         asked_id, asked_version = body.get("id"), body.get("version")
         async with self._writing:
             mode = self.state.mode(subject)
             self._writable(subject, mode)
+            if (live := self.state.versions(subject)) and when_live != "register":
+                if when_live == "fail":
+                    raise SubjectExists(subject)
+                return {"id": live[-1].id, "version": live[-1].version, "guid": self.state.guid(live[-1])}
             if (asked_id is not None or asked_version is not None) and mode != "IMPORT":
                 if asked_id not in (None, -1) or asked_version not in (None, -1):
                     raise OperationNotPermitted(f"a schema id or version is given only in IMPORT mode; subject "

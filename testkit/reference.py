@@ -103,6 +103,19 @@ def classpath() -> str:
     return f"{jar_dir()}/*"
 
 
+APICURIO = {"2": "apicurio", "3": "apicurio3"}  # Apicurio's line: its jars' directory in the reference cache
+
+
+def apicurio_classpath(line: str = "2") -> str:
+    """The reference classpath with Apicurio Registry's serdes (and, for 2.x, its Connect converter) after it
+    (bench/reference/apicurio/pom.xml, .../v3/pom.xml: the jars the reference already holds are left out)."""
+    jars = jar_dir() / APICURIO[line]
+    if not (jars / ".fetched").exists():
+        raise MissingReference(f"Apicurio Registry's {line}.x serdes are not in {jars}; run `make reference` "
+                               f"(Maven fetches them from Maven Central, bench/reference/apicurio/)")
+    return f"{classpath()}:{jars}/*"
+
+
 def _quiet_log4j() -> Path:
     """Tools log warnings to stderr only (their output is what callers read)."""
     path = jar_dir() / "log4j2-tools.properties"
@@ -292,11 +305,12 @@ def _body(text: bytes) -> object:
 
 
 def start_connect(base: Path, bootstrap: str, worker: dict[str, str] | None = None,
-                  connectors: list[dict[str, str]] | None = None) -> ConnectWorker:
+                  connectors: list[dict[str, str]] | None = None, jars: str | None = None) -> ConnectWorker:
     """Start a Kafka Connect worker against `bootstrap` (logcore or Apache Kafka). With `connectors`
     it runs standalone, those connectors' properties as its arguments and its offsets in a file;
     without, it runs distributed (`worker` names group.id and the three storage topics) and takes
-    connectors through its REST API. JSON converters without schemas, as binlake's connector writes."""
+    connectors through its REST API. JSON converters without schemas, as binlake's connector writes.
+    `jars`: the worker's classpath, when not the reference's (apicurio_classpath())."""
     base.mkdir(parents=True, exist_ok=True)
     rest_port = free_port()
     settings = {
@@ -319,8 +333,8 @@ def start_connect(base: Path, bootstrap: str, worker: dict[str, str] | None = No
     log4j = base / "log4j2.properties"
     log4j.write_text(FILE_LOG4J.format(path=log_path))
     with open(base / "stdout.log", "ab") as out:
-        proc = subprocess.Popen([JAVA, "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(), main,
-                                 str(base / "worker.properties"), *map(str, files)],
+        proc = subprocess.Popen([JAVA, "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}", "-cp", jars or classpath(),
+                                 main, str(base / "worker.properties"), *map(str, files)],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=partial(die_with_parent, os.getpid()))
     connect = ConnectWorker(base, rest_port, proc, log_path)
