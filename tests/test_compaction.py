@@ -582,3 +582,31 @@ def test_a_topic_deleted_mid_clean_and_created_again_is_cleaned(broker_factory):
     upto = wait_for(lambda: cleaned_to(broker, "kv") >= active and cleaned_to(broker, "kv"), "the new topic's clean")
     assert consume_all(broker.address, "kv") == expected_after_clean(produced, upto)
     assert "cannot be cleaned" not in broker.log()
+
+
+def test_a_deleted_topics_cleaner_checkpoint_goes_so_the_topic_created_again_is_cleaned_after_a_restart(
+        broker_factory):
+    """As Kafka: deleting a topic drops its cleaner-offset-checkpoint entry. Kept, a broker restarted
+    before the new topic's first clean would take the old topic's cleaned-to offset for the new log's
+    and leave everything below it uncleaned."""
+    broker = broker_factory(config=FAST_CLEANER)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    create_topic(broker.address, "kv", **{"segment.bytes": "8192"})
+    fill(broker, "kv", records=3000)
+    old_active = segment_bases(broker, "kv")[-1]
+    wait_for(lambda: cleaned_to(broker, "kv") >= old_active, "the first topic's clean")
+    admin.delete_topics(["kv"])["kv"].result(30)
+    wait_for(lambda: "kv" not in admin.list_topics(timeout=10).topics, "the topic to go")
+    assert cleaned_to(broker, "kv") == 0, read_checkpoint(str(broker.data_dir / "cleaner-offset-checkpoint"))
+    broker.stop()  # the new topic is created with the cleaner off, so that only the restart can clean it
+    broker.config["log.cleaner.enable"] = "false"
+    broker.start()
+    create_topic(broker.address, "kv", **{"segment.bytes": "8192"})
+    produced = fill(broker, "kv", records=1000)
+    broker.stop()
+    broker.config["log.cleaner.enable"] = "true"
+    broker.start()
+    active = segment_bases(broker, "kv")[-1]
+    upto = wait_for(lambda: cleaned_to(broker, "kv") >= active and cleaned_to(broker, "kv"), "the new topic's clean")
+    assert upto < old_active
+    assert consume_all(broker.address, "kv") == expected_after_clean(produced, upto)

@@ -127,17 +127,25 @@ class ReplicaManager:
 
     def unhost_topic(self, topic: str) -> None:
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
-            partition = self.partitions.pop(tp)
-            partition.wake_waiters()
-            partition.log.delete()
+            self._drop(tp)
+        self.cleaner.write_checkpoint()
 
     def unhost(self, topic: str, index: int) -> None:
         """Stop serving one partition and delete its log (a partition creation rolled back, a replica
         reassigned away)."""
-        partition = self.partitions.pop((topic, index), None)
-        if partition is not None:
-            partition.wake_waiters()
-            partition.log.delete()
+        if self._drop((topic, index)):
+            self.cleaner.write_checkpoint()
+
+    def _drop(self, tp: TopicPartition) -> bool:
+        """Stop serving a partition and delete its log. The caller then writes the cleaner checkpoint without
+        it, as Kafka does: a log created again under its name starts dirty from offset 0, not where the
+        deleted one was cleaned to."""
+        partition = self.partitions.pop(tp, None)
+        if partition is None:
+            return False
+        partition.wake_waiters()
+        partition.log.delete()
+        return True
 
     def reconfigure(self, topic: str, topic_config: TopicConfig) -> None:
         for (name, _), partition in self.partitions.items():

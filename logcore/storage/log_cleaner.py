@@ -213,7 +213,7 @@ class LogCleaner:
             self.delete_horizons.pop(tp, None)
         else:
             self.delete_horizons[tp] = result.next_delete_horizon
-        self._write_checkpoint()
+        self.write_checkpoint()
         stats = result.stats
         log.info("%s: cleaned up to offset %d in %.2f s: %d of %d records kept, %d → %d bytes in %d segment(s); "
                  "%.2f s throttled", log_, result.cleaned_to, stats.seconds, stats.records_kept, stats.records_read,
@@ -235,7 +235,7 @@ class LogCleaner:
         self._idle.append(worker)
         return result
 
-    def _write_checkpoint(self) -> None:
+    def write_checkpoint(self) -> None:
         write_checkpoint(os.path.join(self.data_dir, CHECKPOINT),
                          {tp: log_.first_dirty_offset for tp, log_, _ in self.logs()})
 
