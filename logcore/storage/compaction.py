@@ -32,10 +32,7 @@ import mmap
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
-
-from aiokafka.record.default_records import (  # compiled when aiokafka was built with them
-    DefaultRecordBatch, DefaultRecordBatchBuilder)
+from typing import TYPE_CHECKING, Callable
 
 from .batch import (COMPRESSION_MASK, CONTROL, CRC_START, DELETE_HORIZON, HEADER_SIZE, LOG_OVERHEAD,
                     TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, BatchHeader, read_header)
@@ -43,6 +40,9 @@ from .records import assemble_batch, build_batch, decompress
 from .segment import Segment, segment_name
 from .swap import CLEANED, remove_cleaned
 from .txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from aiokafka.record.default_records import DefaultRecordBatch
 
 INT32_MAX = 2**31 - 1
 MAP_ENTRY_OVERHEAD = 104  # bytes a dict entry costs beyond its key: bytes object, int, slot
@@ -346,7 +346,9 @@ class Filter:
         if not records:
             return assemble_batch(b"", 0, base_timestamp=header.base_timestamp, attributes=attributes, **fields)
         # aiokafka's compiled builder encodes the records (seven times faster than build_batch); its
-        # base timestamp is the first record's, as Kafka's cleaner writes it.
+        # base timestamp is the first record's, as Kafka's cleaner writes it. (Imported here, at the
+        # cleaner's first use: importing the aiokafka package costs 80 ms of CPU, at every broker start.)
+        from aiokafka.record.default_records import DefaultRecordBatchBuilder
         builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, INT32_MAX)
         for r in records:
             builder.append(r.offset - header.base_offset, r.timestamp, r.key, r.value, r.headers)
@@ -416,6 +418,7 @@ class CleanedSegment:
 def records_of(header: BatchHeader, raw: bytes) -> DefaultRecordBatch:
     """aiokafka's compiled reader over the batch's records, decompressed here: for gzip, ISA-L's
     inflate is a third faster than aiokafka's (and the cleaner inflates every batch twice)."""
+    from aiokafka.record.default_records import DefaultRecordBatch  # (at first use, as the builder above)
     codec = header.attributes & COMPRESSION_MASK
     if not codec:
         return DefaultRecordBatch(raw)

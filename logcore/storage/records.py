@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import aiokafka.codec
 import cramjam
 from .crc import crc32c
 from isal import igzip
@@ -96,14 +95,16 @@ def compress(codec: int, data: bytes) -> bytes:
         # of its size (smaller on some data, 5 % larger on JSON change events).
         return igzip.compress(data, compresslevel=3, mtime=0)
     if name == "snappy":
-        return aiokafka.codec.snappy_encode(data)
+        from aiokafka.codec import snappy_encode  # (at first use: the aiokafka package costs 80 ms to import)
+        return snappy_encode(data)
     if name == "lz4":
         # The fast level: ten times Kafka's level 9 (LZ4HC) for about a tenth more bytes.
         compressor = cramjam.lz4.Compressor(level=1, content_checksum=False, block_linked=False)
         compressor.compress(data)
         return bytes(compressor.finish())
     if name == "zstd":
-        return aiokafka.codec.zstd_encode(data)
+        from aiokafka.codec import zstd_encode  # (as snappy's)
+        return zstd_encode(data)
     raise CorruptRecords(f"unknown compression codec {codec}")
 
 
