@@ -269,6 +269,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "largest consumer.heartbeat.interval.ms a group config may set", check=_at_least(1)),
     ConfigDef("group.consumer.max.size", "int", INT_MAX, "most members one consumer group may have",
               check=_at_least(1)),
+    ConfigDef("group.consumer.migration.policy", "string", "bidirectional",
+              "which online migrations between the classic and consumer protocols a group may make: upgrade "
+              "(a consumer-protocol member joins a classic group), downgrade (a consumer group's last "
+              "consumer-protocol member leaves classic ones), bidirectional (both) or disabled",
+              check=lambda v: _one_of("bidirectional", "upgrade", "downgrade", "disabled")(v.lower())),  # (as Kafka: any case)
     ConfigDef("group.share.session.timeout.ms", "int", 45000, "a share group member's session timeout",
               check=_at_least(1)),
     ConfigDef("group.share.min.session.timeout.ms", "int", 45000,

@@ -6,7 +6,7 @@ and the downgrade, when the last KIP-848 member leaves classic members behind.""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from test_consumer_groups import CONFIG, Members, Traffic, create_topic, describe, exact
@@ -110,6 +110,51 @@ def test_the_group_goes_back_to_classic_when_its_last_consumer_member_leaves(bro
         members.consumers[0] = None
         members.poll_until(lambda: exact(members.shares(), PARTITIONS, [3, 3]), "the two classic members to share it")
         assert group_type() == ConsumerGroupType.CLASSIC
+    finally:
+        traffic.stop()
+    assert_nothing_lost(broker, members)
+
+
+def test_a_policy_without_upgrades_keeps_a_consumer_member_out_of_a_classic_group(broker_factory):
+    """group.consumer.migration.policy=downgrade: a consumer-protocol member is refused by a live classic
+    group (GROUP_ID_NOT_FOUND, as Kafka), which goes on classic with its three members' shares."""
+    broker = broker_factory({**CONFIG, "group.initial.rebalance.delay.ms": "0",
+                             "group.consumer.migration.policy": "downgrade"}, name="no-upgrades")
+    traffic, members, group_type = classic_group_of_three(broker)
+    newcomer = member(broker.address, "consumer")
+    try:
+        errors = []
+
+        def refused() -> bool:   # (librdkafka takes ConsumerGroupHeartbeat's GROUP_ID_NOT_FOUND as fatal)
+            message = newcomer.poll(0.1)
+            if message is not None and message.error():
+                errors.append(message.error())
+            return any(e.code() == KafkaError._FATAL for e in errors)
+        wait_for(refused, "the consumer-protocol member's refusal")
+        assert any("group id does not exist" in str(e) for e in errors), errors
+        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "the classic group to go on")
+        assert not newcomer.assignment() and group_type() == ConsumerGroupType.CLASSIC
+    finally:
+        newcomer.close()
+        traffic.stop()
+    assert_nothing_lost(broker, members)
+
+
+@pytest.mark.slow
+def test_a_policy_without_downgrades_keeps_the_classic_members_in_the_consumer_group(broker_factory):
+    """group.consumer.migration.policy=upgrade: the last consumer-protocol member leaves and the group stays a
+    consumer group, its two classic members sharing the partitions through it."""
+    broker = broker_factory({**CONFIG, "group.initial.rebalance.delay.ms": "0",
+                             "group.consumer.migration.policy": "upgrade"}, name="no-downgrades")
+    traffic, members, group_type = classic_group_of_three(broker)
+    try:
+        members.replace(0, member(broker.address, "consumer"))
+        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [2, 2, 2]), "the upgraded group to settle")
+        members.consumers[0].close()
+        members.consumers[0] = None
+        members.poll_until(lambda: exact(members.shares(), PARTITIONS, [3, 3]), "the two classic members to share it")
+        assert group_type() == ConsumerGroupType.CONSUMER
+        assert "back to a classic group" not in broker.log()
     finally:
         traffic.stop()
     assert_nothing_lost(broker, members)

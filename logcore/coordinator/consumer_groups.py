@@ -220,6 +220,10 @@ class ConsumerGroups:
         at that epoch with the partitions it has, the target what they have; they go on speaking the
         classic protocol (classic_members.py) until each restarts with the consumer protocol. The
         classic group's metadata is tombstoned; its offsets stay."""
+        if self._migration_policy() not in ("upgrade", "bidirectional"):
+            raise GroupIdNotFound(f"cannot upgrade classic group {classic.group_id!r} to a consumer group: this "
+                                  f"broker's group.consumer.migration.policy={self._migration_policy()} allows no "
+                                  "online upgrade; join with the classic protocol")
         if classic.protocol_type != "consumer":
             raise GroupIdNotFound(f"group {classic.group_id!r} is a classic group of protocol type "
                                   f"{classic.protocol_type!r}, not of consumers: it cannot take a consumer member")
@@ -236,6 +240,9 @@ class ConsumerGroups:
         self.store.append(group_id, out)
         log.info("group %s: upgraded from the classic protocol at generation %d with %d member(s)", group_id, epoch,
                  len(self.groups[group_id].members))
+
+    def _migration_policy(self) -> str:
+        return self.config.get("group.consumer.migration.policy").lower()
 
     def topic_ids(self, by_name: dict[str, frozenset[int]]) -> Assignment:
         topics = self.metadata.topics
@@ -379,6 +386,8 @@ class ConsumerGroups:
         speak the classic protocol. The group becomes a classic group at the next epoch, each member with
         the partitions it has and the protocol they all support; the consumer group's records are
         tombstoned, and a rebalance starts (`classic_rebalance`). False when that is not the case."""
+        if self._migration_policy() not in ("downgrade", "bidirectional"):
+            return False        # (the classic members stay in the consumer group, as Kafka keeps them)
         planned = downgrade_records(group, leaving, self.topic_names)
         if planned is None:
             return False
