@@ -16,6 +16,7 @@ import uuid
 
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidShareSessionEpoch, TopicAuthorizationFailed, UnknownTopicId
+from ..protocol.share_state_records import SharePartitionKey
 from ..security.acls import Operation, ResourceType
 from . import handles
 
@@ -32,17 +33,17 @@ def _name(ctx, topic_id: uuid.UUID) -> str:
 
 
 def _leader(ctx, name: str | None, index: int) -> dict:
-    """This broker and its leader epoch, when it leads the partition; else unknown (-1)."""
-    if name is not None:
-        try:
-            return {"leader_id": ctx.broker_id, "leader_epoch": ctx.replicas.leader(name, index).leader_epoch}
-        except BrokerError:
-            pass
-    return {"leader_id": -1, "leader_epoch": -1}
+    """The partition's leader and its epoch as this broker knows them (unknown: -1), so that a
+    member told NOT_LEADER_OR_FOLLOWER finds the new leader."""
+    view = ctx.cluster.partition(name, index) if name is not None else None
+    if view is None or view.leader < 0:
+        return {"leader_id": -1, "leader_epoch": -1}
+    return {"leader_id": view.leader, "leader_epoch": view.leader_epoch}
 
 
 def _acknowledge(ctx, group_id: str, member_id: str, topics) -> dict[tuple[uuid.UUID, int], BrokerError | None]:
-    """Each partition's acknowledgements applied: (topic id, partition) → its error, or None."""
+    """Each partition's acknowledgements applied (not yet written: `_written`): (topic id,
+    partition) → its error, or None."""
     outcome = {}
     for topic in topics:
         for p in topic.partitions:
@@ -57,6 +58,12 @@ def _acknowledge(ctx, group_id: str, member_id: str, topics) -> dict[tuple[uuid.
             except BrokerError as exc:
                 outcome[(topic.topic_id, p.partition_index)] = exc
     return outcome
+
+
+async def _written(ctx, group_id: str, partitions) -> dict[tuple[uuid.UUID, int], BrokerError]:
+    """Write the share-partitions these (topic id, partition)s changed; those that could not be."""
+    failed = await ctx.shares.flush([SharePartitionKey(group_id, *tp) for tp in partitions])
+    return {(key.topic_id, key.partition): exc for key, exc in failed.items()}
 
 
 def _failed(exc: BrokerError, **extra) -> dict:
@@ -98,12 +105,14 @@ async def share_fetch(ctx, request) -> dict:
 
     if session is None:  # closed: the member's locks go
         ctx.shares.release(group_id, member_id)
+        acks.update(await _written(ctx, group_id, [tp for tp, error in acks.items() if error is None]))
         for tp in acks:
             answer(tp, None)
         return {"error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms, "responses": _by_topic(answers),
                 "node_endpoints": []}
     deadline = time.monotonic() + request.max_wait.total_seconds()
     order = session.fetch_order()
+    touched = {tp for tp, error in acks.items() if error is None}
     while True:
         left, budget, waiting = request.max_records, request.max_bytes, []
         for tp in order:
@@ -111,11 +120,12 @@ async def share_fetch(ctx, request) -> dict:
                 break
             try:
                 name = _name(ctx, tp[0])
-                got = ctx.shares.acquire(group_id, member_id, name, tp[0], tp[1], left, budget)
+                got = await ctx.shares.acquire(group_id, member_id, name, tp[0], tp[1], left, budget)
             except BrokerError as exc:
                 answer(tp, None).update(error_code=exc.code, error_message=exc.message)
                 continue
             waiting.append((name, tp[1]))
+            touched.add(tp)
             if got.acquired:
                 answer(tp, name).update(records=got.records, acquired_records=[
                     {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
@@ -126,6 +136,11 @@ async def share_fetch(ctx, request) -> dict:
         if left < request.max_records or answers.keys() - acks.keys() or remaining <= 0 or not waiting:
             break
         await _wait(ctx, waiting, remaining)
+    for tp, exc in (await _written(ctx, group_id, touched)).items():  # (what it acquired is not handed out)
+        answer(tp, None).update(error_code=exc.code, error_message=exc.message, records=b"", acquired_records=[])
+        if tp in acks:
+            acks[tp] = exc
+            answers[tp].update(acknowledge_error_code=exc.code, acknowledge_error_message=exc.message)
     for tp in acks:
         answer(tp, None)
     if epoch == OPEN_EPOCH:  # a full response names every partition of the session
@@ -159,6 +174,7 @@ async def share_acknowledge(ctx, request) -> dict:
     acks = _acknowledge(ctx, group_id, member_id, request.topics)
     if session is None:
         ctx.shares.release(group_id, member_id)
+    acks.update(await _written(ctx, group_id, [tp for tp, error in acks.items() if error is None]))
     partitions = {tp: {"partition_index": tp[1], "error_code": ErrorCode.none if error is None else error.code,
                        "error_message": None if error is None else error.message,
                        "current_leader": {"leader_id": ctx.broker_id, "leader_epoch": -1}}
