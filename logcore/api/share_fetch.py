@@ -61,9 +61,31 @@ def _acknowledge(ctx, group_id: str, member_id: str, topics) -> dict[tuple[uuid.
 
 
 async def _written(ctx, group_id: str, partitions) -> dict[tuple[uuid.UUID, int], BrokerError]:
-    """Write the share-partitions these (topic id, partition)s changed; those that could not be."""
+    """Write the share-partitions these (topic id, partition)s changed; those that could not be,
+    with the error a share consumer retries on (`_retried`)."""
     failed = await ctx.shares.flush([SharePartitionKey(group_id, *tp) for tp in partitions])
-    return {(key.topic_id, key.partition): exc for key, exc in failed.items()}
+    return {(key.topic_id, key.partition): _retried(exc) for key, exc in failed.items()}
+
+
+# The partition errors share consumers (Kafka's, librdkafka's) act on themselves (refresh metadata,
+# fetch again, or report a lost authorization); any other reaches the application as a failure.
+_CLIENT_HANDLED = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.kafka_storage_error,
+                   ErrorCode.offset_not_available, ErrorCode.replica_not_available, ErrorCode.unknown_topic_or_partition,
+                   ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id, ErrorCode.topic_authorization_failed,
+                   ErrorCode.unknown_leader_epoch}
+
+
+def _retried(exc: BrokerError) -> BrokerError:
+    """A share-partition this leader could not read or write is answered with an error the member
+    retries on: FENCED_LEADER_EPOCH when its state moved on without this leader (a newer leader, an
+    admin reset: it is read again next time), KAFKA_STORAGE_ERROR when the share coordinator could
+    not take it now (it moves, or its replicas lag)."""
+    if exc.code in _CLIENT_HANDLED:
+        return exc
+    if exc.code == ErrorCode.fenced_state_epoch:
+        return BrokerError(exc.message, ErrorCode.fenced_leader_epoch)
+    return BrokerError(f"the share-partition's state could not be kept in __share_group_state: {exc.message}",
+                       ErrorCode.kafka_storage_error)
 
 
 def _failed(exc: BrokerError, **extra) -> dict:
@@ -122,6 +144,7 @@ async def share_fetch(ctx, request) -> dict:
                 name = _name(ctx, tp[0])
                 got = await ctx.shares.acquire(group_id, member_id, name, tp[0], tp[1], left, budget)
             except BrokerError as exc:
+                exc = _retried(exc)
                 answer(tp, None).update(error_code=exc.code, error_message=exc.message)
                 continue
             waiting.append((name, tp[1]))

@@ -4,9 +4,10 @@ leader of the key's `__share_group_state` partition, asked with ReadShareGroupSt
 WriteShareGroupState and DeleteShareGroupState v0 (APIs 84-86, between brokers).
 
 A coordinator that is moving or loading (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS, or a broker that cannot be reached) is asked again until
-`RETRY_S` has passed, as metadata catches up with the new leader; the other errors (a fenced
-epoch, a write that could not be replicated) are raised at once. Event loop only.
+COORDINATOR_LOAD_IN_PROGRESS, or a broker that cannot be reached), or a write its in-sync replicas
+did not take in time (a follower died and the ISR has not shrunk yet), is tried again until
+`RETRY_S` has passed: a snapshot is the whole state, so writing it twice is harmless. A fenced epoch
+is raised at once. Event loop only.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 RETRY_S = 10.0  # how long a read or write waits for a moving share coordinator
 BACKOFF_S = 0.1
 CALL_TIMEOUT_S = 30.0
-_MOVING = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress}
+_RETRIED = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+            ErrorCode.request_timed_out, ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append}
 
 
 class SharePersister:
@@ -56,7 +58,7 @@ class SharePersister:
                     return await result if asyncio.iscoroutine(result) else result
                 return await there(peer)
             except BrokerError as exc:
-                if exc.code not in _MOVING or time.monotonic() >= deadline:
+                if exc.code not in _RETRIED or time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(BACKOFF_S)
 

@@ -109,8 +109,9 @@ class ShareStateStore:
             self.leader_epochs[k] = max(self.leader_epochs.get(k, -1), v.leader_epoch)
 
         records = self.topic.replay(apply, partitions)
-        log.info("loaded the share-partitions of %s%s (%d record(s) in %.2fs)", SHARE_STATE_TOPIC,
-                 "" if partitions is None else f"-{partitions[0]}", records, time.monotonic() - started)
+        loaded = sum(1 for k in self.snapshots if partitions is None or self.partition_of(k) in partitions)
+        log.info("loaded %d share-partition(s) from %d record(s) of %s%s in %.2fs", loaded, records, SHARE_STATE_TOPIC,
+                 "" if partitions is None else f"-{partitions[0]}", time.monotonic() - started)
 
     # -- reads and writes ------------------------------------------------------------------------
 
