@@ -6,6 +6,7 @@ with a higher delivery count); the group's coordinator is SIGKILLed and the grou
 
 from __future__ import annotations
 
+import datetime
 import re
 import subprocess
 import sys
@@ -15,9 +16,13 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from kio.schema.share_fetch.v1.request import FetchPartition, FetchTopic, ShareFetchRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from logcore.coordinator.offsets_codec import partition_for
+from logcore.protocol.codec import ApiKey, build, request_class
 from test_replication import cluster, create, partitions, produce  # noqa: F401  (the fixture too)
 from waiting import wait_for
+from wire import WireClient
 
 OFFSETS_PARTITIONS = 3
 CONFIG = {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "group.share.state.topic.num.partitions": "3",
@@ -126,6 +131,64 @@ def start_offsets(nodes) -> dict[int, str]:
     return {int(p): start for p, start in re.findall(rf"^{GROUP}\s+{TOPIC}\s+(\d+)\s+(\S+)\s+\S+$", out, re.M)}
 
 
+def heartbeat(address: str, group: str, member: str, epoch: int):
+    with WireClient(address) as wire:
+        return wire.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                    subscribed_topic_names=(TOPIC,) if epoch == 0 else None))
+
+
+def state_call(address: str, api: ApiKey, data: dict):
+    """ReadShareGroupState / WriteShareGroupState / DeleteShareGroupState v0 (what brokers send each
+    other): the one partition's result."""
+    with WireClient(address) as wire:
+        return wire.call(build(request_class(api, 0), data)).results[0].partitions[0]
+
+
+def check_the_answers_that_send_clients_elsewhere(nodes, admin) -> None:
+    """ShareGroupHeartbeat anywhere but at the group's coordinator: NOT_COORDINATOR; ShareFetch
+    anywhere but at the partition's leader: NOT_LEADER_OR_FOLLOWER, naming the leader. And the share
+    coordinator fences the writes of a former leader and of a writer that read before a deletion."""
+    answers = {b.broker_id: heartbeat(b.address, "probe", "m", 0) for b in nodes.brokers}
+    joined = [i for i, a in answers.items() if a.error_code.name == "none"]
+    assert len(joined) == 1 and all(a.error_code.name == "not_coordinator" for i, a in answers.items() if i not in joined)
+    topic_id = answers[joined[0]].assignment.topic_partitions[0].topic_id
+    leader = partitions(admin, TOPIC)[0][0]
+    for broker in nodes.brokers:
+        if broker.broker_id == leader:
+            continue
+        with WireClient(broker.address) as wire:
+            fetched = wire.call(ShareFetchRequest(
+                group_id="probe", member_id="m", share_session_epoch=0, max_wait=datetime.timedelta(milliseconds=100),
+                min_bytes=1, max_records=10, batch_size=10, forgotten_topics_data=(),
+                topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(partition_index=0,
+                                                                                 acknowledgement_batches=()),)),)))
+        answer = fetched.responses[0].partitions[0]
+        assert answer.error_code.name == "not_leader_or_follower" and answer.current_leader.leader_id == leader
+    assert heartbeat(nodes.brokers[joined[0]].address, "probe", "m", -1).error_code.name == "none"
+
+    state_leader = partitions(admin, "__share_group_state")[partition_for(f"probe:{topic_id}:0", 3)][0]
+    address = nodes.brokers[state_leader].address
+    key = {"group_id": "probe", "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0}]}]}
+
+    def write(state_epoch: int, leader_epoch: int) -> str:
+        key["topics"][0]["partitions"][0].update(state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=5,
+                                                 state_batches=[])
+        return state_call(address, ApiKey.WRITE_SHARE_GROUP_STATE, key).error_code.name
+
+    assert write(0, 5) == "none"
+    assert write(0, 4) == "fenced_leader_epoch"  # (a former leader)
+    read = state_call(address, ApiKey.READ_SHARE_GROUP_STATE, {"group_id": "probe", "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 6}]}]})
+    assert (read.error_code.name, read.start_offset, read.state_epoch) == ("none", 5, 0)
+    assert write(0, 5) == "fenced_leader_epoch"  # (the leader at epoch 6 read it)
+    assert state_call(address, ApiKey.DELETE_SHARE_GROUP_STATE, {"group_id": "probe", "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition": 0}]}]}).error_code.name == "none"
+    assert write(0, 6) == "fenced_state_epoch"  # (it read before the deletion)
+    other = nodes.brokers[(state_leader + 1) % 3].address
+    assert state_call(other, ApiKey.READ_SHARE_GROUP_STATE, {"group_id": "probe", "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 6}]}]}).error_code.name == "not_coordinator"
+
+
 def check_at_least_once(members: Members, expected: set[tuple[int, int]]) -> None:
     assert expected <= set(members.accepted) | members.uncertain
     assert len(members.accepted) == len(set(members.accepted)), "a record was accepted twice"
@@ -138,6 +201,7 @@ def test_two_members_share_a_topic_through_its_partition_leaders_sigkill(cluster
     members, expected = setup(nodes, 300)
     admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
     try:
+        check_the_answers_that_send_clients_elsewhere(nodes, admin)
         members.run_until(lambda: len(members.accepted) >= 100, "the members accepting records")
         member, held = members.hold()  # locked to the member at the kill
         partition = held[0].partition()

@@ -140,12 +140,13 @@ async def share_fetch(ctx, request) -> dict:
         for tp in order:
             if left <= 0 or budget <= 0:
                 break
+            name = None
             try:
                 name = _name(ctx, tp[0])
                 got = await ctx.shares.acquire(group_id, member_id, name, tp[0], tp[1], left, budget)
             except BrokerError as exc:
                 exc = _retried(exc)
-                answer(tp, None).update(error_code=exc.code, error_message=exc.message)
+                answer(tp, name).update(error_code=exc.code, error_message=exc.message)
                 continue
             waiting.append((name, tp[1]))
             touched.add(tp)
