@@ -97,6 +97,7 @@ class Members:
     def close(self) -> None:
         for c in self.consumers:
             c.close()
+        self.consumers = []
 
 
 def setup(nodes, per_partition: int, members: int = 2) -> tuple[Members, set[tuple[int, int]]]:
@@ -241,6 +242,19 @@ def test_a_share_group_carries_on_through_its_coordinators_sigkill(cluster):
         assert re.search(rf"Share group {GROUP} is Stable with 2 member\(s\)", out), out
         wait_for(lambda: members.poll() or start_offsets(nodes) == {0: "400", 1: "400"},
                  "the start offsets at the log end")
+        # An admin's reset at the new coordinator: the leaders' share-partitions are read again.
+        members.close()
+        wait_for(lambda: "is Empty" in describe(nodes), "the members to leave")
+        reset = subprocess.run([sys.executable, "-m", "binlake.cli", "share-groups", "--bootstrap-server", nodes.bootstrap,
+                                "--reset-offsets", "--group", GROUP, "--topic", TOPIC, "--to-offset", "350", "--execute"],
+                               capture_output=True, text=True, timeout=90)
+        assert reset.returncode == 0, reset.stdout + reset.stderr
+        members = Members(nodes.bootstrap, 1)
+        again = {(p, o) for p in range(2) for o in range(350, 400)}
+        members.run_until(lambda: again <= set(members.accepted), "the records after the reset, again")
+        assert set(members.accepted) == again
+        wait_for(lambda: members.poll() or start_offsets(nodes) == {0: "400", 1: "400"},
+                 "the start offsets at the log end again")
     finally:
         members.close()
 

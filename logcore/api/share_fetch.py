@@ -108,6 +108,8 @@ async def share_fetch(ctx, request) -> dict:
     try:
         if epoch != CLOSE_EPOCH:
             ctx.shares.check_member(group_id, member_id)
+        if epoch == OPEN_EPOCH:
+            ctx.shares.opening_session(group_id)
         session = ctx.shares.sessions.update(
             group_id, member_id, epoch, [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions],
             [(t.topic_id, i) for t in request.forgotten_topics_data for i in t.partitions], acknowledging)

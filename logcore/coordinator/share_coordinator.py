@@ -132,6 +132,15 @@ class ShareCoordinator:
                 self._wake()
         self._flush_later()
 
+    def opening_session(self, group_id: str) -> None:
+        """A member opens a share session here. If no other member of the group has one, the group's
+        share-partitions held here are read again at their next fetch: the group was empty, and an
+        admin may have reset or deleted their state meanwhile (a write would be fenced, but a
+        share-partition with nothing to hand out writes nothing)."""
+        if not self.sessions.serves(group_id):
+            for key in [k for k in self.partitions if k.group == group_id and k not in self._dirty]:
+                self._drop(key)
+
     def check_member(self, group_id: str, member_id: str) -> None:
         """Where the group is coordinated here, the member must be in it. A leader elsewhere trusts
         the share session, as Kafka's does."""
