@@ -100,7 +100,7 @@ class Members:
         self.consumers = []
 
 
-def setup(nodes, per_partition: int, members: int = 2) -> tuple[Members, set[tuple[int, int]]]:
+def start_group(nodes, per_partition: int, members: int = 2) -> tuple[Members, set[tuple[int, int]]]:
     """The topic (two partitions, RF 3), the group's members, both assigned a partition before the
     records are written (else the first to join may take them all), and the records."""
     admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
@@ -118,6 +118,23 @@ def setup(nodes, per_partition: int, members: int = 2) -> tuple[Members, set[tup
         group.close()
         raise
     return group, {(p, o) for p in range(2) for o in range(per_partition)}
+
+
+@pytest.fixture
+def share_cluster(cluster):
+    """start(records per partition) → (the three-broker cluster, an admin client, the group's two
+    members, the records); the members are closed at the end."""
+    started: list[Members] = []
+
+    def start(per_partition: int):
+        nodes = cluster(3, CONFIG)
+        members, expected = start_group(nodes, per_partition)
+        started.append(members)
+        return nodes, AdminClient({"bootstrap.servers": nodes.bootstrap}), members, expected
+
+    yield start
+    for members in started:
+        members.close()
 
 
 def describe(nodes) -> str:
@@ -190,6 +207,12 @@ def check_the_answers_that_send_clients_elsewhere(nodes, admin) -> None:
         {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 6}]}]}).error_code.name == "not_coordinator"
 
 
+def drain(members: Members, nodes, per_partition: int) -> None:
+    """Until nothing is left in flight: the group's start offsets (at its coordinator) at the log end."""
+    wait_for(lambda: members.poll() or start_offsets(nodes) == {0: str(per_partition), 1: str(per_partition)},
+             "the start offsets at the log end")
+
+
 def check_at_least_once(members: Members, expected: set[tuple[int, int]]) -> None:
     assert expected <= set(members.accepted) | members.uncertain
     assert len(members.accepted) == len(set(members.accepted)), "a record was accepted twice"
@@ -197,83 +220,68 @@ def check_at_least_once(members: Members, expected: set[tuple[int, int]]) -> Non
         assert counts == sorted(set(counts)), f"{key} was handed out with delivery counts {counts}"
 
 
-def test_two_members_share_a_topic_through_its_partition_leaders_sigkill(cluster):
-    nodes = cluster(3, CONFIG)
-    members, expected = setup(nodes, 300)
-    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
-    try:
-        check_the_answers_that_send_clients_elsewhere(nodes, admin)
-        members.run_until(lambda: len(members.accepted) >= 100, "the members accepting records")
-        member, held = members.hold()  # locked to the member at the kill
-        partition = held[0].partition()
-        leader = partitions(admin, TOPIC)[partition][0]
-        nodes.brokers[leader].kill()
-        killed_at = time.monotonic()
-        members.accept(member, held)
-        members.run_until(lambda: members.settled(nodes, expected), "every record accepted after the leader's SIGKILL")
-        print(f"every record settled {time.monotonic() - killed_at:.1f} s after the kill; "
-              f"{len(members.uncertain)} uncertain, {sum(len(c) > 1 for c in members.deliveries.values())} redelivered")
-        check_at_least_once(members, expected)
-        for m in held:  # (its acknowledgement went to the dead leader: the next one handed it out again)
-            assert members.deliveries[(m.partition(), m.offset())][-1] >= 2, members.deliveries[(m.partition(), m.offset())]
-        assert partitions(admin, TOPIC)[partition][0] not in (leader, -1)
-        # Nothing is left in flight: the group's start offsets (at its coordinator) reached the end.
-        wait_for(lambda: members.poll() or start_offsets(nodes) == {0: "300", 1: "300"},
-                 "the start offsets at the log end")
-    finally:
-        members.close()
+def test_two_members_share_a_topic_through_its_partition_leaders_sigkill(share_cluster):
+    nodes, admin, members, expected = share_cluster(300)
+    check_the_answers_that_send_clients_elsewhere(nodes, admin)
+    members.run_until(lambda: len(members.accepted) >= 100, "the members accepting records")
+    member, held = members.hold()  # locked to the member at the kill
+    partition = held[0].partition()
+    leader = partitions(admin, TOPIC)[partition][0]
+    nodes.brokers[leader].kill()
+    killed_at = time.monotonic()
+    members.accept(member, held)
+    members.run_until(lambda: members.settled(nodes, expected), "every record accepted after the leader's SIGKILL")
+    print(f"every record settled {time.monotonic() - killed_at:.1f} s after the kill; "
+          f"{len(members.uncertain)} uncertain, {sum(len(c) > 1 for c in members.deliveries.values())} redelivered")
+    check_at_least_once(members, expected)
+    for m in held:  # (its acknowledgement went to the dead leader: the next one handed it out again)
+        assert members.deliveries[(m.partition(), m.offset())][-1] >= 2, members.deliveries[(m.partition(), m.offset())]
+    assert partitions(admin, TOPIC)[partition][0] not in (leader, -1)
+    drain(members, nodes, 300)
 
 
 @pytest.mark.slow
-def test_a_share_group_carries_on_through_its_coordinators_sigkill(cluster):
-    nodes = cluster(3, CONFIG)
-    members, expected = setup(nodes, 400)
-    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+def test_a_share_group_carries_on_through_its_coordinators_sigkill(share_cluster):
+    nodes, admin, members, expected = share_cluster(400)
     coordinator_of = lambda: partitions(admin, "__consumer_offsets").get(  # noqa: E731
         partition_for(GROUP, OFFSETS_PARTITIONS), (-1,))[0]
+    members.run_until(lambda: len(members.accepted) >= 200, "both members accepting records")
+    coordinator = coordinator_of()
+    nodes.brokers[coordinator].kill()
+    wait_for(lambda: coordinator_of() not in (coordinator, -1), "a new coordinator")
+    members.run_until(lambda: members.settled(nodes, expected), "every record accepted after the coordinator's SIGKILL")
+    check_at_least_once(members, expected)
+    out = describe(nodes)
+    assert re.search(rf"Share group {GROUP} is Stable with 2 member\(s\)", out), out
+    drain(members, nodes, 400)
+    # An admin's reset at the new coordinator: the leaders' share-partitions are read again.
+    members.close()
+    wait_for(lambda: "is Empty" in describe(nodes), "the members to leave")
+    reset = subprocess.run([sys.executable, "-m", "binlake.cli", "share-groups", "--bootstrap-server", nodes.bootstrap,
+                            "--reset-offsets", "--group", GROUP, "--topic", TOPIC, "--to-offset", "350", "--execute"],
+                           capture_output=True, text=True, timeout=90)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    members = Members(nodes.bootstrap, 1)
     try:
-        members.run_until(lambda: len(members.accepted) >= 200, "both members accepting records")
-        coordinator = coordinator_of()
-        nodes.brokers[coordinator].kill()
-        wait_for(lambda: coordinator_of() not in (coordinator, -1), "a new coordinator")
-        members.run_until(lambda: members.settled(nodes, expected), "every record accepted after the coordinator's SIGKILL")
-        check_at_least_once(members, expected)
-        out = describe(nodes)
-        assert re.search(rf"Share group {GROUP} is Stable with 2 member\(s\)", out), out
-        wait_for(lambda: members.poll() or start_offsets(nodes) == {0: "400", 1: "400"},
-                 "the start offsets at the log end")
-        # An admin's reset at the new coordinator: the leaders' share-partitions are read again.
-        members.close()
-        wait_for(lambda: "is Empty" in describe(nodes), "the members to leave")
-        reset = subprocess.run([sys.executable, "-m", "binlake.cli", "share-groups", "--bootstrap-server", nodes.bootstrap,
-                                "--reset-offsets", "--group", GROUP, "--topic", TOPIC, "--to-offset", "350", "--execute"],
-                               capture_output=True, text=True, timeout=90)
-        assert reset.returncode == 0, reset.stdout + reset.stderr
-        members = Members(nodes.bootstrap, 1)
         again = {(p, o) for p in range(2) for o in range(350, 400)}
         members.run_until(lambda: again <= set(members.accepted), "the records after the reset, again")
         assert set(members.accepted) == again
-        wait_for(lambda: members.poll() or start_offsets(nodes) == {0: "400", 1: "400"},
-                 "the start offsets at the log end again")
+        drain(members, nodes, 400)
     finally:
         members.close()
 
 
 @pytest.mark.slow
-def test_every_record_is_accepted_through_two_leader_sigkills_in_turn(cluster):
+def test_every_record_is_accepted_through_two_leader_sigkills_in_turn(share_cluster):
     """The first broker killed comes back; then the leader of the other partition is killed."""
-    nodes = cluster(3, CONFIG)
-    members, expected = setup(nodes, 1000)
-    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
-    try:
-        for partition, after in ((0, 400), (1, 1200)):
-            members.run_until(lambda: len(members.accepted) >= after, f"{after} records accepted")
-            leader = partitions(admin, TOPIC)[partition][0]
-            nodes.brokers[leader].kill()
-            members.run_until(lambda: partitions(admin, TOPIC).get(partition, (-1,))[0] not in (leader, -1),
-                              f"a new leader of {TOPIC}-{partition}")
-            nodes.brokers[leader].restart()
-        members.run_until(lambda: members.settled(nodes, expected), "every record accepted", timeout=180)
-        check_at_least_once(members, expected)
-    finally:
-        members.close()
+    nodes, admin, members, expected = share_cluster(1000)
+    for partition, after in ((0, 400), (1, 1200)):
+        members.run_until(lambda: len(members.accepted) >= after, f"{after} records accepted")
+        leader = partitions(admin, TOPIC)[partition][0]
+        nodes.brokers[leader].kill()
+        members.run_until(lambda: partitions(admin, TOPIC).get(partition, (-1,))[0] not in (leader, -1),
+                          f"a new leader of {TOPIC}-{partition}")
+        nodes.brokers[leader].restart()
+    members.run_until(lambda: members.settled(nodes, expected), "every record accepted", timeout=180)
+    check_at_least_once(members, expected)
+    drain(members, nodes, 1000)
