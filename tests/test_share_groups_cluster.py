@@ -238,6 +238,9 @@ def test_two_members_share_a_topic_through_its_partition_leaders_sigkill(share_c
         assert members.deliveries[(m.partition(), m.offset())][-1] >= 2, members.deliveries[(m.partition(), m.offset())]
     assert partitions(admin, TOPIC)[partition][0] not in (leader, -1)
     drain(members, nodes, 300)
+    listed = subprocess.run([sys.executable, "-m", "binlake.cli", "share-groups", "--bootstrap-server", nodes.bootstrap,
+                             "--list"], capture_output=True, text=True, timeout=90).stdout.split()
+    assert sorted(listed) == ["probe", GROUP]  # (each from its coordinator alone)
 
 
 @pytest.mark.slow

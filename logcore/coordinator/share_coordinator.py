@@ -111,9 +111,10 @@ class ShareCoordinator:
         return self.groups.groups.get(group_id)
 
     def group_ids(self) -> set[str]:
-        """Every share group this broker knows: those with members, and those with a share-partition
-        here."""
-        return set(self.groups.groups) | {key.group for key in self.state.keys()} | {key.group for key in self.partitions}
+        """Every share group this broker coordinates (ListGroups, the id checks of JoinGroup and
+        DeleteGroups): those with members, and those with a share-partition whose state or copy is here."""
+        known = set(self.groups.groups) | {key.group for key in self.state.keys()} | {key.group for key in self.partitions}
+        return {group_id for group_id in known if self.owns(group_id)}
 
     def _member_left(self, group_id: str, member_id: str, timed_out: bool) -> None:
         """A member that left on its own still closes its share session (its last acknowledgements may
