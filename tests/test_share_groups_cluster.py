@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.share_fetch.v1.request import FetchPartition, FetchTopic, ShareFetchRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from logcore.coordinator.offsets_codec import partition_for
@@ -163,9 +164,17 @@ def state_call(address: str, api: ApiKey, data: dict):
 
 
 def check_the_answers_that_send_clients_elsewhere(nodes, admin) -> None:
-    """ShareGroupHeartbeat anywhere but at the group's coordinator: NOT_COORDINATOR; ShareFetch
-    anywhere but at the partition's leader: NOT_LEADER_OR_FOLLOWER, naming the leader. And the share
-    coordinator fences the writes of a former leader and of a writer that read before a deletion."""
+    """Every broker lists the share APIs and finalizes share.version 1. ShareGroupHeartbeat anywhere
+    but at the group's coordinator: NOT_COORDINATOR; ShareFetch anywhere but at the partition's
+    leader: NOT_LEADER_OR_FOLLOWER, naming the leader. And the share coordinator fences the writes of
+    a former leader and of a writer that read before a deletion."""
+    for broker in nodes.brokers:
+        with WireClient(broker.address) as wire:
+            versions = wire.call(ApiVersionsRequest(client_software_name="test", client_software_version="1.0"))
+        listed = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        assert all(listed[key] == (1, 1) for key in (76, 77, 78, 79))  # ShareGroupHeartbeat ... ShareAcknowledge
+        assert all(listed[key] == (0, 0) for key in (84, 85, 86))  # Read/Write/DeleteShareGroupState
+        assert ("share.version", 1) in [(f.name, f.max_version_level) for f in versions.finalized_features]
     answers = {b.broker_id: heartbeat(b.address, "probe", "m", 0) for b in nodes.brokers}
     joined = [i for i, a in answers.items() if a.error_code.name == "none"]
     assert len(joined) == 1 and all(a.error_code.name == "not_coordinator" for i, a in answers.items() if i not in joined)
