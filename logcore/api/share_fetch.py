@@ -21,6 +21,9 @@ from ..security.acls import Operation, ResourceType
 from . import handles
 
 CLOSE_EPOCH, OPEN_EPOCH = -1, 0
+# A member that still holds records here waits at most this long for more: what would free the window
+# is often its own acknowledgement, which librdkafka sends with its next ShareFetch, not meanwhile.
+HOLDING_WAIT_S = 0.05
 
 
 def _name(ctx, topic_id: uuid.UUID) -> str:
@@ -161,6 +164,8 @@ async def share_fetch(ctx, request) -> dict:
         remaining = deadline - time.monotonic()
         if left < request.max_records or answers.keys() - acks.keys() or remaining <= 0 or not waiting:
             break
+        if ctx.shares.holds_locks(group_id, member_id, order):  # (see HOLDING_WAIT_S)
+            remaining = min(remaining, HOLDING_WAIT_S)
         await _wait(ctx, waiting, remaining)
     for tp, exc in (await _written(ctx, group_id, touched)).items():  # (what it acquired is not handed out)
         answer(tp, None).update(error_code=exc.code, error_message=exc.message, records=b"", acquired_records=[])

@@ -257,12 +257,15 @@ class ShareCoordinator:
             raise InvalidRecordState(f"share group {group_id!r} has fetched nothing from {topic_id}-{index} "
                                      f"at this leader")
         limit = self.config.get("group.share.delivery.count.limit")
+        start = partition.start_offset
         try:
             for first, last, types in batches:
                 partition.acknowledge(member_id, first, last, types, limit)
         finally:
             self._changed(key)
-            if partition.next_fetch_offset() < partition.end_offset:
+            # records released, or the window moved on (a fetch waiting on a full window may take
+            # the next batch now: the member's own next ShareFetch may be that waiting one)
+            if partition.next_fetch_offset() < partition.end_offset or partition.start_offset > start:
                 self._wake()
         return key
 
@@ -305,6 +308,11 @@ class ShareCoordinator:
             return end
         found = replica.log.offset_for_timestamp(int(time.time() * 1000) - duration_ms(reset))
         return end if found is None else min(found[0], end)
+
+    def holds_locks(self, group_id: str, member_id: str, partitions) -> bool:
+        """Whether the member holds acquired records on any of these (topic id, partition)s here."""
+        return any((held := self.partitions.get(SharePartitionKey(group_id, *tp))) is not None
+                   and member_id in held.members for tp in partitions)
 
     async def wait_for_available(self, timeout_s: float) -> None:
         """Sleep until records of some share-partition become available again, or the timeout."""
