@@ -116,8 +116,16 @@ def test_java_share_consumers_in_a_cluster_through_a_partition_leaders_sigkill(r
                 if e["name"] == name and e.get("success", True) for p in e["partitions"] for o in p["offsets"]]
 
     ends = dict(re.findall(r"^shared:(\d):(\d+)$", t.admin("kafka-get-offsets", "--topic", "shared"), re.M))
-    wait_for(lambda: dict(re.findall(r"^jsg\s+shared\s+(\d)\s+(\d+)", t.admin(
-        "kafka-share-groups", "--describe", "--group", "jsg"), re.M)) == ends, "the share group's start offsets at the end", 180)
+    described = {}
+
+    def at_the_end() -> bool:
+        described["out"] = t.admin("kafka-share-groups", "--describe", "--group", "jsg")
+        return dict(re.findall(r"^jsg\s+shared\s+(\d)\s+(\d+)", described["out"], re.M)) == ends
+
+    try:
+        wait_for(at_the_end, "the share group's start offsets at the end", 180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: log ends {ends}, last described:\n{described.get('out')}") from None
     accepted = events("offsets_acknowledged")
     assert len(accepted) == len(set(accepted)), "a record was accepted twice"
     # (an acknowledgement that reached the killed leader's state but not its member is not printed)
