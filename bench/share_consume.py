@@ -4,6 +4,10 @@ consumer committing after each batch, and by a share consumer accepting each bat
 acknowledgement: a poll accepts the previous poll's records), each in its own fresh group.
 
     .venv/bin/python bench/share_consume.py [--messages N] [--size BYTES] [--partitions P] [--rounds R]
+                                            [--brokers B]
+
+`--brokers 3` runs a ZooKeeper cluster of three brokers instead, the topic with three replicas (the
+share-partitions then live at the partitions' leaders, their state at the share coordinators).
 
 `s` is from the consumer's creation to its last record (join included, and the classic group's
 `group.initial.rebalance.delay.ms`, 3 s); `steady msg/s` is the rate from the first record to the
@@ -25,6 +29,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from testkit.brokerproc import BrokerProcess  # noqa: E402
+from testkit.clusterproc import LocalCluster  # noqa: E402
 
 TOPIC = "bench-share"
 
@@ -89,20 +94,26 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--brokers", type=int, default=1, help="more than 1: a ZooKeeper cluster, RF up to 3")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-share-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "broker").start()
+        if args.brokers > 1:
+            broker = LocalCluster(Path(tmp) / "cluster", args.brokers).start()
+            address = broker.bootstrap
+        else:
+            broker = BrokerProcess(Path(tmp) / "broker").start()
+            address = broker.address
         try:
-            admin = AdminClient({"bootstrap.servers": broker.address})
-            admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
-            produce(broker.address, args.messages, args.size)
+            admin = AdminClient({"bootstrap.servers": address})
+            admin.create_topics([NewTopic(TOPIC, args.partitions, min(args.brokers, 3))])[TOPIC].result(30)
+            produce(address, args.messages, args.size)
             print(f"# {args.messages} messages of {args.size} B in {args.partitions} partitions, "
-                  f"load {os.getloadavg()[0]:.1f}")
+                  f"{args.brokers} broker(s), load {os.getloadavg()[0]:.1f}")
             print("| round | classic s | classic steady msg/s | share s | share steady msg/s | ratio |")
             print("|---:|---:|---:|---:|---:|---:|")
             for r in range(1, args.rounds + 1):
-                c, c_steady = classic(broker.address, f"classic-{r}", args.messages)
-                s, s_steady = share(broker.address, f"share-{r}", args.messages)
+                c, c_steady = classic(address, f"classic-{r}", args.messages)
+                s, s_steady = share(address, f"share-{r}", args.messages)
                 print(f"| {r} | {c:.2f} | {args.messages / c_steady:,.0f} | {s:.2f} | {args.messages / s_steady:,.0f} | "
                       f"{c_steady / s_steady:.2f} |", flush=True)
         finally:

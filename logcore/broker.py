@@ -13,6 +13,7 @@ from .cluster.view import Node
 from .config import BrokerConfig
 from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.share_coordinator import ShareCoordinator
+from .coordinator.share_state import SHARE_STATE_TOPIC
 from .coordinator.offsets_codec import OFFSETS_TOPIC
 from .coordinator.producer_ids import ProducerIdManager
 from .coordinator.transaction_coordinator import TransactionCoordinator
@@ -62,12 +63,12 @@ class Broker:
         self.groups = GroupCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
                                        self.mode.group_configs, alone=self.mode.alone)
         self.mode.add_deletion_listener(self.groups)
-        self.shares = ShareCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
-                                       self.mode.group_configs, self.groups.store, self._other_group,
-                                       alone=self.mode.alone)
-        self.mode.add_deletion_listener(self.shares)
         self.listeners, inter_broker = listeners_from(self.config, host, port)
         self.peer_security = peer_security(self.config, inter_broker)  # (None: PLAINTEXT between brokers)
+        self.shares = ShareCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
+                                       self.mode.group_configs, self.groups.store, self._other_group, self.cluster,
+                                       alone=self.mode.alone, peer_security=self.peer_security)
+        self.mode.add_deletion_listener(self.shares)
         self.txn_markers = MarkerWriter(self.replicas, self.metadata, self.cluster, self.peer_security)
         self.transactions = TransactionCoordinator(self.replicas, self.metadata, self.config, self.topic_admin.create,
                                                    ProducerIdManager(self.mode.id_blocks), self.txn_markers,
@@ -172,9 +173,10 @@ class Broker:
         return self.groups.group(group_id) is not None or self.groups.consumer_group(group_id) is not None
 
     def _coordinate(self, partition: Partition) -> None:
-        """In a cluster the coordinator of a partition of __consumer_offsets or __transaction_state
-        is its leader."""
-        coordinator = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.transactions}.get(partition.topic)
+        """In a cluster the coordinator of a partition of __consumer_offsets, __transaction_state or
+        __share_group_state is its leader."""
+        coordinator = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.transactions,
+                       SHARE_STATE_TOPIC: self.shares}.get(partition.topic)
         if coordinator is None:
             return
         if partition.is_leader:

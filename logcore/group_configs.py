@@ -23,6 +23,7 @@ from .config import (AlterOp, BrokerConfig, ConfigDef, ConfigEntry, ConfigSource
 from .protocol.errors import InvalidConfig, InvalidRequest
 from .storage.files import write_atomically
 
+
 GROUPS = "/config/groups"
 
 log = logging.getLogger(__name__)
@@ -193,8 +194,9 @@ class ZooKeeperGroupConfigs:
     def put(self, group: str, overrides: dict[str, str]) -> None:
         path = f"{GROUPS}/{group}"
         data = json.dumps({"version": 1, "config": overrides}).encode()
-        if self.zk.exists(path):
-            self.zk.set(path, data)
-        else:
+        from kazoo.exceptions import NodeExistsError  # (kazoo only in a cluster, as above)
+        try:
             self.zk.create(path, data, makepath=True)
+        except NodeExistsError:  # (or another broker created it a moment ago, for the same group)
+            self.zk.set(path, data)
         self._changed(group, data)

@@ -303,7 +303,9 @@ def test_the_group_config_overrides_the_brokers_lock_duration(broker_factory):
         waited = time.monotonic() - locked_at
         got = again.responses[0].partitions[0].acquired_records
         assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got] == [(0, 2, 2)]
-        assert 1.0 <= waited < 5  # the group's 1.2 s, not the broker's 10 s
+        # the group's 1.2 s, not the broker's 10 s (counted from the acquisition, which is written
+        # before the answer: the member hears of it a little later)
+        assert 0.6 <= waited < 5
 
 
 def test_by_duration_starts_at_the_first_record_that_young(broker):

@@ -67,8 +67,8 @@ def test_the_snapshot_round_trips_through_the_record_codec():
     sp.acknowledge("a", 11, 12, [1], LIMIT)
     sp.acknowledge("a", 13, 13, [2], LIMIT)
     key = codec.SharePartitionKey("g", uuid.uuid4(), 3)
-    value = codec.decode_value(codec.encode_value(codec.snapshot_value(7, 0, sp.start_offset, sp.state_batches())))
-    assert codec.decode_key(codec.encode_key(key)) == key and value.snapshot_epoch == 7
+    value = codec.decode_value(codec.encode_value(codec.snapshot_value(7, 0, 4, sp.start_offset, sp.state_batches())))
+    assert codec.decode_key(codec.encode_key(key)) == key and (value.snapshot_epoch, value.leader_epoch) == (7, 4)
     restored = SharePartition.restore(value.start_offset, value.state_epoch, [
         (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in value.state_batches])
     assert restored.start_offset == 10 and restored.end_offset == 16

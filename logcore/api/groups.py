@@ -255,12 +255,12 @@ async def describe_groups(ctx, request) -> dict:
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx, request) -> dict:
-    return {"results": [{"group_id": g, "error_code": _delete_group(ctx, g)} for g in request.groups_names]}
+    return {"results": [{"group_id": g, "error_code": await _delete_group(ctx, g)} for g in request.groups_names]}
 
 
-def _delete_group(ctx, group_id: str) -> ErrorCode:
+async def _delete_group(ctx, group_id: str) -> ErrorCode:
     if not ctx.allowed(DELETE, GROUP, group_id):
         return ErrorCode.group_authorization_failed
     if group_id in ctx.shares.group_ids():
-        return ctx.shares.delete_group(group_id)
+        return await ctx.shares.delete_group(group_id)
     return ctx.groups.delete_group(group_id)

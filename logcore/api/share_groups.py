@@ -39,6 +39,9 @@ async def share_group_describe(ctx, request) -> dict:
         group = ctx.shares.group(group_id)
         if not ctx.allowed(DESCRIBE, GROUP, group_id):
             answer["error_code"] = ErrorCode.group_authorization_failed
+        elif not ctx.shares.owns(group_id):
+            answer.update(error_code=ErrorCode.not_coordinator,
+                          error_message=f"this broker does not coordinate group {group_id!r}")
         elif group is None and group_id in ctx.shares.group_ids():  # (known by its share-partitions alone)
             answer.update(group_state="Empty", group_epoch=0, assignment_epoch=0, assignor_name="simple")
         elif group is None:

@@ -5,9 +5,9 @@ connection answers it in v0 with the table (see connection.py).
 Features: `group.version` 1 means the consumer group protocol (KIP-848) is on; it is finalized at
 1 when `group.coordinator.rebalance.protocols` has `consumer`, and then, only then, are
 ConsumerGroupHeartbeat and ConsumerGroupDescribe listed. `share.version` 1 means share groups
-(KIP-932) are on: finalized at 1 when the protocols have `share` and the broker runs alone (in a
-ZooKeeper cluster share groups are not served yet), and only then are the share APIs
-(ShareGroupHeartbeat ... DeleteShareGroupOffsets) listed. `transaction.version` 2 (the broker
+(KIP-932) are on: finalized at 1 when the protocols have `share`, alone or in a ZooKeeper cluster,
+and only then are the share APIs (ShareGroupHeartbeat ... DeleteShareGroupOffsets, and the
+share-partition state's Read/Write/DeleteShareGroupState between brokers) listed. `transaction.version` 2 (the broker
 setting of that name, 2 by default) tells producers to run transactions v2 (KIP-890 part 2: Produce
 v12 and TxnOffsetCommit v5 add partitions to the transaction, EndTxn v5 bumps the epoch), as Kafka
 4 does; the APIs of both versions are listed either way, since a broker serves both."""
@@ -28,15 +28,15 @@ FEATURES_EPOCH = 1  # the features are set by the broker's configuration: they n
 CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 SHARE_GROUP_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
                     ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-                    ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+                    ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
+                    ApiKey.DELETE_SHARE_GROUP_STATE)
 
 
 def finalized_features(config) -> dict[str, int]:
     """The level of each feature this broker runs at (a level-0 feature is not listed, as in Kafka)."""
     protocols = config.get("group.coordinator.rebalance.protocols")
-    alone = not config.get("zookeeper.connect")  # (share groups are served by a broker alone only, so far)
     levels = {"group.version": 1 if "consumer" in protocols else 0,
-              "share.version": 1 if "share" in protocols and alone else 0,
+              "share.version": 1 if "share" in protocols else 0,
               "transaction.version": config.get("transaction.version")}
     return {name: level for name, level in levels.items() if level}
 

@@ -104,8 +104,9 @@ class GroupStore:
         for group in groups:
             del self.groups[group.group_id]
         count = self.topic.partitions
-        for group_id in [g for g in self.consumer_groups if partition_for(g, count) == partition]:
-            del self.consumer_groups[group_id]
+        for kind in (self.consumer_groups, self.share_groups):
+            for group_id in [g for g in kind if partition_for(g, count) == partition]:
+                del kind[group_id]
         return groups
 
     def _notify(self, partition: int, loaded: bool) -> None:

@@ -6,12 +6,17 @@ done by
     share_assignor.py    the `simple` assignor
     share_sessions.py    ShareFetch / ShareAcknowledge's share sessions and their epochs
     share_partition.py   one share-partition: acquired records, locks, acknowledgements, start offset
-    share_state.py       the share-partitions' snapshots in `__share_group_state`
+    share_state.py       the share coordinator: the share-partitions' snapshots in `__share_group_state`
+    share_persister.py   where a leader reads and writes them: this broker's share coordinator or another's
 
-An acknowledgement batch is checked whole before any of it is applied (share_partition.acknowledge),
-and the share-partition's snapshot is appended before the answer.
-Acquiring is not logged (as in Kafka): after a restart an acquired record is available again.
-Event loop only; no `await` between a share-partition's change and its write.
+Membership is the group coordinator's (the leader of the group's `__consumer_offsets` partition);
+the share-partitions are held by the leader of their topic partition (Kafka's SharePartitionManager),
+read from the share coordinator when a member first fetches there, and dropped when the leadership
+moves: the next leader reads them back. A change (acknowledgements, acquisitions, locks that end)
+marks its share-partition dirty; `flush` writes the dirty ones, and a request's answer goes out once
+its share-partitions are written and replicated. Acquisitions are written too (Kafka does not), so a
+record handed out before a leader's crash comes back with its delivery counted.
+Event loop only; no `await` between checking a share-partition's leadership and changing it.
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ from dataclasses import dataclass
 
 from ..group_configs import GroupConfig, duration_ms
 from ..protocol.codec import ErrorCode
-from ..protocol.errors import BrokerError, InvalidRecordState, NonEmptyGroup, UnknownMemberId
+from ..protocol.errors import (BrokerError, FencedLeaderEpoch, FencedStateEpoch, InvalidRecordState, NonEmptyGroup,
+                               NotLeaderOrFollower, UnknownMemberId, UnknownTopicId)
 from ..protocol.share_state_records import SharePartitionKey
+from ..replication.partition import Partition
 from ..storage.batch import BatchHeader
 from .share_groups import ShareGroup, ShareGroups, ShareHeartbeatResult
 from .share_partition import Acquired, SharePartition, region_batches
+from .share_persister import SharePersister
 from .share_sessions import ShareSessions
-from .share_state import ShareStateStore
+from .share_state import ADMIN, UNINITIALIZED, ShareStateStore, Snapshot
 from .sweeper import Sweeper
 
 log = logging.getLogger(__name__)
@@ -47,8 +55,7 @@ class Fetched:
 
 class ShareCoordinator:
     def __init__(self, replicas, metadata, config, create_topic, group_configs, group_store, is_other_group,
-                 alone: bool = True) -> None:
-        self.alone = alone  # (in a ZooKeeper cluster share groups are not served yet: nothing to load)
+                 cluster, alone: bool = True, peer_security=None) -> None:
         self.replicas = replicas
         self.metadata = metadata
         self.config = config
@@ -56,21 +63,39 @@ class ShareCoordinator:
         self.groups = ShareGroups(group_store, metadata, config, group_configs, is_other_group, self.sweeper.by)
         self.groups.member_left.append(self._member_left)
         self.sessions = ShareSessions()
-        self.state = ShareStateStore(replicas, metadata, config, create_topic)
+        self.state = ShareStateStore(replicas, metadata, config, create_topic, alone)
+        self.persister = SharePersister(self.state, cluster, replicas.broker_id, peer_security)
+        # The share-partitions this broker holds as their topic partition's leader, and the leader
+        # epoch each was read at (a new epoch: the leadership moved meanwhile, read it again).
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.epochs: dict[SharePartitionKey, int] = {}
+        self._dirty: set[SharePartitionKey] = set()
+        self._turns: dict[SharePartitionKey, asyncio.Lock] = {}  # one read or write of a key at a time
+        self._background: set[asyncio.Task] = set()
         self._available = asyncio.Event()  # set (then replaced) when records become available again
 
     async def start(self) -> None:
-        if self.alone:
-            self.partitions = self.state.load()
-            self.topics_deleted(set())  # (topics deleted while the broker was down)
+        self.state.load()
+        self.topics_deleted(set())  # (topics deleted while the broker was down)
         self.sweeper.start()
 
     async def stop(self) -> None:
         self.sweeper.stop()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self.persister.close()
 
     def group_config(self, group_id: str) -> GroupConfig:
         return self.groups.group_config(group_id)
+
+    # -- share coordinator partitions (in a cluster) ---------------------------------------------
+
+    def became_leader(self, partition: Partition) -> None:
+        self.state.became_leader(partition)
+
+    def unload_partition(self, index: int) -> None:
+        self.state.unload_partition(index)
 
     # -- membership ------------------------------------------------------------------------------
 
@@ -78,12 +103,18 @@ class ShareCoordinator:
                   subscribed: tuple[str, ...] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
         return self.groups.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
 
+    def owns(self, group_id: str) -> bool:
+        """Whether this broker coordinates the group's membership."""
+        return self.groups.store.owns(group_id)
+
     def group(self, group_id: str) -> ShareGroup | None:
         return self.groups.groups.get(group_id)
 
     def group_ids(self) -> set[str]:
-        """Every share group this broker knows: those with members and those with a share-partition."""
-        return set(self.groups.groups) | {key.group for key in self.partitions}
+        """Every share group this broker coordinates (ListGroups, the id checks of JoinGroup and
+        DeleteGroups): those with members, and those with a share-partition whose state or copy is here."""
+        known = set(self.groups.groups) | {key.group for key in self.state.keys()} | {key.group for key in self.partitions}
+        return {group_id for group_id in known if self.owns(group_id)}
 
     def _member_left(self, group_id: str, member_id: str, timed_out: bool) -> None:
         """A member that left on its own still closes its share session (its last acknowledgements may
@@ -93,51 +124,163 @@ class ShareCoordinator:
         self.release(group_id, member_id)
 
     def release(self, group_id: str, member_id: str) -> None:
-        """The member's locks go (it left, or closed its share session): its records are available again."""
+        """The member's locks go (it left, or closed its share session) on the share-partitions held
+        here: its records are available again. (Those held by other leaders: at their locks' end.)"""
         limit = self.config.get("group.share.delivery.count.limit")
-        for key, partition in self.partitions.items():
+        for key, partition in list(self.partitions.items()):
             if key.group == group_id and partition.release_member(member_id, limit):
-                self._persist(key, partition)
+                self._changed(key)
                 self._wake()
+        self._flush_later()
+
+    def opening_session(self, group_id: str) -> None:
+        """A member opens a share session here. If no other member of the group has one, the group's
+        share-partitions held here are read again at their next fetch: the group was empty, and an
+        admin may have reset or deleted their state meanwhile (a write would be fenced, but a
+        share-partition with nothing to hand out writes nothing)."""
+        if not self.sessions.serves(group_id):
+            for key in [k for k in self.partitions if k.group == group_id and k not in self._dirty]:
+                self._drop(key)
 
     def check_member(self, group_id: str, member_id: str) -> None:
-        if not self.groups.is_member(group_id, member_id):
+        """Where the group is coordinated here, the member must be in it. A leader elsewhere trusts
+        the share session, as Kafka's does."""
+        if self.owns(group_id) and not self.groups.is_member(group_id, member_id):
             raise UnknownMemberId(f"member {member_id} is not in share group {group_id!r}; it must join first")
+
+    # -- the share-partitions held here ----------------------------------------------------------
+
+    def _leading(self, key: SharePartitionKey, topic: str) -> int:
+        """The leader epoch of the key's topic partition (NOT_LEADER_OR_FOLLOWER unless this broker
+        leads it); a share-partition held from an earlier leadership is dropped."""
+        epoch = self.replicas.leader(topic, key.partition).leader_epoch
+        if key in self.partitions and self.epochs[key] != epoch:
+            self._drop(key)
+        return epoch
+
+    def _drop(self, key: SharePartitionKey) -> None:
+        self.partitions.pop(key, None)
+        self.epochs.pop(key, None)
+        self._dirty.discard(key)
+
+    def _turn(self, key: SharePartitionKey) -> asyncio.Lock:
+        return self._turns.setdefault(key, asyncio.Lock())
+
+    async def _held(self, key: SharePartitionKey, topic: str, config: GroupConfig) -> SharePartition:
+        """The share-partition, read from the share coordinator if this leader does not hold it yet
+        (one not initialized starts at `share.auto.offset.reset`)."""
+        self._leading(key, topic)
+        if key in self.partitions:
+            return self.partitions[key]
+        async with self._turn(key):
+            epoch = self._leading(key, topic)
+            if key in self.partitions:
+                return self.partitions[key]
+            got = await self.persister.read(key, epoch)
+            if self._leading(key, topic) != epoch:
+                raise NotLeaderOrFollower(f"the leadership of {topic}-{key.partition} moved while its "
+                                          f"share-partition was read")
+            if got.start_offset == UNINITIALIZED:  # (written at once, as Kafka's InitializeShareGroupState)
+                read_committed = config["share.isolation.level"] == "read_committed"
+                partition = SharePartition(self._initial_offset(topic, key.partition, config, read_committed))
+                partition.state_epoch = got.state_epoch
+                await self.persister.write(key, _snapshot(partition, epoch))
+                if self._leading(key, topic) != epoch:
+                    raise NotLeaderOrFollower(f"the leadership of {topic}-{key.partition} moved while its "
+                                              f"share-partition was written")
+            else:
+                partition = SharePartition.restore(got.start_offset, got.state_epoch, got.batches)
+            self.partitions[key], self.epochs[key] = partition, epoch
+            return partition
+
+    def _changed(self, key: SharePartitionKey) -> None:
+        self._dirty.add(key)
+
+    async def flush(self, keys) -> dict[SharePartitionKey, BrokerError]:
+        """Write the dirty share-partitions of `keys`; those that could not be, with their error."""
+        failed = {}
+        for key in keys:
+            try:
+                await self._flush(key)
+            except BrokerError as exc:
+                failed[key] = exc
+        return failed
+
+    async def _flush(self, key: SharePartitionKey) -> None:
+        async with self._turn(key):
+            partition = self.partitions.get(key)
+            if partition is None:
+                raise NotLeaderOrFollower(f"share-partition {key} is no longer held here (its leadership moved)")
+            if key not in self._dirty:
+                return
+            self._dirty.discard(key)
+            try:
+                await self.persister.write(key, _snapshot(partition, self.epochs[key]))
+            except (FencedStateEpoch, FencedLeaderEpoch):
+                if self.partitions.get(key) is partition:  # (reset by an admin, or led elsewhere now): read again
+                    self._drop(key)
+                raise
+            except BrokerError:
+                if self.partitions.get(key) is partition:
+                    self._dirty.add(key)
+                raise
+
+    def _flush_later(self) -> None:
+        """Write the dirty share-partitions in the background (a sweep's or a departure's changes)."""
+        if not self._dirty:
+            return
+        task = asyncio.get_running_loop().create_task(self._flush_logged(set(self._dirty)))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _flush_logged(self, keys) -> None:
+        for key, exc in (await self.flush(keys)).items():
+            log.error("share group %s: cannot write the state of %s-%d: %s", key.group, key.topic_id, key.partition, exc)
 
     # -- records ---------------------------------------------------------------------------------
 
+    def _topic(self, topic_id: uuid.UUID) -> str:
+        info = self.metadata.by_id(topic_id)
+        if info is None:
+            raise UnknownTopicId(f"no topic has id {topic_id}; refresh metadata")
+        return info.name
+
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
-                    batches: list[tuple[int, int, list[int]]]) -> None:
-        """Apply one partition's acknowledgement batches and write the result. Raises InvalidRecordState
-        (for the batch that failed; the ones before it stand) or the log's error."""
+                    batches: list[tuple[int, int, list[int]]]) -> SharePartitionKey:
+        """Apply one partition's acknowledgement batches (`flush` writes them). Raises
+        InvalidRecordState (for the batch that failed; the ones before it stand), or
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead the partition."""
         key = SharePartitionKey(group_id, topic_id, index)
+        self._leading(key, self._topic(topic_id))
         partition = self.partitions.get(key)
         if partition is None:
-            raise InvalidRecordState(f"share group {group_id!r} has fetched nothing from {topic_id}-{index}")
+            raise InvalidRecordState(f"share group {group_id!r} has fetched nothing from {topic_id}-{index} "
+                                     f"at this leader")
         limit = self.config.get("group.share.delivery.count.limit")
+        start = partition.start_offset
         try:
             for first, last, types in batches:
                 partition.acknowledge(member_id, first, last, types, limit)
         finally:
-            self._persist(key, partition)
-            if partition.next_fetch_offset() < partition.end_offset:
+            self._changed(key)
+            # records released, or the window moved on (a fetch waiting on a full window may take
+            # the next batch now: the member's own next ShareFetch may be that waiting one)
+            if partition.next_fetch_offset() < partition.end_offset or partition.start_offset > start:
                 self._wake()
+        return key
 
-    def acquire(self, group_id: str, member_id: str, topic: str, topic_id: uuid.UUID, index: int,
-                max_records: int, max_bytes: int) -> Fetched:
+    async def acquire(self, group_id: str, member_id: str, topic: str, topic_id: uuid.UUID, index: int,
+                      max_records: int, max_bytes: int) -> Fetched:
         """Acquire for the member what is available of one partition (creating its share-partition at
-        `share.auto.offset.reset`), under a lock of `share.record.lock.duration.ms`."""
+        `share.auto.offset.reset`), under a lock of `share.record.lock.duration.ms` (`flush` writes it)."""
         config = self.group_config(group_id)
         read_committed = config["share.isolation.level"] == "read_committed"
         key = SharePartitionKey(group_id, topic_id, index)
-        partition = self.partitions.get(key)
-        if partition is None:
-            partition = self.partitions[key] = SharePartition(self._initial_offset(topic, index, config, read_committed))
-            self._persist(key, partition)
+        partition = await self._held(key, topic, config)
         replica = self.replicas.leader(topic, index)
         if partition.start_offset < replica.log.log_start_offset:  # (retention passed it)
             partition.reset(replica.log.log_start_offset)
-            self._persist(key, partition)
+            self._changed(key)
         got = self.replicas.read(topic, index, partition.next_fetch_offset(), max_bytes, min_one_batch=True,
                                  read_committed=read_committed)
         if got.records is None:
@@ -147,6 +290,8 @@ class ShareCoordinator:
         acquired, chosen = partition.acquire(region_batches(got.records, spans), member_id, max_records, deadline,
                                              self.config.get("group.share.partition.max.record.locks"),
                                              AbortedBatches(got.aborted) if read_committed else _never)
+        if acquired or chosen:
+            self._changed(key)
         if acquired:
             self.sweeper.by(deadline)
         return Fetched(_read_spans(got.records, [spans[i] for i in chosen]), acquired)
@@ -164,6 +309,11 @@ class ShareCoordinator:
         found = replica.log.offset_for_timestamp(int(time.time() * 1000) - duration_ms(reset))
         return end if found is None else min(found[0], end)
 
+    def holds_locks(self, group_id: str, member_id: str, partitions) -> bool:
+        """Whether the member holds acquired records on any of these (topic id, partition)s here."""
+        return any((held := self.partitions.get(SharePartitionKey(group_id, *tp))) is not None
+                   and member_id in held.members for tp in partitions)
+
     async def wait_for_available(self, timeout_s: float) -> None:
         """Sleep until records of some share-partition become available again, or the timeout."""
         if timeout_s <= 0:
@@ -177,51 +327,67 @@ class ShareCoordinator:
         self._available.set()
         self._available = asyncio.Event()
 
-    def _persist(self, key: SharePartitionKey, partition: SharePartition | None) -> None:
-        self.state.write(key, partition)
-
-    # -- admin -----------------------------------------------------------------------------------
+    # -- admin (at the group's coordinator) ------------------------------------------------------
 
     def state_name(self, group_id: str) -> str:
         group = self.groups.groups.get(group_id)
         return group.state if group is not None else "Empty"
 
-    def share_partition(self, group_id: str, topic_id: uuid.UUID, index: int) -> SharePartition | None:
-        return self.partitions.get(SharePartitionKey(group_id, topic_id, index))
+    async def share_partition(self, group_id: str, topic_id: uuid.UUID, index: int) -> SharePartition | None:
+        """The share-partition as its durable state has it (None: the group never read it)."""
+        got = await self.persister.read(SharePartitionKey(group_id, topic_id, index), ADMIN)
+        if got.start_offset == UNINITIALIZED:
+            return None
+        return SharePartition.restore(got.start_offset, got.state_epoch, got.batches)
 
-    def share_partitions(self, group_id: str) -> dict[tuple[uuid.UUID, int], SharePartition]:
-        return {(k.topic_id, k.partition): p for k, p in self.partitions.items() if k.group == group_id}
+    def known_partitions(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
+        """The (topic id, partition)s the group may have state on, as far as this broker knows: those
+        whose state or share-partition is here, and every partition of the topics its members subscribe."""
+        known = {(k.topic_id, k.partition) for k in [*self.state.keys(), *self.partitions] if k.group == group_id}
+        group = self.groups.groups.get(group_id)
+        for name in {n for m in (group.members.values() if group else ()) for n in m.subscribed_topic_names}:
+            info = self.metadata.topics.get(name)
+            if info is not None:
+                known |= {(info.topic_id, i) for i in range(info.partitions)}
+        return known
 
     def require_empty(self, group_id: str) -> None:
         group = self.groups.groups.get(group_id)
         if group is not None and group.members:
             raise NonEmptyGroup(f"share group {group_id!r} has {len(group.members)} member(s): stop them first")
 
-    def reset_offset(self, group_id: str, topic_id: uuid.UUID, index: int, offset: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts at `offset`, nothing in flight. Only for
-        a group with no members (NonEmptyGroup)."""
+    async def _admin_write(self, key: SharePartitionKey, snapshot: Snapshot | None) -> None:
+        """An admin's change: written at the share coordinator, and the share-partition, if held here,
+        read again (a leader elsewhere finds its writes fenced by the new state epoch, and reads again)."""
+        async with self._turn(key):
+            await self.persister.write(key, snapshot)
+            self._drop(key)
+
+    async def reset_offset(self, group_id: str, topic_id: uuid.UUID, index: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts at `offset`, nothing in flight, at the next
+        state epoch. Only for a group with no members (NonEmptyGroup)."""
         self.require_empty(group_id)
         key = SharePartitionKey(group_id, topic_id, index)
-        partition = self.partitions.setdefault(key, SharePartition(offset))
-        partition.reset(offset)
-        self._persist(key, partition)
+        current = await self.persister.read(key, ADMIN)
+        await self._admin_write(key, Snapshot(current.state_epoch + 1, ADMIN, offset, ()))
 
-    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
+    async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets: the group forgets the topic (it starts again at
         share.auto.offset.reset). Only for a group with no members (NonEmptyGroup)."""
         self.require_empty(group_id)
-        for key in [k for k in self.partitions if k.group == group_id and k.topic_id == topic_id]:
-            self._persist(key, None)
-            del self.partitions[key]
+        info = self.metadata.by_id(topic_id)
+        for index in range(info.partitions if info else 0):
+            if await self.share_partition(group_id, topic_id, index) is not None:
+                await self._admin_write(SharePartitionKey(group_id, topic_id, index), None)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
+    async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: its share-partitions' state goes. NON_EMPTY_GROUP while it
         has members."""
         try:
             self.require_empty(group_id)
-            for key in [k for k in self.partitions if k.group == group_id]:
-                self._persist(key, None)
-                del self.partitions[key]
+            for topic_id, index in sorted(self.known_partitions(group_id)):
+                if await self.share_partition(group_id, topic_id, index) is not None:
+                    await self._admin_write(SharePartitionKey(group_id, topic_id, index), None)
         except BrokerError as exc:
             return exc.code
         self.groups.delete(group_id)
@@ -231,19 +397,25 @@ class ShareCoordinator:
 
     def topics_deleted(self, topics: set[str]) -> int:
         """A deletion listener (modes.py): the share-partitions of topics that are gone (by id: a topic
-        created again under the same name is another topic) are deleted with them. How many went."""
-        gone = [key for key in self.partitions if self.metadata.by_id(key.topic_id) is None]
-        for key in gone:
+        created again under the same name is another topic) are deleted with them, as far as this
+        broker holds them or coordinates their state. How many."""
+        for key in [k for k in self.partitions if self.metadata.by_id(k.topic_id) is None]:
+            self._drop(key)
+        gone = [key for key in self.state.keys() if self.metadata.by_id(key.topic_id) is None]
+        if gone:
+            task = asyncio.get_running_loop().create_task(self._delete_state(gone, topics))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return len(gone)
+
+    async def _delete_state(self, keys: list[SharePartitionKey], topics: set[str]) -> None:
+        for key in keys:
             try:
-                self._persist(key, None)
+                await self.state.write(key, None)
             except BrokerError as exc:
                 log.error("share group %s: cannot delete the state of deleted topic %s-%d: %s", key.group,
                           key.topic_id, key.partition, exc)
-                continue
-            del self.partitions[key]
-        if gone:
-            log.info("deleted %d share-partition(s) of deleted topics %s", len(gone), ", ".join(sorted(topics)) or "")
-        return len(gone)
+        log.info("deleted %d share-partition(s) of deleted topics %s", len(keys), ", ".join(sorted(topics)) or "")
 
     # -- the sweep -------------------------------------------------------------------------------
 
@@ -252,17 +424,18 @@ class ShareCoordinator:
         limit = self.config.get("group.share.delivery.count.limit")
         for key, partition in self.partitions.items():
             if partition.expire_locks(now, limit):
-                try:
-                    self._persist(key, partition)
-                except BrokerError as exc:
-                    log.error("share group %s: cannot write %s-%d's state after its locks ended: %s", key.group,
-                              key.topic_id, key.partition, exc)
+                self._changed(key)
                 self._wake()
+        self._flush_later()
 
     def _next_sweep(self, now: float) -> float:
         due = [now + MAX_SWEEP_WAIT_S, *self.groups.deadlines(),
                *(t for p in self.partitions.values() if (t := p.earliest_lock_end()) is not None)]
         return min(t for t in due if t > now) if any(t > now for t in due) else now + MAX_SWEEP_WAIT_S
+
+
+def _snapshot(partition: SharePartition, leader_epoch: int) -> Snapshot:
+    return Snapshot(partition.state_epoch, leader_epoch, partition.start_offset, tuple(partition.state_batches()))
 
 
 def _never(header: BatchHeader) -> bool:

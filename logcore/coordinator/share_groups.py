@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..group_configs import GroupConfig, effective_group_config
 from ..protocol.errors import (BrokerError, FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached, InvalidRequest,
-                               UnknownMemberId, UnsupportedVersion)
+                               NotCoordinator, UnknownMemberId, UnsupportedVersion)
 from .share_assignor import Assignment, simple_assign
 from .share_group import (Record, ShareGroup, ShareMember, assignment_records, end_records, epoch_record,
                           metadata_record, removal_records)
@@ -128,8 +128,8 @@ class ShareGroups:
         if "share" not in self.config.get("group.coordinator.rebalance.protocols"):
             raise UnsupportedVersion("share groups are off on this broker "
                                      "(group.coordinator.rebalance.protocols has no 'share')")
-        if self.config.get("zookeeper.connect"):
-            raise UnsupportedVersion("share groups are served by a broker alone only, not yet in a ZooKeeper cluster")
+        if not self.store.owns(group_id):
+            raise NotCoordinator(f"this broker does not coordinate group {group_id!r}")
         if not group_id:
             raise InvalidRequest("GroupId can't be empty")
         if not member_id:
@@ -175,6 +175,8 @@ class ShareGroups:
         """Remove the members whose session ended. A member with no session yet (the group was just
         loaded) gets one from now."""
         for group in list(self.groups.values()):
+            if not self.store.owns(group.group_id):
+                continue
             session_ms = None
             for member_id in list(group.members):
                 if member_id not in group.deadlines:

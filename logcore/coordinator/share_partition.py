@@ -22,7 +22,6 @@ Mutated on the event loop only, by the share coordinator (share_coordinator.py).
 from __future__ import annotations
 
 import enum
-import itertools
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -226,14 +225,23 @@ class SharePartition:
 
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The window as runs (first, last, state, delivery count); an acquired record is written as
-        available: after a restart its lock is gone, its delivery counted."""
+        available: after a restart its lock is gone, its delivery counted. (Written after every
+        acquisition: a run of one state is found with `bytes.lstrip`, and a delivery count that holds to
+        the run's end with one `list.count`, both in C.)"""
         runs: list[tuple[int, int, int, int]] = []
-        offset = self.start_offset
-        written = (_AVAILABLE if state == _ACQUIRED else state for state in self.states)
-        for (state, count), run in itertools.groupby(zip(written, self.counts)):
-            n = sum(1 for _ in run)
-            runs.append((offset, offset + n - 1, state, count))
-            offset += n
+        written = self.states.replace(bytes((_ACQUIRED,)), bytes((_AVAILABLE,)))
+        counts, base = self.counts, self.start_offset
+        end = 0
+        while end < len(written):
+            i, state = end, written[end]
+            rest = written[i:]
+            end = i + len(rest) - len(rest.lstrip(bytes((state,))))
+            while i < end:
+                count = counts[i]
+                j = end if counts[i:end].count(count) == end - i else next(
+                    k for k in range(i + 1, end + 1) if k == end or counts[k] != count)
+                runs.append((base + i, base + j - 1, state, count))
+                i = j
         return runs
 
     @classmethod

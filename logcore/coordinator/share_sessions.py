@@ -71,6 +71,10 @@ class ShareSessions:
             session.partitions.pop(tp, None)
         return session
 
+    def serves(self, group_id: str) -> bool:
+        """Whether any member of the group has a session here."""
+        return any(k[0] == group_id for k in self.sessions)
+
     def drop_member(self, group_id: str, member_id: str) -> None:
         self.sessions.pop((group_id, member_id), None)
 

@@ -1,68 +1,176 @@
-"""The share-partitions' durable state in `__share_group_state` (KIP-932's share coordinator, on this
-broker): each change to a share-partition's start offset or record states is written as one
-ShareSnapshot record (logcore/protocol/share_state_records.py) before it is answered, and replayed
-on start. The topic is compacted: the latest snapshot of each share-partition is its state.
+"""The share-partitions' durable state in `__share_group_state` (KIP-932's share coordinator): the
+latest snapshot of each share-partition whose key maps to a partition of the topic this broker
+coordinates, each write appended as one ShareSnapshot record (logcore/protocol/share_state_records.py)
+and answered once every in-sync replica has it. The topic is compacted: the latest snapshot of each
+share-partition is its state.
 
-A broker alone keeps every share-partition; in a cluster, share groups are not served yet
-(docs/groups.md). Event loop only.
+A broker alone coordinates every key and loads them all on start. In a cluster a broker coordinates
+the keys of the partitions it leads, loaded once the partition is committed (`StateTopic`), and the
+topic partitions' leaders read and write them through `share_persister.py`, from this broker or
+another (ReadShareGroupState / WriteShareGroupState).
+
+Writes are fenced as Kafka's share coordinator fences them:
+- a snapshot of an older state epoch than the stored one (an admin reset or deletion happened since
+  the writer read) is refused with FENCED_STATE_EPOCH;
+- a leader's snapshot of an older leader epoch than the latest seen in a read or write of the key
+  (a former leader of the topic partition) is refused with FENCED_LEADER_EPOCH.
+Event loop only; no `await` between a write's checks and its append.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from ..protocol import share_state_records as codec
+from ..protocol.errors import CoordinatorLoadInProgress, FencedLeaderEpoch, FencedStateEpoch, NotCoordinator
 from ..protocol.share_state_records import SharePartitionKey
+from ..replication.partition import Partition
 from .offsets_codec import partition_for
-from .share_partition import SharePartition
 from .state_topic import StateTopic
 
 log = logging.getLogger(__name__)
 
 SHARE_STATE_TOPIC = "__share_group_state"
+ADMIN = -1  # the leader epoch of a write that is no leader's (an admin reset)
+UNINITIALIZED = -1  # the start offset a read answers for a share-partition with no state (as Kafka's)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One share-partition's durable state: its start offset and the runs (first, last, state,
+    delivery count) of its in-flight window, at a state epoch (bumped by an admin reset), as written
+    by the topic partition's leader at `leader_epoch` (ADMIN for an admin's write)."""
+
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    batches: tuple[tuple[int, int, int, int], ...]
 
 
 class ShareStateStore:
-    def __init__(self, replicas, metadata, config, create_topic) -> None:
+    def __init__(self, replicas, metadata, config, create_topic, alone: bool) -> None:
         self.topic = StateTopic(SHARE_STATE_TOPIC, config.get("group.share.state.topic.num.partitions"),
                                 config.get("offsets.topic.segment.bytes"), replicas, metadata, create_topic,
                                 config.get("offsets.topic.replication.factor"))
-        self.snapshot_epochs: dict[SharePartitionKey, int] = {}
+        self.timeout_s = config.get("offsets.commit.timeout.ms") / 1000
+        self.snapshots: dict[SharePartitionKey, codec.ShareSnapshotValue] = {}
+        self.leader_epochs: dict[SharePartitionKey, int] = {}  # the newest leader epoch seen of each key
+        self.deleted: dict[SharePartitionKey, int] = {}  # a tombstoned key's last state epoch (in memory)
+        # The partitions of the topic whose keys this broker coordinates: in a cluster those it leads,
+        # once loaded; None for a broker alone, which coordinates every key.
+        self.led: set[int] | None = None if alone else set()
 
-    def load(self) -> dict[SharePartitionKey, SharePartition]:
-        """Every share-partition as its latest snapshot left it."""
-        if not self.topic.exists:
-            return {}
+    def partition_of(self, key: SharePartitionKey) -> int:
+        """Kafka's share coordinator key: "group:topic id:partition"."""
+        return partition_for(f"{key.group}:{key.topic_id}:{key.partition}", self.topic.partitions)
+
+    def owns(self, key: SharePartitionKey) -> bool:
+        return self.led is None or self.partition_of(key) in self.led
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """A broker alone: every share-partition as its latest snapshot left it."""
+        if self.led is None and self.topic.exists:
+            self._load(None)
+
+    def became_leader(self, partition: Partition) -> None:
+        """In a cluster: this broker leads `partition` of the topic from now on; its keys load once
+        it is committed. Until then their reads and writes hear COORDINATOR_LOAD_IN_PROGRESS."""
+        self.topic.load_when_committed(partition, self.load_partition)
+
+    def load_partition(self, index: int) -> None:
+        if self.led is not None and index not in self.led:
+            self._load([index])
+            self.led.add(index)
+
+    def unload_partition(self, index: int) -> None:
+        if self.led is None:
+            return
+        self.led.discard(index)
+        for key in [k for k in self.snapshots if self.partition_of(k) == index]:
+            del self.snapshots[key]
+            self.leader_epochs.pop(key, None)
+        for key in [k for k in self.deleted if self.partition_of(k) == index]:
+            del self.deleted[key]
+
+    def _load(self, partitions: list[int] | None) -> None:
         started = time.monotonic()
-        loaded: dict[SharePartitionKey, SharePartition] = {}
 
         def apply(key: bytes, value: bytes | None) -> None:
             k, v = codec.decode_key(key), codec.decode_value(value)
             if v is None:
-                loaded.pop(k, None)
-                self.snapshot_epochs.pop(k, None)
+                if k in self.snapshots:
+                    self.deleted[k] = self.snapshots.pop(k).state_epoch + 1
                 return
-            loaded[k] = SharePartition.restore(v.start_offset, v.state_epoch, [
-                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches])
-            self.snapshot_epochs[k] = v.snapshot_epoch
+            self.snapshots[k] = v
+            self.leader_epochs[k] = max(self.leader_epochs.get(k, -1), v.leader_epoch)
 
-        records = self.topic.replay(apply)
-        log.info("loaded %d share-partition(s) from %d %s record(s) in %.2fs", len(loaded), records,
-                 SHARE_STATE_TOPIC, time.monotonic() - started)
-        return loaded
+        records = self.topic.replay(apply, partitions)
+        loaded = sum(1 for k in self.snapshots if partitions is None or self.partition_of(k) in partitions)
+        log.info("loaded %d share-partition(s) from %d record(s) of %s%s in %.2fs", loaded, records, SHARE_STATE_TOPIC,
+                 "" if partitions is None else f"-{partitions[0]}", time.monotonic() - started)
 
-    def write(self, key: SharePartitionKey, partition: SharePartition | None) -> None:
-        """Append the share-partition's snapshot (None: its tombstone). Raises the log's BrokerError."""
-        epoch = self.snapshot_epochs.get(key, -1) + 1
-        value = None if partition is None else codec.snapshot_value(epoch, partition.state_epoch, partition.start_offset,
-                                                                   partition.state_batches())
-        self.topic.append(self._partition(key), [(codec.encode_key(key), codec.encode_value(value))])
-        if partition is None:
-            self.snapshot_epochs.pop(key, None)
+    # -- reads and writes ------------------------------------------------------------------------
+
+    def _check_owned(self, key: SharePartitionKey) -> None:
+        if self.led is None or self.partition_of(key) in self.led:
+            return
+        view = self.topic.replicas.find(SHARE_STATE_TOPIC, self.partition_of(key))
+        if view is not None and view.is_leader:
+            raise CoordinatorLoadInProgress(f"{SHARE_STATE_TOPIC}-{self.partition_of(key)} is still loading")
+        raise NotCoordinator(f"this broker does not coordinate the state of share-partition {key}")
+
+    def read(self, key: SharePartitionKey, leader_epoch: int) -> Snapshot:
+        """The share-partition's state (start offset UNINITIALIZED, at its state epoch: it has none
+        yet). A leader's read (`leader_epoch` >= 0) fences the writes of older leaders from now on."""
+        self._check_owned(key)
+        if leader_epoch >= 0:
+            if leader_epoch < self.leader_epochs.get(key, -1):
+                raise FencedLeaderEpoch(f"share-partition {key} was read at leader epoch "
+                                        f"{self.leader_epochs[key]}, newer than {leader_epoch}")
+            self.leader_epochs[key] = leader_epoch
+        value = self.snapshots.get(key)
+        if value is None:
+            return Snapshot(max(self.state_epoch(key), 0), ADMIN, UNINITIALIZED, ())
+        return Snapshot(value.state_epoch, value.leader_epoch, value.start_offset, tuple(
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in value.state_batches))
+
+    def state_epoch(self, key: SharePartitionKey) -> int:
+        """The key's current state epoch (-1: never written)."""
+        value = self.snapshots.get(key)
+        return value.state_epoch if value is not None else self.deleted.get(key, -1)
+
+    async def write(self, key: SharePartitionKey, snapshot: Snapshot | None) -> None:
+        """Append the snapshot (None: the key's tombstone, an admin's, which fences every writer that
+        read before it) and return once every in-sync replica has it. Raises FencedStateEpoch, FencedLeaderEpoch, NotCoordinator or the log's error."""
+        self._check_owned(key)
+        current = self.state_epoch(key)
+        if snapshot is not None:
+            if snapshot.state_epoch < current:
+                raise FencedStateEpoch(f"share-partition {key} is at state epoch {current}, the write at "
+                                       f"{snapshot.state_epoch}: read it again")
+            if 0 <= snapshot.leader_epoch < self.leader_epochs.get(key, -1):
+                raise FencedLeaderEpoch(f"share-partition {key} has a leader at epoch {self.leader_epochs[key]}; "
+                                        f"a write of epoch {snapshot.leader_epoch} comes from a former leader")
+        previous = self.snapshots.get(key)
+        epoch = previous.snapshot_epoch + 1 if previous is not None else 0
+        value = None if snapshot is None else codec.snapshot_value(
+            epoch, snapshot.state_epoch, max(snapshot.leader_epoch, self.leader_epochs.get(key, -1)),
+            snapshot.start_offset, list(snapshot.batches))
+        partition = self.partition_of(key)
+        self.topic.append(partition, [(codec.encode_key(key), codec.encode_value(value))])
+        if value is None:
+            self.snapshots.pop(key, None)
+            self.deleted[key] = current + 1
         else:
-            self.snapshot_epochs[key] = epoch
+            self.snapshots[key] = value
+            self.leader_epochs[key] = value.leader_epoch
+            self.deleted.pop(key, None)
+        await self.topic.replicated(partition, self.timeout_s)
 
-    def _partition(self, key: SharePartitionKey) -> int:
-        """Kafka's share coordinator key: "group:topic id:partition"."""
-        return partition_for(f"{key.group}:{key.topic_id}:{key.partition}", self.topic.partitions)
+    def keys(self) -> list[SharePartitionKey]:
+        """The share-partitions whose state this broker holds."""
+        return list(self.snapshots)

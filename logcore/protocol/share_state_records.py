@@ -81,9 +81,10 @@ def decode_key(data: bytes) -> SharePartitionKey:
     return SharePartitionKey(group, topic_id, partition)
 
 
-def snapshot_value(snapshot_epoch: int, state_epoch: int, start_offset: int,
+def snapshot_value(snapshot_epoch: int, state_epoch: int, leader_epoch: int, start_offset: int,
                    batches: list[tuple[int, int, int, int]]) -> ShareSnapshotValue:
-    return ShareSnapshotValue(snapshot_epoch=i32(snapshot_epoch), state_epoch=i32(state_epoch), leader_epoch=i32(-1),
+    return ShareSnapshotValue(snapshot_epoch=i32(snapshot_epoch), state_epoch=i32(state_epoch),
+                              leader_epoch=i32(leader_epoch),
                               start_offset=i64(start_offset),
                               state_batches=tuple(StateBatch(first_offset=i64(f), last_offset=i64(l), delivery_state=i8(s),
                                                              delivery_count=i16(c)) for f, l, s, c in batches))

@@ -11,6 +11,7 @@ import signal
 import pytest
 
 from java_tools import KafkaTools, json_lines
+from test_replication import cluster  # noqa: F401  (the fixture)
 from waiting import wait_for
 
 pytestmark = pytest.mark.java
@@ -84,3 +85,51 @@ def test_the_console_share_consumer_and_the_share_groups_tool(tools):
     assert start_offset(t, "console") == 5  # (Kafka 4.1.1's tool has no --reset-offsets yet: binlake share-groups has)
     t.admin("kafka-share-groups", "--delete", "--group", "console")
     assert "console" not in t.admin("kafka-share-groups", "--list").split()
+
+
+@pytest.mark.slow
+def test_java_share_consumers_in_a_cluster_through_a_partition_leaders_sigkill(reference_jars, cluster, tmp_path):
+    """Three brokers on ZooKeeper, a topic of two partitions with three replicas, three Java share
+    consumers; the leader of partition 0 is SIGKILLed mid-run: every record accepted, none twice."""
+    nodes = cluster(3, {**CONFIG, "offsets.topic.num.partitions": "3", "group.share.state.topic.num.partitions": "3"})
+    t = KafkaTools(nodes.bootstrap)
+    t.admin("kafka-topics", "--create", "--topic", "shared", "--partitions", "2", "--replication-factor", "3")
+    consumers = [VerifiableShareConsumer(t, tmp_path / f"c{i}.jsonl", "shared", "jsg") for i in range(3)]
+    wait_for(lambda: t.admin("kafka-share-groups", "--describe", "--group", "jsg", "--members").count("shared:") == 3,
+             "three Java members", 120)
+    total = 20000
+    producer = t.start("kafka-verifiable-producer", "--bootstrap-server", t.address, "--topic", "shared",
+                       "--max-messages", str(total), "--throughput", str(total // 10), "--acks", "-1",
+                       out=open(tmp_path / "producer.jsonl", "w"))
+    wait_for(lambda: sum(len(c.offsets("offsets_acknowledged")) for c in consumers) > total // 5,
+             "the members accepting records", 120)
+    leader = re.search(r"Partition: 0\s+Leader: (\d+)", t.admin("kafka-topics", "--describe", "--topic", "shared"))
+    nodes.brokers[int(leader[1])].kill()
+    assert producer.wait(180) == 0
+    sent = {(e["partition"], e["offset"]) for e in json_lines((tmp_path / "producer.jsonl").read_text())
+            if e["name"] == "producer_send_success"}  # (a send cut by the kill may fail, and may still be in the log)
+    assert len(sent) > total * 0.9
+
+    def events(name: str) -> list[tuple[int, int]]:
+        """(partition, offset) of each such event that succeeded (an acknowledgement cut by the kill fails)."""
+        return [(p["partition"], o) for c in consumers for e in json_lines(c.log.read_text())
+                if e["name"] == name and e.get("success", True) for p in e["partitions"] for o in p["offsets"]]
+
+    ends = dict(re.findall(r"^shared:(\d):(\d+)$", t.admin("kafka-get-offsets", "--topic", "shared"), re.M))
+    described = {}
+
+    def at_the_end() -> bool:
+        described["out"] = t.admin("kafka-share-groups", "--describe", "--group", "jsg")
+        return dict(re.findall(r"^jsg\s+shared\s+(\d)\s+(\d+)", described["out"], re.M)) == ends
+
+    try:
+        wait_for(at_the_end, "the share group's start offsets at the end", 180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: log ends {ends}, last described:\n{described.get('out')}") from None
+    accepted = events("offsets_acknowledged")
+    assert len(accepted) == len(set(accepted)), "a record was accepted twice"
+    # (an acknowledgement that reached the killed leader's state but not its member is not printed)
+    assert sent - set(accepted) <= set(events("records_consumed"))
+    for c in consumers:
+        c.proc.send_signal(signal.SIGTERM)
+        c.proc.wait(60)
