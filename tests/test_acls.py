@@ -6,6 +6,7 @@ API's authorization error and writes nothing, while what is allowed works."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import subprocess
 import sys
 
@@ -13,9 +14,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (GroupAuthorizationFailedError, TopicAuthorizationFailedError,
                              TransactionalIdAuthorizationFailed)
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
+
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+from waiting import wait_for
+from wire import WireClient
 
 from testkit.brokerproc import ROOT
 
@@ -174,6 +180,43 @@ def test_what_alice_may_not_do_is_refused_with_its_error_and_writes_nothing(secu
     with pytest.raises(TopicAuthorizationFailedError):
         asyncio.run(_produce(alice, "allowed"))
     assert broker.process.proc.poll() is None  # (refusals cost no connection, let alone the broker)
+
+
+def test_a_kip848_member_gets_only_the_topics_it_may_describe(secure_broker):
+    """As Kafka (KAFKA-18813): a regex resolves to the matching topics the member may DESCRIBE, a
+    subscription naming a hidden topic is refused, and a group holding topics the asker may not
+    DESCRIBE is not described to it."""
+    broker = secure_broker(**AUTHORIZER)
+    admin = admin_client(broker)
+    make_topics(admin, "rx-eu", "rx-us")
+    create(admin, [allow(ResourceType.GROUP, "rx", AclOperation.READ),
+                   allow(ResourceType.TOPIC, "rx-eu", AclOperation.READ)])  # (READ implies DESCRIBE)
+    member = Consumer({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                       "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret",
+                       "group.id": "rx", "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    member.subscribe(["^rx-.*"])
+
+    def settled_on(topics: set[str]) -> bool:
+        member.poll(0.05)
+        group = admin.describe_consumer_groups(["rx"])["rx"].result(15)
+        return group.state == ConsumerGroupState.STABLE and [
+            {tp.topic for tp in m.target_assignment.topic_partitions} for m in group.members] == [topics] and {
+            tp.topic for tp in member.assignment()} == topics
+
+    wait_for(lambda: settled_on({"rx-eu"}), "the regex member to settle on rx-eu alone")
+    create(admin, [allow(ResourceType.TOPIC, "rx-us", AclOperation.DESCRIBE)])
+    wait_for(lambda: settled_on({"rx-eu", "rx-us"}), "rx-us to join once alice may describe it")
+
+    create(admin, [allow(ResourceType.GROUP, "*", AclOperation.READ, principal="User:ANONYMOUS")])
+    with WireClient(broker.address("PLAINTEXT")) as anonymous:
+        joined = anonymous.call(ConsumerGroupHeartbeatRequest(
+            group_id="named", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_names=("rx-eu",), server_assignor=None, topic_partitions=()))
+        assert joined.error_code.name == "topic_authorization_failed", joined
+        described = anonymous.call(ConsumerGroupDescribeRequest(group_ids=("rx",), include_authorized_operations=False))
+        assert described.groups[0].error_code.name == "topic_authorization_failed" and not described.groups[0].members
+    member.close()
 
 
 def test_without_an_authorizer_the_acl_apis_say_security_is_disabled(secure_broker):

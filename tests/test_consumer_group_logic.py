@@ -6,8 +6,8 @@ import uuid
 from logcore.coordinator.assignors import range_, uniform
 from logcore.coordinator.consumer_group import ConsumerMember, MemberState, reconcile
 from logcore.protocol.consumer_group_records import (CurrentAssignmentValue, GroupMetadataValue, MemberKey,
-                                                     TopicPartitions, decode_key, decode_value, encode_key,
-                                                     encode_value, i8, i32)
+                                                     RegexKey, RegexValue, TopicPartitions, decode_key, decode_value,
+                                                     encode_key, encode_value, i8, i32, i64)
 
 A, B = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -72,3 +72,9 @@ def test_records_are_kafkas_bytes():
     assert encode_value(value).hex() == ("0000" "00000007" "00000006" "01" "02" + A.hex + "03" "00000000" "00000002"
                                          "00" "01" "00")
     assert decode_value(8, encode_value(value)) == value
+    regex = RegexKey(16, "g", "rx-.*")  # key 16, a regex's resolution: its topics, version, timestamp
+    assert encode_key(regex).hex() == "0010" "0001" + b"g".hex() + "0005" + b"rx-.*".hex()
+    assert decode_key(16, encode_key(regex)) == regex
+    resolved = RegexValue(topics=("rx-eu",), version=i64(-1), timestamp=i64(1000))
+    assert encode_value(resolved).hex() == "0000" "02" "06" + b"rx-eu".hex() + "ffffffffffffffff" "00000000000003e8" "00"
+    assert decode_value(16, encode_value(resolved)) == resolved

@@ -12,7 +12,7 @@ from ..security.acls import Operation, ResourceType
 from . import handles
 
 READ, DESCRIBE, DELETE = Operation.READ, Operation.DESCRIBE, Operation.DELETE
-GROUP = ResourceType.GROUP
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 NO_OPERATIONS = -2147483648
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
@@ -27,6 +27,13 @@ async def consumer_group_heartbeat(ctx, request) -> dict:
     if request.group_id in ctx.shares.group_ids():
         return {"error_code": ErrorCode.group_id_not_found, "member_id": request.member_id or None, "member_epoch": -1,
                 "heartbeat_interval": 0, "error_message": f"group {request.group_id!r} is a share group"}
+    # As Kafka (KAFKA-18813): a subscription may name only topics the sender may describe; a regex
+    # is resolved to those it may describe (the coordinator asks `describable`).
+    hidden = sorted(name for name in request.subscribed_topic_names or () if not ctx.allowed(DESCRIBE, TOPIC, name))
+    if hidden:
+        return {"error_code": ErrorCode.topic_authorization_failed, "member_id": request.member_id or None,
+                "member_epoch": -1, "heartbeat_interval": 0,
+                "error_message": f"{ctx.principal} may not DESCRIBE topic(s) {', '.join(hidden)}"}
     owned = None if request.topic_partitions is None else {
         tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions if tp.partitions}
     try:
@@ -36,7 +43,8 @@ async def consumer_group_heartbeat(ctx, request) -> dict:
             rebalance_timeout_ms=_ms(request.rebalance_timeout),
             subscribed_topic_names=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
             subscribed_topic_regex=request.subscribed_topic_regex, server_assignor=request.server_assignor,
-            owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}"))
+            owned=owned, client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}",
+            describable=None if ctx.authorizer is None else lambda name: ctx.allowed(DESCRIBE, TOPIC, name)))
     except BrokerError as exc:
         return {"error_code": exc.code, "error_message": exc.message, "member_id": request.member_id or None,
                 "member_epoch": -1, "heartbeat_interval": 0}
@@ -57,6 +65,12 @@ def _topic_partitions(ctx, assignment) -> dict:
     return {"topic_partitions": named}
 
 
+def _assigned_topics(ctx, group) -> set[str]:
+    """The names of the topics in the members' assignments and targets."""
+    topic_ids = {topic for m in group.members.values() for topic in (*m.assigned, *group.target.get(m.member_id, {}))}
+    return {info.name for topic in topic_ids if (info := ctx.metadata.by_id(topic)) is not None}
+
+
 @handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 async def consumer_group_describe(ctx, request) -> dict:
     described = []
@@ -71,6 +85,9 @@ async def consumer_group_describe(ctx, request) -> dict:
         elif group is None:  # (the admin client then asks DescribeGroups, for a classic group)
             answer.update(error_code=ErrorCode.group_id_not_found,
                           error_message=f"group {group_id!r} is not a consumer group")
+        elif not all(ctx.allowed(DESCRIBE, TOPIC, name) for name in _assigned_topics(ctx, group)):
+            answer.update(error_code=ErrorCode.topic_authorization_failed,  # (as Kafka: no member shown)
+                          error_message="the group has topics the client may not DESCRIBE")
         else:
             answer.update(
                 group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,

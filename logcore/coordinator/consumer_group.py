@@ -81,6 +81,8 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)  # member id → target partitions
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)  # owner's member epoch
+    # regex → the topics it resolved to (key 16): the matches its last resolver may describe
+    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
     # Memory only: session and revocation deadlines (time.monotonic()), the subscribed topics at the
     # last epoch bump (name → (id, partition count)), when the group last changed state.
     deadlines: dict[str, float] = field(default_factory=dict)
@@ -223,19 +225,23 @@ def removal_records(group_id: str, member_id: str) -> list[tuple[records.MemberK
             (records.MemberKey(records.MEMBER_METADATA, group_id, member_id), None)]
 
 
-def end_records(group_id: str) -> list[tuple[records.ConsumerGroupKey, None]]:
+def end_records(group: ConsumerGroup) -> list[tuple[records.ConsumerGroupKey | records.RegexKey, None]]:
     """The tombstones that end an empty consumer group (deleted, or taken over by a classic group)."""
-    return [(records.ConsumerGroupKey(records.TARGET_METADATA, group_id), None),
-            (records.ConsumerGroupKey(records.GROUP_EPOCH, group_id), None)]
+    return [*((records.RegexKey(records.REGEX, group.group_id, regex), None) for regex in sorted(group.resolved_regexes)),
+            (records.ConsumerGroupKey(records.TARGET_METADATA, group.group_id), None),
+            (records.ConsumerGroupKey(records.GROUP_EPOCH, group.group_id), None)]
 
 
-def replay(groups: dict[str, ConsumerGroup], key: records.ConsumerGroupKey | records.MemberKey, value) -> None:
+def replay(groups: dict[str, ConsumerGroup], key: records.ConsumerGroupKey | records.MemberKey | records.RegexKey,
+           value) -> None:
     """Apply one consumer group record (value None: a tombstone) to `groups`."""
     group = groups.get(key.group)
     if value is None:
         if group is None:
             return
-        if key.version == records.GROUP_EPOCH:
+        if isinstance(key, records.RegexKey):
+            group.resolved_regexes.pop(key.regex, None)
+        elif key.version == records.GROUP_EPOCH:
             del groups[key.group]
         elif key.version == records.MEMBER_METADATA:
             group.remove(key.member_id)
@@ -248,7 +254,9 @@ def replay(groups: dict[str, ConsumerGroup], key: records.ConsumerGroupKey | rec
     if group is None:
         group = groups[key.group] = ConsumerGroup(key.group)
     before = group.state
-    if key.version == records.GROUP_EPOCH:
+    if isinstance(key, records.RegexKey):
+        group.resolved_regexes[key.regex] = frozenset(value.topics)
+    elif key.version == records.GROUP_EPOCH:
         group.group_epoch = value.epoch
     elif key.version == records.TARGET_METADATA:
         group.assignment_epoch = value.assignment_epoch

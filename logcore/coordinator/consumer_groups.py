@@ -6,7 +6,9 @@ One heartbeat, as Kafka handles it:
 1. validate; find or create the group (epoch 0) and the member (a static member's new incarnation
    takes over its old one's partitions, if that one left with epoch -2);
 2. take the member's new subscription; bump the group epoch if it changed, the member is new, or
-   the subscribed topics changed (created, deleted, grown; a regex is matched against the topics);
+   the subscribed topics changed (created, deleted, grown). A regex is resolved against the topics
+   at each heartbeat of a member subscribing with it, to the matches that member may DESCRIBE (as
+   Kafka filters them); the resolution is the group's, recorded as key 16 when it changes;
 3. if the group epoch passed the assignment epoch, compute the target assignment with the group's
    assignor (assignors.py) for every member;
 4. reconcile the member one step towards its target (consumer_group.reconcile): revoke first, then
@@ -30,13 +32,13 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..config import BrokerConfig
 from ..group_configs import GroupConfig, effective_group_config
 from ..protocol import consumer_group_records as records
 from ..protocol.codec import ErrorCode
-from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, i32
+from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, RegexKey, RegexValue, i32, i64
 from ..protocol.errors import (BrokerError, CoordinatorNotAvailable, FencedInstanceId, FencedMemberEpoch,
                                GroupIdNotFound, GroupMaxSizeReached,
                                InvalidRegularExpression, InvalidRequest, NotCoordinator,
@@ -50,7 +52,8 @@ from .group_migration import downgrade_records, upgrade_records
 
 log = logging.getLogger(__name__)
 
-Record = tuple[ConsumerGroupKey | MemberKey, object]
+Record = tuple[ConsumerGroupKey | MemberKey | RegexKey, object]
+Regexes = Mapping[str, frozenset[str]]  # a regex → the topic names it resolved to
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class Heartbeat:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    # The sender's DESCRIBE right on a topic, by name; None: every topic (no authorizer)
+    describable: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,9 @@ class ConsumerGroups:
                                     else member.subscribed_topic_regex),
             client_id=hb.client_id, client_host=hb.client_host, classic_session_timeout_ms=None,
             classic_protocols=None)  # (a classic member that restarted with the consumer protocol)
-        reconciled = self.update(group, member, updated, new, replaced, hb.owned, out)
+        resolved = {} if not updated.subscribed_topic_regex else {
+            updated.subscribed_topic_regex: self._resolve(updated.subscribed_topic_regex, hb.describable)}
+        reconciled = self.update(group, member, updated, new, replaced, hb.owned, out, resolved)
         group = self.groups[hb.group_id]
         config = self.group_config(group.group_id)
         self.touch(group, member_id, config["consumer.session.timeout.ms"])
@@ -126,18 +133,21 @@ class ConsumerGroups:
                                reconciled.assigned if full or reconciled.assigned != member.assigned else None)
 
     def update(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, new: bool,
-               replaced: str | None, owned: Assignment | None, out: list[Record]) -> ConsumerMember:
-        """Steps 2-5 for `member` (`updated`: with its request's changes): the group epoch, the target
-        assignment, the member's next step; the records (after those already in `out`) appended and
-        replayed. The member as reconciled."""
+               replaced: str | None, owned: Assignment | None, out: list[Record],
+               resolved: Regexes | None = None) -> ConsumerMember:
+        """Steps 2-5 for `member` (`updated`: with its request's changes; `resolved`: the regex it
+        subscribes with, resolved for it): the group epoch, the target assignment, the member's next
+        step; the records (after those already in `out`) appended and replayed. The member as
+        reconciled."""
         member_id = updated.member_id
         if new or replaced or member_metadata_value(updated) != member_metadata_value(member):
             out.append((MemberKey(records.MEMBER_METADATA, group.group_id, member_id), member_metadata_value(updated)))
         others = {m: other for m, other in group.members.items() if m not in (member_id, replaced)}
         members = {**others, member_id: updated}
         if group.subscribed_metadata is None:  # (new, or just loaded: what its members subscribed to so far)
-            group.subscribed_metadata = self._subscribed_topics({**others, member_id: member})
-        subscribed = self._subscribed_topics(members)
+            group.subscribed_metadata = self._subscribed_topics({**others, member_id: member}, group.resolved_regexes)
+        regexes = self._regexes(group, members, resolved or {}, out)
+        subscribed = self._subscribed_topics(members, regexes)
         epoch = group.group_epoch
         if new or not updated.same_subscription(member) or subscribed != group.subscribed_metadata:
             epoch += 1
@@ -146,7 +156,7 @@ class ConsumerGroups:
         previous[member_id] = group.target.get(replaced or member_id, {})
         target, target_epoch = previous[member_id], group.assignment_epoch
         if epoch > group.assignment_epoch:
-            targets = self._assign(members, subscribed, previous)
+            targets = self._assign(members, subscribed, previous, regexes)
             out += self._target_records(group.group_id, previous, targets, epoch)
             target, target_epoch = targets[member_id], epoch
         elif replaced:  # a static member's new incarnation inherits its target
@@ -295,19 +305,45 @@ class ConsumerGroups:
         if len(group.members) >= limit:
             raise GroupMaxSizeReached(f"group {group.group_id!r} has {limit} members (group.consumer.max.size)")
 
-    def _subscribed_topics(self, members: dict[str, ConsumerMember]) -> dict[str, tuple[uuid.UUID, int]]:
+    def _resolve(self, pattern: str, describable: Callable[[str], bool] | None) -> frozenset[str]:
+        """The topics `pattern` matches whole (internal ones aside) that `describable` lets through."""
+        regex = re.compile(pattern)
+        return frozenset(name for name, info in self.metadata.topics.items() if not info.internal
+                         and regex.fullmatch(name) and (describable is None or describable(name)))
+
+    def _regexes(self, group: ConsumerGroup, members: dict[str, ConsumerMember], resolved: Regexes,
+                 out: list[Record]) -> dict[str, frozenset[str]]:
+        """The group's regex resolutions once `members` are its members: `resolved` recorded where it
+        changed, those of regexes no member subscribes with any more tombstoned (key 16)."""
+        used = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
+        for regex, topics in resolved.items():
+            if group.resolved_regexes.get(regex) != topics:
+                out.append((RegexKey(records.REGEX, group.group_id, regex), RegexValue(
+                    topics=tuple(sorted(topics)), version=i64(-1), timestamp=i64(int(time.time() * 1000)))))
+        out += [(RegexKey(records.REGEX, group.group_id, regex), None) for regex in sorted(group.resolved_regexes)
+                if regex not in used]
+        return {regex: topics for regex, topics in {**group.resolved_regexes, **resolved}.items() if regex in used}
+
+    def _regex_topics(self, pattern: str, regexes: Regexes) -> frozenset[str]:
+        """What `pattern` resolved to; a group recorded before key 16 was written has no resolution
+        until its member's next heartbeat, and matches unfiltered meanwhile."""
+        found = regexes.get(pattern)
+        return found if found is not None else self._resolve(pattern, None)
+
+    def _subscribed_topics(self, members: dict[str, ConsumerMember],
+                           regexes: Regexes) -> dict[str, tuple[uuid.UUID, int]]:
         """The existing topics some member subscribes to, by name or regex: name → (id, partition count)."""
         topics = self.metadata.topics
-        names = {name for m in members.values() for name in m.subscribed_topic_names if name in topics}
+        names = {name for m in members.values() for name in m.subscribed_topic_names}
         for pattern in {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}:
-            regex = re.compile(pattern)
-            names |= {name for name, info in topics.items() if not info.internal and regex.fullmatch(name)}
-        return {name: (topics[name].topic_id, topics[name].partitions) for name in sorted(names)}
+            names |= self._regex_topics(pattern, regexes)
+        return {name: (topics[name].topic_id, topics[name].partitions) for name in sorted(names) if name in topics}
 
-    def _member_topics(self, member: ConsumerMember, subscribed: dict[str, tuple[uuid.UUID, int]]) -> frozenset:
-        regex = re.compile(member.subscribed_topic_regex) if member.subscribed_topic_regex else None
+    def _member_topics(self, member: ConsumerMember, subscribed: dict[str, tuple[uuid.UUID, int]],
+                       regexes: Regexes) -> frozenset:
+        matched = self._regex_topics(member.subscribed_topic_regex, regexes) if member.subscribed_topic_regex else ()
         return frozenset(topic_id for name, (topic_id, _) in subscribed.items()
-                         if name in member.subscribed_topic_names or (regex and regex.fullmatch(name)))
+                         if name in member.subscribed_topic_names or name in matched)
 
     def assignor_name(self, members) -> str:
         """The assignor the members ask for most (`group.remote.assignor`), else the broker's first."""
@@ -318,10 +354,10 @@ class ConsumerGroups:
         return max(wanted, key=lambda name: (wanted[name], -configured.index(name)))
 
     def _assign(self, members: dict[str, ConsumerMember], subscribed: dict[str, tuple[uuid.UUID, int]],
-                previous: dict[str, Assignment]) -> dict[str, Assignment]:
+                previous: dict[str, Assignment], regexes: Regexes) -> dict[str, Assignment]:
         """The target assignment of `members` by the group's assignor, sticky to `previous`."""
         return ASSIGNORS[self.assignor_name(members.values())](
-            {m: self._member_topics(member, subscribed) for m, member in members.items()},
+            {m: self._member_topics(member, subscribed, regexes) for m, member in members.items()},
             {topic_id: count for topic_id, count in subscribed.values()}, previous)
 
     @staticmethod
@@ -370,9 +406,11 @@ class ConsumerGroups:
         members = {m: member for m, member in group.members.items() if m != member_id}
         epoch = group.group_epoch + 1
         out.append((ConsumerGroupKey(records.GROUP_EPOCH, group.group_id), records.GroupMetadataValue(epoch=i32(epoch))))
-        subscribed = self._subscribed_topics(members)
+        regexes = self._regexes(group, members, {}, out)
+        subscribed = self._subscribed_topics(members, regexes)
         previous = {m: group.target[m] for m in members if m in group.target}
-        out += self._target_records(group.group_id, previous, self._assign(members, subscribed, previous), epoch)
+        out += self._target_records(group.group_id, previous, self._assign(members, subscribed, previous, regexes),
+                                    epoch)
         try:
             self.store.append(group.group_id, out)
         except BrokerError as exc:

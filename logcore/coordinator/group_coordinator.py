@@ -188,7 +188,7 @@ class GroupCoordinator:
         consumer = self.store.consumer_groups.get(group_id)
         if consumer is not None and consumer.members and self.owns(group_id):
             return ErrorCode.non_empty_group
-        return self.offsets.delete_group(group_id, end_records(group_id) if consumer else [])
+        return self.offsets.delete_group(group_id, end_records(consumer) if consumer else [])
 
     def expire_offsets(self, now_ms: int) -> int:
         return self.offsets.expire(now_ms)

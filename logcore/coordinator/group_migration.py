@@ -62,7 +62,7 @@ def downgrade_records(group: ConsumerGroup, leaving: str,
         return None
     epoch, group_id = group.group_epoch + 1, group.group_id
     out: list = [record for m_id in group.members for record in removal_records(group_id, m_id)]
-    out += end_records(group_id)
+    out += end_records(group)
     members = tuple(MemberValue(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                                 m.classic_session_timeout_ms, dict(m.classic_protocols)[protocol],
                                 encode_assignment(topic_names(m.assigned))) for m in rest)

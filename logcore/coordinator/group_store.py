@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from ..protocol.errors import BrokerError, ErrorCode
 from ..replication.partition import Partition
-from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
+from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, RegexKey
 from ..protocol.share_group_records import ShareGroupKey, ShareMemberKey
 from . import consumer_group, share_group
 from .consumer_group import ConsumerGroup
@@ -138,7 +138,7 @@ class GroupStore:
             self.replay(key, value)
 
     def replay(self, key: Key, value) -> None:
-        if isinstance(key, (ConsumerGroupKey, MemberKey)):
+        if isinstance(key, (ConsumerGroupKey, MemberKey, RegexKey)):
             consumer_group.replay(self.consumer_groups, key, value)
             return
         if isinstance(key, (ShareGroupKey, ShareMemberKey)):

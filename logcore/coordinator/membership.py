@@ -109,10 +109,11 @@ class Membership:
     def _take_over_consumer_group(self, group_id: str) -> ErrorCode | None:
         """An empty KIP-848 group of that id ends so the classic group starts (one with members serves
         classic members itself: classic_members.py)."""
-        if group_id not in self.store.consumer_groups:
+        group = self.store.consumer_groups.get(group_id)
+        if group is None:
             return None
         try:
-            self.store.append(group_id, end_records(group_id))
+            self.store.append(group_id, end_records(group))
         except BrokerError as exc:
             return exc.code
         return None

@@ -15,7 +15,7 @@ strings are int16 length + UTF-8 (-1 for null), bytes are int32 length + data, a
                                     subscription:bytes  assignment:bytes]
 
 The key's version tells the record type: 0 and 1 are offset commits, 2 is group metadata, 3 to 8
-are the records of KIP-848 consumer groups (logcore/protocol/consumer_group_records.py), 10 to 14
+and 16 are the records of KIP-848 consumer groups (logcore/protocol/consumer_group_records.py), 10 to 14
 those of KIP-932 share groups (logcore/protocol/share_group_records.py). A null
 value is a tombstone (offset deleted, group deleted). Older value versions are read too, so a log
 written by Kafka itself loads.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..protocol import consumer_group_records as consumer
 from ..protocol import share_group_records as share
-from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey
+from ..protocol.consumer_group_records import ConsumerGroupKey, MemberKey, RegexKey
 from ..protocol.share_group_records import ShareGroupKey, ShareMemberKey
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -126,11 +126,11 @@ class _Writer:
         return self
 
 
-Key = OffsetKey | GroupKey | ConsumerGroupKey | MemberKey | ShareGroupKey | ShareMemberKey
+Key = OffsetKey | GroupKey | ConsumerGroupKey | MemberKey | RegexKey | ShareGroupKey | ShareMemberKey
 
 
 def encode_key(key: Key) -> bytes:
-    if isinstance(key, (ConsumerGroupKey, MemberKey)):
+    if isinstance(key, (ConsumerGroupKey, MemberKey, RegexKey)):
         return consumer.encode_key(key)
     if isinstance(key, (ShareGroupKey, ShareMemberKey)):
         return share.encode_key(key)
@@ -261,8 +261,8 @@ def decode(key: bytes, value: bytes | None) -> tuple[Key, object]:
     k = decode_key(key)
     if value is None:
         return k, None
-    if isinstance(k, (ConsumerGroupKey, MemberKey, ShareGroupKey, ShareMemberKey)):
-        codec = consumer if isinstance(k, (ConsumerGroupKey, MemberKey)) else share
+    if isinstance(k, (ConsumerGroupKey, MemberKey, RegexKey, ShareGroupKey, ShareMemberKey)):
+        codec = consumer if isinstance(k, (ConsumerGroupKey, MemberKey, RegexKey)) else share
         try:
             return k, codec.decode_value(k.version, value)
         except ValueError as exc:

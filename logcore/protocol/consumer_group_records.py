@@ -13,6 +13,7 @@ and arrays, tagged fields):
     key 6  ConsumerGroupTargetAssignmentMetadataKey(GroupId)  value: AssignmentEpoch
     key 7  ConsumerGroupTargetAssignmentMemberKey(GroupId, MemberId)   value: its target partitions
     key 8  ConsumerGroupCurrentMemberAssignmentKey(GroupId, MemberId)  value: its epochs, state, partitions
+    key 16 ConsumerGroupRegularExpressionKey(GroupId, RegularExpression)  value: the topics it resolved to
 
 A null value is a tombstone. Key 4 is read and dropped (Kafka 4.1 stopped writing it; the
 coordinator recomputes subscribed topics' metadata from the cluster's).
@@ -27,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kio.static.constants import EntityType
-from kio.static.primitive import i8, i16, i32  # (re-exported: the coordinator builds values with them)
+from kio.static.primitive import i8, i16, i32, i64  # (re-exported: the coordinator builds values with them)
 
 from .codec import _reader, _writer  # (kio's serializers, cached per class)
 from .varint import uvarint
 
-__all__ = ["i8", "i32", "ClassicMemberMetadata", "ClassicProtocol", "CONSUMER_KEY_VERSIONS", "ConsumerGroupKey", "MemberKey", "TopicPartitions", "GroupMetadataValue",
+__all__ = ["i8", "i32", "i64", "RegexKey", "RegexValue", "ClassicMemberMetadata", "ClassicProtocol", "CONSUMER_KEY_VERSIONS", "ConsumerGroupKey", "MemberKey", "TopicPartitions", "GroupMetadataValue",
            "MemberMetadataValue", "TargetAssignmentMetadataValue", "TargetAssignmentMemberValue",
            "CurrentAssignmentValue", "PartitionMetadataValue", "encode_key", "decode_key", "encode_value",
            "decode_value", "MemberMetadata"]
@@ -103,6 +104,15 @@ class CurrentAssignmentValue(_Flexible):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RegexValue(_Flexible):
+    """What a regex subscription resolved to: the matching topics that the member whose heartbeat
+    resolved it may describe. `version` is Kafka's metadata image version; logcore has none (-1)."""
+    topics: tuple[str, ...] = field(metadata={"kafka_type": "string"})
+    version: i64 = field(metadata={"kafka_type": "int64"})
+    timestamp: i64 = field(metadata={"kafka_type": "int64"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionMetadata(_Flexible):
     __type__: ClassVar = EntityType.nested
     partition: i32 = field(metadata={"kafka_type": "int32"})
@@ -141,11 +151,21 @@ class MemberKey:
     member_id: str
 
 
+@dataclass(frozen=True)
+class RegexKey:
+    """Key 16: one per regex some member of the group subscribes with."""
+    version: int
+    group: str
+    regex: str
+
+
 GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 4, 5, 6, 7, 8
-CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
+REGEX = 16
+CONSUMER_KEY_VERSIONS = frozenset((*range(3, 9), REGEX))
 VALUE_CLASSES = {GROUP_EPOCH: GroupMetadataValue, PARTITION_METADATA: PartitionMetadataValue,
                  MEMBER_METADATA: MemberMetadataValue, TARGET_METADATA: TargetAssignmentMetadataValue,
-                 TARGET_MEMBER: TargetAssignmentMemberValue, CURRENT_ASSIGNMENT: CurrentAssignmentValue}
+                 TARGET_MEMBER: TargetAssignmentMemberValue, CURRENT_ASSIGNMENT: CurrentAssignmentValue,
+                 REGEX: RegexValue}
 
 
 def _string(text: str) -> bytes:
@@ -153,9 +173,11 @@ def _string(text: str) -> bytes:
     return struct.pack(">h", len(data)) + data
 
 
-def encode_key(key: ConsumerGroupKey | MemberKey) -> bytes:
+def encode_key(key: ConsumerGroupKey | MemberKey | RegexKey) -> bytes:
     out = struct.pack(">h", key.version) + _string(key.group)
-    return out + _string(key.member_id) if isinstance(key, MemberKey) else out
+    if isinstance(key, MemberKey):
+        return out + _string(key.member_id)
+    return out + _string(key.regex) if isinstance(key, RegexKey) else out
 
 
 def key_strings(version: int, data: bytes, count: int) -> list[str]:
@@ -173,10 +195,12 @@ def key_strings(version: int, data: bytes, count: int) -> list[str]:
     return strings
 
 
-def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey:
+def decode_key(version: int, data: bytes) -> ConsumerGroupKey | MemberKey | RegexKey:
     """The key after its version (`data` is the whole key); ValueError when it is cut short."""
     if version in (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT):
         return MemberKey(version, *key_strings(version, data, 2))
+    if version == REGEX:
+        return RegexKey(version, *key_strings(version, data, 2))
     return ConsumerGroupKey(version, *key_strings(version, data, 1))
 
 
