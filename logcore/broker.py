@@ -81,7 +81,7 @@ class Broker:
         self.services = Services(self.broker_id, self.config, self.replicas, self.metadata, self.cluster,
                                  self.topic_admin, self.groups, self.transactions, self.txn_markers,
                                  self.txn_verifier, self.fetch_sessions, self.authorizer, self.credentials, self.metrics,
-                                 self.mode.group_configs, self.shares)
+                                 self.mode.group_configs, self.shares, self.mode.features)
         handlers, limits = load_handlers(), ServerLimits.from_config(self.config)
         self.servers = {listener.name: KafkaServer(self.services, listener.host, listener.port, handlers, limits, listener.name,
                                                    tls_context(self.config, listener),

@@ -19,6 +19,7 @@ from .cluster.zk_cluster import ZooKeeperCluster
 from .cluster.zk_metadata import ZooKeeperMetadataStore
 from .config import BrokerConfig, TopicConfig
 from .coordinator.producer_ids import FileBlocks, ZooKeeperBlocks
+from .features import FileFeatures, ZooKeeperFeatures
 from .group_configs import FileGroupConfigs, ZooKeeperGroupConfigs
 from .replication.cluster import Replication
 from .replication.manager import ReplicaManager
@@ -43,6 +44,7 @@ class Alone:
         self.id_blocks = FileBlocks(data_dir, broker_id)
         self.credentials = FileCredentials(data_dir)
         self.group_configs = FileGroupConfigs(data_dir)
+        self.features = FileFeatures(data_dir)
         self.placement = HostHere(self.metadata, replicas)
 
     def acl_store(self) -> FileAcls:
@@ -85,6 +87,7 @@ class InCluster:
         self.id_blocks = ZooKeeperBlocks(zookeeper.zk, broker_id)
         self.credentials = ZooKeeperCredentials(zookeeper.zk)
         self.group_configs = ZooKeeperGroupConfigs(zookeeper.zk)
+        self.features = ZooKeeperFeatures(zookeeper.zk)
         self.placement = AssignReplicas(self.metadata, self.view)
         self.replication: Replication | None = None  # once started
         self._deletion_listeners: list[DeletionListener] = []

@@ -81,6 +81,7 @@ TOOLS = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
 }
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..coordinator.transaction_coordinator import TransactionCoordinator
     from ..coordinator.transaction_markers import MarkerWriter
     from ..coordinator.txn_verification import TxnVerifier
+    from ..features import FileFeatures, ZooKeeperFeatures
     from ..group_configs import FileGroupConfigs, ZooKeeperGroupConfigs
     from ..metrics import BrokerMetrics
     from ..protocol.fetch_session import FetchSessionCache
@@ -60,6 +61,7 @@ class Services:
     metrics: BrokerMetrics
     group_configs: FileGroupConfigs | ZooKeeperGroupConfigs  # per-group overrides (resource type GROUP)
     shares: ShareCoordinator               # share groups (KIP-932): members, sessions, share-partitions
+    features: FileFeatures | ZooKeeperFeatures  # feature levels set by UpdateFeatures
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,10 @@ class RequestContext:
     @property
     def shares(self) -> ShareCoordinator:
         return self.services.shares
+
+    @property
+    def features(self) -> FileFeatures | ZooKeeperFeatures:
+        return self.services.features
 
     # -- authorization -------------------------------------------------------------------------
 

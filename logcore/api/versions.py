@@ -10,7 +10,8 @@ and only then are the share APIs (ShareGroupHeartbeat ... DeleteShareGroupOffset
 share-partition state's Read/Write/DeleteShareGroupState between brokers) listed. `transaction.version` 2 (the broker
 setting of that name, 2 by default) tells producers to run transactions v2 (KIP-890 part 2: Produce
 v12 and TxnOffsetCommit v5 add partitions to the transaction, EndTxn v5 bumps the epoch), as Kafka
-4 does; the APIs of both versions are listed either way, since a broker serves both."""
+4 does; the APIs of both versions are listed either way, since a broker serves both. UpdateFeatures
+changes `transaction.version` while the brokers run (logcore/features.py, api/features.py)."""
 
 import re
 
@@ -24,7 +25,6 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 SUPPORTED_FEATURES = {"group.version": (0, 1), "share.version": (0, 1), "transaction.version": (0, 2)}  # name → (min, max) level this broker can run
-FEATURES_EPOCH = 1  # the features are set by the broker's configuration: they never change while it runs
 CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 SHARE_GROUP_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
                     ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
@@ -32,12 +32,17 @@ SHARE_GROUP_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, A
                     ApiKey.DELETE_SHARE_GROUP_STATE)
 
 
-def finalized_features(config) -> dict[str, int]:
-    """The level of each feature this broker runs at (a level-0 feature is not listed, as in Kafka)."""
+def feature_levels(config, features) -> dict[str, int]:
+    """The level of each feature this broker runs at: the settings', then UpdateFeatures' (`features`)."""
     protocols = config.get("group.coordinator.rebalance.protocols")
-    levels = {"group.version": 1 if "consumer" in protocols else 0,
-              "share.version": 1 if "share" in protocols else 0,
-              "transaction.version": config.get("transaction.version")}
+    return {"group.version": 1 if "consumer" in protocols else 0,
+            "share.version": 1 if "share" in protocols else 0,
+            "transaction.version": config.get("transaction.version"), **features.levels}
+
+
+def finalized_features(config, features) -> dict[str, int]:
+    """The features as ApiVersions lists them (a level-0 feature is not listed, as in Kafka)."""
+    levels = feature_levels(config, features)
     return {name: level for name, level in levels.items() if level}
 
 
@@ -48,13 +53,13 @@ async def api_versions(ctx, request) -> dict:
         if value is not None and not _SOFTWARE.fullmatch(value):
             raise InvalidRequest(f"{name} {value!r} must be letters, digits, '.' and '-', "
                                  "starting and ending with a letter or digit")
-    finalized = finalized_features(ctx.config)
+    finalized = finalized_features(ctx.config, ctx.features)
     hidden = (() if finalized.get("group.version") else CONSUMER_PROTOCOL_APIS) + (
         () if finalized.get("share.version") else SHARE_GROUP_APIS)
     return {"error_code": ErrorCode.none,
             "api_keys": supported_api_keys({k: v for k, v in SUPPORTED.items() if k not in hidden}),
             "supported_features": [{"name": name, "min_version": low, "max_version": high}
                                    for name, (low, high) in SUPPORTED_FEATURES.items()],
-            "finalized_features_epoch": FEATURES_EPOCH,
+            "finalized_features_epoch": ctx.features.epoch,
             "finalized_features": [{"name": name, "min_version_level": level, "max_version_level": level}
                                    for name, level in finalized.items()]}

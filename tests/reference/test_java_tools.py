@@ -162,6 +162,23 @@ def test_transactions_tool_lists_describes_and_aborts_an_open_transaction(kafka_
     assert out.strip() == ""
 
 
+def test_kafka_features_downgrades_and_upgrades_transaction_version(kafka_tools):
+    t = kafka_tools
+
+    def level() -> tuple[str, str]:
+        found = re.search(r"Feature: transaction.version\s+SupportedMinVersion: 0\s+SupportedMaxVersion: 2\s+"
+                          r"FinalizedVersionLevel: (\d+)\s+Epoch: (\d+)", t.admin("kafka-features", "describe"))
+        return found.groups()
+
+    assert level() == ("2", "1")
+    assert "downgraded to 0" in t.admin("kafka-features", "downgrade", "--feature", "transaction.version=0")
+    assert level() == ("0", "2")
+    assert "outside what this broker supports" in t.refused("kafka-features", "upgrade", "--feature",
+                                                             "transaction.version=5")
+    assert "upgraded to 2" in t.admin("kafka-features", "upgrade", "--feature", "transaction.version=2")
+    assert level() == ("2", "3")
+
+
 def test_verifiable_producer_and_three_consumers_rebalancing(kafka_tools, tmp_path):
     """acks=all writes, then a group that grows to three verifiable consumers while the producer runs:
     every acknowledged record is consumed exactly once, in order within its partition."""
