@@ -9,6 +9,7 @@ import pytest
 
 from logcore.coordinator.share_assignor import simple_assign
 from logcore.coordinator.share_partition import RecordState, SharePartition
+from logcore.coordinator.share_state import Snapshot, counts_deliveries_only
 from logcore.protocol import share_state_records as codec
 from logcore.protocol.errors import InvalidRecordState
 from logcore.storage.batch import CONTROL, BatchHeader
@@ -77,6 +78,35 @@ def test_the_snapshot_round_trips_through_the_record_codec():
         (RecordState.AVAILABLE, 1, None), (RecordState.ACKNOWLEDGED, 1, None), (RecordState.ACKNOWLEDGED, 1, None),
         (RecordState.AVAILABLE, 1, None), (RecordState.AVAILABLE, 1, None), (RecordState.AVAILABLE, 1, None)]
     assert value.state_batches[0].last_offset == 10 and len(value.state_batches) == 3  # (runs, not offsets)
+
+
+def test_only_a_snapshot_that_counts_deliveries_may_skip_the_share_coordinators_replication():
+    sp = SharePartition(0)
+    def written() -> tuple:  # (the snapshot as a leader sends it, and the coordinator's copy of it)
+        snapshot = Snapshot(sp.state_epoch, 1, sp.start_offset, tuple(sp.state_batches()))
+        return snapshot, codec.snapshot_value(0, snapshot.state_epoch, 1, snapshot.start_offset,
+                                              list(snapshot.batches))
+
+    snapshot, value = written()
+    assert not counts_deliveries_only(None, snapshot)  # (the first write of a share-partition)
+    sp.acquire([batch(0, 4)], "a", 10, 10, 100)
+    after, after_value = written()
+    assert counts_deliveries_only(value, after)  # a new batch acquired
+    sp.acknowledge("a", 0, 1, [2], LIMIT)  # RELEASE: written as before (available, counted)
+    released, released_value = written()
+    assert counts_deliveries_only(after_value, released)
+    sp.acquire([batch(0, 4)], "b", 10, 10, 100)  # redelivered: counts rise
+    assert counts_deliveries_only(released_value, written()[0])
+    sp.acknowledge("b", 0, 0, [1], LIMIT)  # ACCEPT: the start offset moves
+    assert not counts_deliveries_only(released_value, written()[0])
+    sp.acknowledge("b", 1, 1, [3], LIMIT)
+    sp.acknowledge("a", 3, 3, [1], LIMIT)  # ACCEPT behind the start offset: a state changes
+    accepted, accepted_value = written()
+    assert sp.start_offset == 2 and not counts_deliveries_only(
+        codec.snapshot_value(0, 0, 1, 2, [(2, 3, 0, 1)]), accepted)
+    sp.reset(2)  # an admin's reset: a new state epoch
+    assert not counts_deliveries_only(accepted_value, written()[0])
+    assert not counts_deliveries_only(accepted_value, None)
 
 
 def test_a_reset_into_a_batch_hands_out_the_rest_of_it():

@@ -46,7 +46,8 @@ async def read_share_group_state(ctx, request) -> dict:
 async def write_share_group_state(ctx, request) -> dict:
     async def write(key, p) -> dict:
         await ctx.shares.state.write(key, Snapshot(p.state_epoch, p.leader_epoch, p.start_offset, tuple(
-            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)))
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)),
+            from_elsewhere=True)
         return {}
     return await _each(ctx, request, write)
 

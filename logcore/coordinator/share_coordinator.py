@@ -14,8 +14,9 @@ the share-partitions are held by the leader of their topic partition (Kafka's Sh
 read from the share coordinator when a member first fetches there, and dropped when the leadership
 moves: the next leader reads them back. A change (acknowledgements, acquisitions, locks that end)
 marks its share-partition dirty; `flush` writes the dirty ones, and a request's answer goes out once
-its share-partitions are written and replicated. Acquisitions are written too (Kafka does not), so a
-record handed out before a leader's crash comes back with its delivery counted.
+its share-partitions are written (replicated, except a snapshot that only counts deliveries written to
+a share coordinator on another broker: share_state.py). Acquisitions are written too (Kafka does
+not), so a record handed out before a leader's crash comes back with its delivery counted.
 Event loop only; no `await` between checking a share-partition's leadership and changing it.
 """
 

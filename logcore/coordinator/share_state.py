@@ -9,6 +9,14 @@ the keys of the partitions it leads, loaded once the partition is committed (`St
 topic partitions' leaders read and write them through `share_persister.py`, from this broker or
 another (ReadShareGroupState / WriteShareGroupState).
 
+A write is answered once every in-sync replica has it, with one exception: a snapshot from a topic
+partition's leader on another broker that only counts deliveries (records acquired: the window grew
+or delivery counts rose, no record's state and not the start offset changed) is answered once it is
+appended here. The leader still holds that state in memory, so no single broker's loss can take it:
+a leader's SIGKILL leaves it here, this broker's leaves it at the leader, which writes its whole
+snapshot again with its next change. This keeps the share coordinator's replication off the path of
+a ShareFetch (docs/groups.md, "Share groups in a cluster").
+
 Writes are fenced as Kafka's share coordinator fences them:
 - a snapshot of an older state epoch than the stored one (an admin reset or deletion happened since
   the writer read) is refused with FENCED_STATE_EPOCH;
@@ -28,6 +36,7 @@ from ..protocol.errors import CoordinatorLoadInProgress, FencedLeaderEpoch, Fenc
 from ..protocol.share_state_records import SharePartitionKey
 from ..replication.partition import Partition
 from .offsets_codec import partition_for
+from .share_partition import RecordState
 from .state_topic import StateTopic
 
 log = logging.getLogger(__name__)
@@ -35,6 +44,7 @@ log = logging.getLogger(__name__)
 SHARE_STATE_TOPIC = "__share_group_state"
 ADMIN = -1  # the leader epoch of a write that is no leader's (an admin reset)
 UNINITIALIZED = -1  # the start offset a read answers for a share-partition with no state (as Kafka's)
+_AVAILABLE = int(RecordState.AVAILABLE)
 
 
 @dataclass(frozen=True)
@@ -143,9 +153,11 @@ class ShareStateStore:
         value = self.snapshots.get(key)
         return value.state_epoch if value is not None else self.deleted.get(key, -1)
 
-    async def write(self, key: SharePartitionKey, snapshot: Snapshot | None) -> None:
+    async def write(self, key: SharePartitionKey, snapshot: Snapshot | None, from_elsewhere: bool = False) -> None:
         """Append the snapshot (None: the key's tombstone, an admin's, which fences every writer that
-        read before it) and return once every in-sync replica has it. Raises FencedStateEpoch, FencedLeaderEpoch, NotCoordinator or the log's error."""
+        read before it) and return once every in-sync replica has it; or once it is appended, for a
+        snapshot `from_elsewhere` (a leader on another broker) that only counts deliveries. Raises
+        FencedStateEpoch, FencedLeaderEpoch, NotCoordinator or the log's error."""
         self._check_owned(key)
         current = self.state_epoch(key)
         if snapshot is not None:
@@ -156,6 +168,7 @@ class ShareStateStore:
                 raise FencedLeaderEpoch(f"share-partition {key} has a leader at epoch {self.leader_epochs[key]}; "
                                         f"a write of epoch {snapshot.leader_epoch} comes from a former leader")
         previous = self.snapshots.get(key)
+        appended_is_enough = from_elsewhere and counts_deliveries_only(previous, snapshot)
         epoch = previous.snapshot_epoch + 1 if previous is not None else 0
         value = None if snapshot is None else codec.snapshot_value(
             epoch, snapshot.state_epoch, max(snapshot.leader_epoch, self.leader_epochs.get(key, -1)),
@@ -169,8 +182,33 @@ class ShareStateStore:
             self.snapshots[key] = value
             self.leader_epochs[key] = value.leader_epoch
             self.deleted.pop(key, None)
-        await self.topic.replicated(partition, self.timeout_s)
+        if not appended_is_enough:
+            await self.topic.replicated(partition, self.timeout_s)
 
     def keys(self) -> list[SharePartitionKey]:
         """The share-partitions whose state this broker holds."""
         return list(self.snapshots)
+
+
+def counts_deliveries_only(previous: codec.ShareSnapshotValue | None, snapshot: Snapshot | None) -> bool:
+    """Whether `snapshot` differs from the stored `previous` only by deliveries counted: the same state
+    epoch and start offset, every record of the previous window in the same state, and the window
+    grown only by records written as available (acquired ones). Delivery counts are not compared."""
+    if previous is None or snapshot is None or (previous.state_epoch, previous.start_offset) != (
+            snapshot.state_epoch, snapshot.start_offset):
+        return False
+    before = _states(previous.start_offset, ((b.first_offset, b.last_offset, b.delivery_state)
+                                              for b in previous.state_batches))
+    after = _states(snapshot.start_offset, ((f, l, s) for f, l, s, _ in snapshot.batches))
+    return after[:len(before)] == before and not after[len(before):].strip(bytes((_AVAILABLE,)))
+
+
+def _states(start_offset: int, runs) -> bytearray:
+    """A window's state per offset, from its runs (first, last, state); an offset no run covers is
+    available (as `SharePartition.restore` reads it)."""
+    states = bytearray()
+    for first, last, state in sorted(runs):
+        if first > start_offset + len(states):
+            states += bytes((_AVAILABLE,)) * (first - start_offset - len(states))
+        states += bytes((state,)) * (last - max(first, start_offset + len(states)) + 1)
+    return states

@@ -42,5 +42,7 @@ class KafkaTools:
 
 
 def json_lines(text: str) -> list[dict]:
-    """The JSON events the verifiable tools print, one per line."""
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    """The JSON events the verifiable tools print, one per line; a last line without its newline is
+    still being written (a tool's log read while it runs) and is left for the next read."""
+    complete = text[:text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.startswith("{")]
