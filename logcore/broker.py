@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import resource
@@ -150,7 +151,7 @@ class Broker:
             asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
                                             lambda: self.replicas.flush_due(int(time.time() * 1000)))),
             asyncio.create_task(self._every(max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 1),
-                                            self.replicas.checkpoint)),
+                                            self.replicas.checkpoint_in_background)),
         ]
         log.info("broker %d listening on %s (data dir %s)", self.broker_id, ", ".join(
             f"{l.name}://{host}:{port}" if len(self.listeners) > 1 else f"{host}:{port}"
@@ -205,6 +206,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                job()
+                if inspect.isawaitable(done := job()):
+                    await done
             except Exception:
                 log.exception("background job %s failed", job)
