@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import resource
@@ -22,6 +23,8 @@ from .coordinator.transaction_markers import MarkerWriter
 from .coordinator.txn_verification import TxnVerifier
 from .metrics import BrokerMetrics
 from .modes import mode_for
+from .protocol import codec
+from .protocol.codec import ApiKey
 from .protocol.fetch_session import FetchSessionCache
 from .replication.manager import ReplicaManager
 from .replication.partition import Partition
@@ -33,6 +36,11 @@ from .server import KafkaServer, ServerLimits
 from .topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
+
+# Built ahead of the first request (`_prepare_codec`): what every client's first moments and the
+# produce and fetch paths parse and answer.
+PREPARED_APIS = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID, ApiKey.FIND_COORDINATOR,
+                 ApiKey.PRODUCE, ApiKey.FETCH)
 
 
 def raise_descriptor_limit() -> int:
@@ -137,12 +145,13 @@ class Broker:
             from .metrics_endpoint import serve_metrics  # aiohttp only for a broker that serves metrics
             self.metrics_endpoint = await serve_metrics(self.metrics.exposition, listener)
         self._tasks = [
+            asyncio.create_task(self._prepare_codec(self.server.supported)),
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.apply_retention)),
             asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
                                             lambda: self.replicas.flush_due(int(time.time() * 1000)))),
             asyncio.create_task(self._every(max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 1),
-                                            self.replicas.checkpoint)),
+                                            self.replicas.checkpoint_in_background)),
         ]
         log.info("broker %d listening on %s (data dir %s)", self.broker_id, ", ".join(
             f"{l.name}://{host}:{port}" if len(self.listeners) > 1 else f"{host}:{port}"
@@ -184,10 +193,20 @@ class Broker:
         else:
             coordinator.unload_partition(partition.index)
 
+    @staticmethod
+    async def _prepare_codec(supported: dict[int, tuple[int, int]]) -> None:
+        """Build the codec of the newest versions of the APIs a client starts with and produces or
+        fetches by, once serving, one per turn of the event loop, so the first client after a start
+        does not wait for them (Kafka's Java clients ask for the newest version both sides have)."""
+        for api_key in PREPARED_APIS:
+            await asyncio.sleep(0)
+            codec.prepare(api_key, supported[api_key][1])
+
     async def _every(self, interval_ms: int, job) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                job()
+                if inspect.isawaitable(done := job()):
+                    await done
             except Exception:
                 log.exception("background job %s failed", job)

@@ -10,6 +10,7 @@ import io
 import asyncio
 import os
 import struct
+import threading
 import time
 
 import pytest
@@ -17,9 +18,10 @@ from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 
 from logcore.config import BrokerConfig, TopicConfig
+from logcore.replication.manager import ReplicaManager
 from logcore.protocol.errors import OffsetOutOfRange
 from logcore.storage.batch import HEADER_SIZE
-from logcore.storage.checkpoint import read_checkpoint, write_checkpoint
+from logcore.storage.checkpoint import CheckpointFile, read_checkpoint, write_checkpoint
 from logcore.storage.epochs import LeaderEpochCache
 from logcore.storage.index import OffsetIndex, TimeIndex
 from logcore.storage.log import PartitionLog
@@ -396,6 +398,36 @@ def test_offset_checkpoint_format(tmp_path):
     assert open(path).read() == "0\n2\na.x 0 42\nb 1 7\n"
     assert read_checkpoint(path) == {("a.x", 0): 42, ("b", 1): 7}
     assert read_checkpoint(str(tmp_path / "missing")) == {}
+
+
+def test_a_checkpoint_never_goes_back_to_offsets_read_before_those_on_disk(tmp_path):
+    """A worker thread's write of older offsets can end after the event loop wrote newer ones."""
+    file = CheckpointFile(str(tmp_path / "log-start-offset-checkpoint"))
+    file.write({("t", 0): 50}, taken=2)
+    file.write({("t", 0): 10}, taken=1)
+    assert read_checkpoint(file.path) == {("t", 0): 50}
+    file.write({("t", 0): 60}, taken=3)
+    assert read_checkpoint(file.path) == {("t", 0): 60}
+
+
+def test_the_periodic_checkpoint_is_written_off_the_event_loop(tmp_path, monkeypatch):
+    replicas = ReplicaManager(str(tmp_path), 0, BrokerConfig())
+    partition = replicas.host("t", 0, config())
+    partition.append_as_leader(encode_batch([(None, b"v")] * 3, T0))
+    partition.delete_records_before(2)
+    writers = []
+    real = CheckpointFile.write
+    monkeypatch.setattr(CheckpointFile, "write", lambda self, *a, **kw: (writers.append(threading.current_thread()),
+                                                                         real(self, *a, **kw)))
+
+    async def periodic():
+        await replicas.checkpoint_in_background()
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(periodic())
+    assert len(writers) == 2 and loop_thread not in writers
+    assert read_checkpoint(str(tmp_path / "log-start-offset-checkpoint")) == {("t", 0): 2}
+    assert ("t", 0) in read_checkpoint(str(tmp_path / "recovery-point-offset-checkpoint"))
 
 
 def test_records_decode_headers_nulls_and_control_markers():

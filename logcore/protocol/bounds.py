@@ -48,6 +48,12 @@ def check_request(frame: bytes | memoryview, header_cls: type, body_cls: type) -
     _entity_check(body_cls, False)(frame, position, end)
 
 
+def compile_checks(header_cls: type, body_cls: type) -> None:
+    """Compile (and cache) the checks `check_request` runs on frames of these classes."""
+    _entity_check(header_cls, True)
+    _entity_check(body_cls, False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Primitive readers: each returns (value, position after it) or raises MalformedRequest
 

@@ -32,11 +32,11 @@ from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._serialize import get_field_writer
 from kio.static.constants import EntityType
 
-from .bounds import check_request
+from .bounds import check_request, compile_checks
 from .schema import FieldPlan, field_plan
 from .varint import uvarint as _uvarint
 
-__all__ = ["ApiKey", "ErrorCode", "FileRegion", "build", "request_class", "response_class"]
+__all__ = ["ApiKey", "ErrorCode", "FileRegion", "build", "prepare", "request_class", "response_class"]
 
 ApiKey = enum.IntEnum("ApiKey", {name.upper(): key for key, name in api_key_map.items()})
 
@@ -77,6 +77,19 @@ def _entity_class(api_key: int, version: int, kind: EntityType) -> type:
             if value.__name__.lower() == wanted.lower():
                 return value
     raise LookupError(f"kio has no {kind.name} class for api {api_key} v{version}")
+
+
+def prepare(api_key: int, version: int) -> None:
+    """Load and compile all that serving (api_key, version) uses: its classes, their readers, the
+    bounds checks and the response encoder. Each is built on first use and cached, and kio imports a
+    version's schema module then too (tens of milliseconds, several times that on a busy machine),
+    so the first request of a version waits for it, and every connection's requests behind it."""
+    request_cls = request_class(api_key, version)
+    header_cls = request_cls.__header_schema__
+    compile_checks(header_cls, request_cls)
+    _reader(header_cls)
+    _reader(request_cls)
+    _encoder(response_class(api_key, version))
 
 
 def has_schema(api_key: int, version: int) -> bool:

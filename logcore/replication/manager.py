@@ -7,6 +7,8 @@ never fails a whole request.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import os
 import time
@@ -16,7 +18,7 @@ from typing import Callable
 from ..config import BrokerConfig, TopicConfig
 from ..protocol.codec import FileRegion
 from ..protocol.errors import BrokerError, UnknownTopicOrPartition
-from ..storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from ..storage.checkpoint import CheckpointError, CheckpointFile, read_checkpoint
 from ..storage.log import PartitionLog
 from ..storage.log_cleaner import CHECKPOINT as CLEANER_CHECKPOINT
 from ..storage.log_cleaner import LogCleaner
@@ -78,6 +80,9 @@ class ReplicaManager:
         self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
         self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
         self.cleaner = LogCleaner(data_dir, config, self._online_logs)
+        self._recovery_file = CheckpointFile(os.path.join(data_dir, RECOVERY_CHECKPOINT))
+        self._log_start_file = CheckpointFile(os.path.join(data_dir, LOG_START_CHECKPOINT))
+        self._snapshots = itertools.count()  # the order offsets were read in, for CheckpointFile
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -261,14 +266,31 @@ class ReplicaManager:
                 log.error("flushing %s-%d failed: %s", partition.topic, partition.index, exc)
 
     def checkpoint(self) -> None:
-        """Write each log's recovery point and start offset (every log.flush.offset.checkpoint.interval.ms)."""
-        write_checkpoint(os.path.join(self.data_dir, RECOVERY_CHECKPOINT),
-                         {tp: p.log.recovery_point for tp, p in self.partitions.items()})
-        self.checkpoint_log_starts()
+        """Write each log's recovery point and start offset, now."""
+        self._write_checkpoints([self._recovery_points_now(), self._log_starts_now()])
+
+    async def checkpoint_in_background(self) -> None:
+        """The periodic checkpoint (every log.flush.offset.checkpoint.interval.ms): the offsets are read
+        here, the files written by a worker thread, as Kafka's scheduler thread does. Each write
+        fsyncs twice, tens of milliseconds or more on a busy disk, which would hold up every request
+        on the event loop meanwhile."""
+        await asyncio.to_thread(self._write_checkpoints, [self._recovery_points_now(), self._log_starts_now()])
 
     def checkpoint_log_starts(self) -> None:
-        write_checkpoint(os.path.join(self.data_dir, LOG_START_CHECKPOINT),
-                         {tp: p.log.log_start_offset for tp, p in self.partitions.items()})
+        self._write_checkpoints([self._log_starts_now()])
+
+    def _recovery_points_now(self) -> tuple[CheckpointFile, dict, int]:
+        return (self._recovery_file, {tp: p.log.recovery_point for tp, p in self.partitions.items()},
+                next(self._snapshots))
+
+    def _log_starts_now(self) -> tuple[CheckpointFile, dict, int]:
+        return (self._log_start_file, {tp: p.log.log_start_offset for tp, p in self.partitions.items()},
+                next(self._snapshots))
+
+    @staticmethod
+    def _write_checkpoints(snapshots: list[tuple[CheckpointFile, dict, int]]) -> None:
+        for file, offsets, taken in snapshots:
+            file.write(offsets, taken)
 
     def shutdown(self) -> None:
         """Seal and fsync every log, write the checkpoints, then mark the directory cleanly shut down,

@@ -7,6 +7,8 @@ Writes are atomic: temp file, fsync, rename, fsync of the directory.
 
 from __future__ import annotations
 
+import threading
+
 from .files import write_atomically
 
 VERSION = "0"
@@ -55,3 +57,21 @@ def read_checkpoint(path: str) -> dict[tuple[str, int], int]:
         return {(t, int(p)): int(o) for t, p, o in read_entries(path, 3) or []}
     except ValueError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
+
+
+class CheckpointFile:
+    """An offset checkpoint written from the event loop and from a worker thread: writes take turns
+    (they share the temp file), and offsets read before those on disk are not written over them (a
+    thread's write of older offsets can end after the loop wrote newer ones)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._turn = threading.Lock()
+        self._written = -1  # when the offsets on disk were read, in the caller's count
+
+    def write(self, offsets: dict[tuple[str, int], int], taken: int) -> None:
+        """Write `offsets`, read at `taken` (a number that grows with each reading), unless newer are on disk."""
+        with self._turn:
+            if taken > self._written:
+                write_checkpoint(self.path, offsets)
+                self._written = taken
