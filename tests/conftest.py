@@ -110,6 +110,10 @@ class SparkSessions:
         from pyspark.sql import SparkSession
         if SparkContext._gateway is not None:
             SparkContext._gateway.shutdown()
+            jvm = getattr(SparkContext._gateway, "proc", None)  # (closing the link leaves the JVM running
+            if jvm is not None and jvm.poll() is None:           # its jobs: seen, three per worker)
+                jvm.kill()
+                jvm.wait()
         SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
         SparkSession._instantiatedSession = SparkSession._activeSession = None
 
