@@ -10,7 +10,7 @@ import datetime
 import time
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -204,6 +204,15 @@ def test_a_share_group_id_is_not_a_consumer_groups(broker):
                            "the classic consumer's refusal")
         assert message.error().code() == 23  # INCONSISTENT_GROUP_PROTOCOL
         classic.close()
+        # nor do its offsets (as Kafka: "not a consumer group"): a manual commit and a fetch are refused
+        with pytest.raises(KafkaException) as refused:
+            Consumer({"bootstrap.servers": broker.address, "group.id": "g"}).commit(
+                offsets=[TopicPartition("queue", 0, 1)], asynchronous=False)
+        assert refused.value.args[0].code() == 69  # GROUP_ID_NOT_FOUND
+        with pytest.raises(KafkaException) as refused:
+            Consumer({"bootstrap.servers": broker.address, "group.id": "g"}).committed(
+                [TopicPartition("queue", 0)], timeout=15)
+        assert refused.value.args[0].code() == 69
     finally:
         a.close()
 

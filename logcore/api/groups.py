@@ -110,10 +110,12 @@ async def offset_commit(ctx, request) -> dict:
     commits, slots = [], []  # slots: (topic index, partition index, position in commits or an error)
     topics = []
     group_allowed = ctx.allowed(READ, GROUP, request.group_id)
+    share_group = group_allowed and request.group_id in ctx.shares.group_ids()  # (Kafka: "not a consumer group")
     for topic in request.topics:
         name = _topic_name(ctx, topic)
         topics.append({"name": name or "", "topic_id": getattr(topic, "topic_id", None), "partitions": []})
         refused = (ErrorCode.group_authorization_failed if not group_allowed
+                   else ErrorCode.group_id_not_found if share_group
                    else ErrorCode.unknown_topic_id if name is None
                    else None if ctx.allowed(READ, TOPIC, name) else ErrorCode.topic_authorization_failed)
         for p in topic.partitions:
@@ -125,7 +127,7 @@ async def offset_commit(ctx, request) -> dict:
                                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
     errors = ctx.groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
                                        request.member_id, getattr(request, "group_instance_id", None),
-                                       commits) if group_allowed else []
+                                       commits) if group_allowed and not share_group else []
     if ErrorCode.none in errors and (unreplicated := await ctx.groups.replicated(request.group_id)):
         errors = [unreplicated if error is ErrorCode.none else error for error in errors]
     for topic_index, partition, slot in slots:
@@ -140,6 +142,8 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool = False, membe
         return {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
     if not ctx.groups.owns(group_id):
         return {"group_id": group_id, "error_code": ErrorCode.not_coordinator, "topics": []}
+    if group_id in ctx.shares.group_ids():  # (its offsets are DescribeShareGroupOffsets')
+        return {"group_id": group_id, "error_code": ErrorCode.group_id_not_found, "topics": []}
     if (error := ctx.groups.check_offset_fetch(group_id, member_id, member_epoch)) is not ErrorCode.none:
         return {"group_id": group_id, "error_code": error, "topics": []}  # (v9+: a KIP-848 member's epoch)
     wanted = None

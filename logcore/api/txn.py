@@ -126,6 +126,7 @@ async def txn_offset_commit(ctx, request) -> dict:
     refused = (ErrorCode.transactional_id_authorization_failed
                if not ctx.allowed(Operation.WRITE, TXN_ID, request.transactional_id)
                else ErrorCode.group_authorization_failed if not ctx.allowed(Operation.READ, GROUP, request.group_id)
+               else ErrorCode.group_id_not_found if request.group_id in ctx.shares.group_ids()  # (a share group)
                else None)
     denied = {c.topic for c in asked if refused is None and not ctx.allowed(Operation.READ, TOPIC, c.topic)}
     commits = [c for c in asked if refused is None and c.topic not in denied]
