@@ -535,7 +535,8 @@ def test_a_clean_runs_on_idle_cpu_time_unless_its_partition_is_overdue(broker_fa
     for future in admin.incremental_alter_configs(resources).values():
         future.result(30)
     policies = wait_for(lambda: len(found := cleaning_threads(broker)) == 2 and found, "two cleans at work")
-    assert sorted(policies) == [(os.SCHED_OTHER, 10), (os.SCHED_IDLE, 10)]
+    niceness = min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19)  # (ten above the broker's, which is ours)
+    assert sorted(policies) == [(os.SCHED_OTHER, niceness), (os.SCHED_IDLE, niceness)]
     wait_for(lambda: clean_lines(broker, "calm") and clean_lines(broker, "late"), "both cleans")
 
 
