@@ -44,6 +44,7 @@ class ZooKeeperFeatures:
         from kazoo.recipe.watchers import DataWatch  # (kazoo only in a cluster)
         self.zk = zk
         self._lock = threading.Lock()
+        self._version = -1  # the znode version the levels come from
         self.levels: dict[str, int] = {}
         self.epoch = FIRST_EPOCH
         DataWatch(zk, FEATURE, self._changed)
@@ -51,13 +52,19 @@ class ZooKeeperFeatures:
     def _changed(self, data: bytes | None, stat, _event=None) -> None:
         levels = {name: body["max_version_level"] for name, body in json.loads(data)["features"].items()} \
             if data else {}
-        with self._lock:
-            self.levels, self.epoch = levels, FIRST_EPOCH + 1 + stat.version if stat else FIRST_EPOCH
+        with self._lock:  # (the watch's thread and `put`'s can deliver out of order: the newer version wins)
+            if stat is not None and stat.version < self._version:
+                return
+            self._version = stat.version if stat is not None else -1
+            self.levels, self.epoch = levels, FIRST_EPOCH + 1 + self._version if stat is not None else FIRST_EPOCH
 
     def put(self, levels: dict[str, int]) -> None:
-        from kazoo.exceptions import BadVersionError, NodeExistsError
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
         while True:  # (compare-and-set: another broker may change /feature at the same moment)
-            current, stat = self.zk.get(FEATURE) if self.zk.exists(FEATURE) else (None, None)
+            try:
+                current, stat = self.zk.get(FEATURE)
+            except NoNodeError:
+                current, stat = None, None
             features = {**(json.loads(current)["features"] if current else {}),
                         **{name: {"max_version_level": level} for name, level in levels.items()}}
             data = json.dumps({"version": 2, "status": 1, "features": features}).encode()

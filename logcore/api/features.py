@@ -8,6 +8,7 @@ so (`allow_downgrade` in v0, a downgrade type in v1+); `validate_only` applies n
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 from ..features import UPDATABLE
 from ..protocol.codec import ApiKey, ErrorCode
@@ -41,9 +42,12 @@ def refusal(ctx, update) -> str | None:
 @handles(ApiKey.UPDATE_FEATURES, 0, 2)
 async def update_features(ctx, request) -> dict:
     ctx.require(Operation.ALTER, ResourceType.CLUSTER)
-    refusals = {u.feature: why for u in request.feature_updates if (why := refusal(ctx, u)) is not None}
-    if len({u.feature for u in request.feature_updates}) < len(request.feature_updates):
-        refusals.setdefault(request.feature_updates[0].feature, "a feature is named twice in the request")
+    named = Counter(u.feature for u in request.feature_updates)
+    refusals = {}
+    for update in request.feature_updates:
+        why = "the request names this feature more than once" if named[update.feature] > 1 else refusal(ctx, update)
+        if why is not None:
+            refusals[update.feature] = why
     if refusals:
         first = next(iter(refusals.values()))
         return {"error_code": ErrorCode.invalid_update_version, "error_message": first, "results": [

@@ -267,17 +267,20 @@ class ReplicaManager:
 
     def checkpoint(self) -> None:
         """Write each log's recovery point and start offset, now."""
-        self._write_checkpoints([self._recovery_points_now(), self._log_starts_now()])
+        self._write_checkpoints(self._both_now())
 
     async def checkpoint_in_background(self) -> None:
         """The periodic checkpoint (every log.flush.offset.checkpoint.interval.ms): the offsets are read
         here, the files written by a worker thread, as Kafka's scheduler thread does. Each write
         fsyncs twice, tens of milliseconds or more on a busy disk, which would hold up every request
         on the event loop meanwhile."""
-        await asyncio.to_thread(self._write_checkpoints, [self._recovery_points_now(), self._log_starts_now()])
+        await asyncio.to_thread(self._write_checkpoints, self._both_now())
 
     def checkpoint_log_starts(self) -> None:
         self._write_checkpoints([self._log_starts_now()])
+
+    def _both_now(self) -> list[tuple[CheckpointFile, dict, int]]:
+        return [self._recovery_points_now(), self._log_starts_now()]
 
     def _recovery_points_now(self) -> tuple[CheckpointFile, dict, int]:
         return (self._recovery_file, {tp: p.log.recovery_point for tp, p in self.partitions.items()},
