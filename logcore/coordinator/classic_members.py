@@ -13,6 +13,10 @@ partitions, it reconciles towards its target — that speaks through the classic
     Heartbeat   REBALANCE_IN_PROGRESS while it has something to reconcile: it rejoins
     LeaveGroup  removes it, as a KIP-848 member's leave does
 
+As Kafka's ConsumerGroup holds them, a classic member has its rebalance timeout (JoinGroup's) to
+rejoin once a Heartbeat or SyncGroup told it to, and to send SyncGroup once it joined; past either
+it is fenced like a member whose session ended, and its partitions go to the others.
+
 Event loop only; no `await` between computing records and appending them.
 """
 
@@ -72,7 +76,10 @@ class ClassicMembers:
             reconciled = self.consumer.update(group, member, updated, new, replaced, owned, out)
         except BrokerError as exc:
             return JoinResult(exc.code, member_id)
-        self.consumer.touch(self.consumer.groups[req.group_id], member_id, req.session_timeout_ms)
+        group = self.consumer.groups[req.group_id]
+        self.consumer.touch(group, member_id, req.session_timeout_ms)
+        group.join_deadlines.pop(member_id, None)
+        self.consumer.await_classic(group.sync_deadlines, reconciled, req.rebalance_timeout_ms, replace_pending=True)
         return JoinResult(ErrorCode.none, member_id, reconciled.member_epoch, "consumer", req.protocols[0][0], "")
 
     def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
@@ -84,6 +91,10 @@ class ClassicMembers:
         names = [name for name, _ in member.classic_protocols]
         if (protocol_type and protocol_type != "consumer") or (protocol and protocol not in names):
             return SyncResult(ErrorCode.inconsistent_group_protocol)
+        if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._rejoin(group, member)  # (a new epoch since it joined; revoking members finish first)
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        group.sync_deadlines.pop(member_id, None)
         self.consumer.touch(group, member_id, member.classic_session_timeout_ms)
         return SyncResult(ErrorCode.none, "consumer", protocol or names[0],
                           encode_assignment(self.consumer.topic_names(member.assigned)))
@@ -94,8 +105,15 @@ class ClassicMembers:
         if error is not ErrorCode.none:
             return error
         self.consumer.touch(group, member_id, member.classic_session_timeout_ms)
-        behind = member.member_epoch != group.assignment_epoch or group.group_epoch > group.assignment_epoch
-        return ErrorCode.rebalance_in_progress if behind or member.state is not MemberState.STABLE else ErrorCode.none
+        if (member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not _waits_on_others(group, member))):
+            self._rejoin(group, member)
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def _rejoin(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """The member is told to rejoin: it has its rebalance timeout to (counted from the first telling)."""
+        self.consumer.await_classic(group.join_deadlines, member, member.rebalance_timeout_ms, replace_pending=False)
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         group = self.consumer.groups[group_id]
@@ -122,3 +140,13 @@ class ClassicMembers:
         if generation != member.member_epoch:
             return None, ErrorCode.illegal_generation
         return member, ErrorCode.none
+
+
+def _waits_on_others(group: ConsumerGroup, member: ConsumerMember) -> bool:
+    """Is some partition of the member's target not yet its own because another member still owns it?
+    (Then rejoining gains it nothing yet.)"""
+    for topic, partitions in group.target.get(member.member_id, {}).items():
+        mine = member.assigned.get(topic, frozenset())
+        if any(group.partition_epoch(topic, p) != -1 for p in partitions - mine):
+            return True
+    return False

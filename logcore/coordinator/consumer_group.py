@@ -83,10 +83,14 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)  # owner's member epoch
     # regex → the topics it resolved to (key 16): the matches its last resolver may describe
     resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
-    # Memory only: session and revocation deadlines (time.monotonic()), the subscribed topics at the
-    # last epoch bump (name → (id, partition count)), when the group last changed state.
+    # Memory only: session and revocation deadlines (time.monotonic()); a classic member's deadlines to
+    # rejoin once told to (JoinGroup) and to sync once joined (SyncGroup), each its rebalance timeout;
+    # the subscribed topics at the last epoch bump (name → (id, partition count)); when the group last
+    # changed state.
     deadlines: dict[str, float] = field(default_factory=dict)
     revocation_deadlines: dict[str, float] = field(default_factory=dict)
+    join_deadlines: dict[str, float] = field(default_factory=dict)
+    sync_deadlines: dict[str, float] = field(default_factory=dict)
     subscribed_metadata: dict[str, tuple[uuid.UUID, int]] | None = None
     state_timestamp_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -132,8 +136,8 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is not None:
             self._release(member)
-        self.deadlines.pop(member_id, None)
-        self.revocation_deadlines.pop(member_id, None)
+        for deadlines in (self.deadlines, self.revocation_deadlines, self.join_deadlines, self.sync_deadlines):
+            deadlines.pop(member_id, None)
 
 
 # -- reconciliation (pure) -----------------------------------------------------------------------

@@ -456,9 +456,19 @@ class ConsumerGroups:
         else:
             group.revocation_deadlines.pop(member.member_id, None)
 
+    def await_classic(self, deadlines: dict[str, float], member: ConsumerMember, timeout_ms: int,
+                      replace_pending: bool) -> None:
+        """Give a classic member `timeout_ms` (its rebalance timeout) to send its next JoinGroup or SyncGroup:
+        `deadlines` is the group's join_deadlines or sync_deadlines. A pending deadline stays unless
+        `replace_pending` (as Kafka schedules the join timeout only if absent, the sync timeout always)."""
+        if replace_pending or member.member_id not in deadlines:
+            deadlines[member.member_id] = time.monotonic() + timeout_ms / 1000
+            self.sweep_by(deadlines[member.member_id])
+
     def expire(self, now: float) -> None:
-        """Fence the members whose session ended or that held on to revoked partitions too long. A member
-        with no session yet (the group was just loaded) gets one from now."""
+        """Fence the members whose session ended, that held on to revoked partitions too long, or (classic
+        members) that did not rejoin or sync within their rebalance timeout. A member with no session yet
+        (the group was just loaded) gets one from now."""
         for group in list(self.groups.values()):
             if not self.store.owns(group.group_id):
                 continue
@@ -473,12 +483,18 @@ class ConsumerGroups:
                     self.fence(group, member_id, "session timed out")
                 elif now >= group.revocation_deadlines.get(member_id, float("inf")):
                     self.fence(group, member_id, "did not revoke its partitions within its rebalance timeout")
+                elif now >= group.join_deadlines.get(member_id, float("inf")):
+                    self.fence(group, member_id, "was told to rejoin (classic protocol) and did not within its "
+                                                 "rebalance timeout")
+                elif now >= group.sync_deadlines.get(member_id, float("inf")):
+                    self.fence(group, member_id, "joined (classic protocol) and did not sync within its "
+                                                 "rebalance timeout")
 
     def deadlines(self) -> list[float]:
         due = []
         for group in self.groups.values():
-            due.extend(group.deadlines.values())
-            due.extend(group.revocation_deadlines.values())
+            for deadlines in (group.deadlines, group.revocation_deadlines, group.join_deadlines, group.sync_deadlines):
+                due.extend(deadlines.values())
         return due
 
     # -- offsets and the other group APIs ------------------------------------------------------
