@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import time
+import uuid
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
@@ -17,6 +18,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.share_fetch.v1.request import FetchPartition, FetchTopic, ShareFetchRequest
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from logcore.protocol.codec import ApiKey, build, request_class
 from waiting import wait_for
 from wire import WireClient
 
@@ -181,16 +183,43 @@ def test_api_versions_lists_the_share_apis_and_share_version_only_while_share_gr
     on = versions(broker.address)
     listed = {k.api_key: (k.min_version, k.max_version) for k in on.api_keys}
     assert all(listed[key] == (1, 1) for key in (76, 77, 78, 79))  # ShareGroupHeartbeat ... ShareAcknowledge
+    assert all(listed[key] == (0, 0) for key in range(83, 88))  # Kafka 4.1's share coordinator APIs
     assert ("share.version", 1) in [(f.name, f.max_version_level) for f in on.finalized_features]
 
     off_broker = broker_factory({"group.coordinator.rebalance.protocols": "classic,consumer"}, name="no-share")
     off = versions(off_broker.address)
-    assert not {76, 77, 78, 79} & {k.api_key for k in off.api_keys}
+    assert not {76, 77, 78, 79, *range(83, 88)} & {k.api_key for k in off.api_keys}
     assert "share.version" not in {f.name for f in off.finalized_features}
     with WireClient(off_broker.address) as client:  # (a client that sends it anyway)
         answer = client.call(ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0,
                                                         subscribed_topic_names=("t",)))
     assert answer.error_code == 35  # UNSUPPORTED_VERSION
+
+
+def test_initialize_share_group_state_never_undoes_a_start_and_is_fenced_by_the_state_epoch(broker):
+    """InitializeShareGroupState (83) and ReadShareGroupStateSummary (87), as a group coordinator sends them."""
+    topic_id = uuid.uuid4()
+
+    def call(api: ApiKey, partition: dict):
+        with WireClient(broker.address) as client:
+            return client.call(build(request_class(api, 0), {"group_id": "g", "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": 0, **partition}]}]})).results[0].partitions[0]
+
+    def initialize(state_epoch: int, start_offset: int) -> str:
+        return call(ApiKey.INITIALIZE_SHARE_GROUP_STATE, {"state_epoch": state_epoch,
+                                                          "start_offset": start_offset}).error_code.name
+
+    def summary() -> tuple[int, int]:
+        got = call(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, {"leader_epoch": -1})
+        assert got.error_code.name == "none", got
+        return got.state_epoch, got.start_offset
+
+    assert summary() == (0, -1)  # (no state)
+    assert initialize(-1, -1) == "none" and summary() == (0, -1)  # exists, its start for the leader to pick
+    assert initialize(-1, 7) == "none" and summary() == (0, 7)
+    assert initialize(-1, -1) == "none" and summary() == (0, 7)  # (a start is never undone)
+    assert initialize(3, 9) == "none" and summary() == (3, 9)
+    assert initialize(2, 1) == "fenced_state_epoch" and summary() == (3, 9)
 
 
 def test_a_share_group_id_is_not_a_consumer_groups(broker):

@@ -11,9 +11,10 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, ShareConsumer, TopicCollection
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -173,7 +174,7 @@ def check_the_answers_that_send_clients_elsewhere(nodes, admin) -> None:
             versions = wire.call(ApiVersionsRequest(client_software_name="test", client_software_version="1.0"))
         listed = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert all(listed[key] == (1, 1) for key in (76, 77, 78, 79))  # ShareGroupHeartbeat ... ShareAcknowledge
-        assert all(listed[key] == (0, 0) for key in (84, 85, 86))  # Read/Write/DeleteShareGroupState
+        assert all(listed[key] == (0, 0) for key in range(83, 88))  # Initialize/Read/Write/Delete/ReadSummary
         assert ("share.version", 1) in [(f.name, f.max_version_level) for f in versions.finalized_features]
     answers = {b.broker_id: heartbeat(b.address, "probe", "m", 0) for b in nodes.brokers}
     joined = [i for i, a in answers.items() if a.error_code.name == "none"]
@@ -250,6 +251,47 @@ def test_two_members_share_a_topic_through_its_partition_leaders_sigkill(share_c
     listed = subprocess.run([sys.executable, "-m", "binlake.cli", "share-groups", "--bootstrap-server", nodes.bootstrap,
                              "--list"], capture_output=True, text=True, timeout=90).stdout.split()
     assert sorted(listed) == ["probe", GROUP]  # (each from its coordinator alone)
+
+
+def test_a_share_group_with_no_members_is_described_and_deleted_whole_at_a_new_coordinator(cluster):
+    """Key 15 (which share-partitions have state) moves with the group: after the members left and the
+    coordinator was SIGKILLed, the new coordinator describes the start offsets of all six partitions
+    (their state spread over the three share coordinators) and deletes the state of every one."""
+    nodes = cluster(3, CONFIG)
+    admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
+    create(admin, TOPIC, 6, 3)
+    resource = ConfigResource(ConfigResource.Type.GROUP, GROUP, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    for p in range(6):
+        produce(nodes.bootstrap, TOPIC, p, [f"{p}-{n}".encode() for n in range(10)], acks="all")
+    members = Members(nodes.bootstrap, 1)
+    try:
+        members.run_until(lambda: len(members.accepted) == 60, "every record accepted")
+    finally:
+        members.close()
+    wait_for(lambda: "is Empty" in describe(nodes), "the member to leave")
+    coordinator_of = lambda: partitions(admin, "__consumer_offsets").get(  # noqa: E731
+        partition_for(GROUP, OFFSETS_PARTITIONS), (-1,))[0]
+    coordinator = coordinator_of()
+    state_leaders = partitions(admin, "__share_group_state")
+    topic_id = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(30).topic_id
+    topic_uuid = uuid.UUID(bytes=bytes(topic_id.get_most_significant_bits().to_bytes(8, "big", signed=True)
+                                       + topic_id.get_least_significant_bits().to_bytes(8, "big", signed=True)))
+    state_of = {p: state_leaders[partition_for(f"{GROUP}:{topic_uuid}:{p}", 3)][0] for p in range(6)}
+    nodes.brokers[coordinator].kill()
+    wait_for(lambda: coordinator_of() not in (coordinator, -1), "a new coordinator")
+    assert set(state_of.values()) - {coordinator_of()}, "every key's state is at the new coordinator's broker"
+    wait_for(lambda: start_offsets(nodes) == {p: "10" for p in range(6)}, "the six start offsets, described whole")
+    deleted = subprocess.run([sys.executable, "-m", "binlake.cli", "share-groups", "--bootstrap-server",
+                              nodes.bootstrap, "--delete", "--group", GROUP], capture_output=True, text=True, timeout=90)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+
+    def summary(p: int):  # ReadShareGroupStateSummary at the key's share coordinator (its leader now)
+        leader = partitions(admin, "__share_group_state")[partition_for(f"{GROUP}:{topic_uuid}:{p}", 3)][0]
+        return state_call(nodes.brokers[leader].address, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, {
+            "group_id": GROUP, "topics": [{"topic_id": topic_uuid, "partitions": [{"partition": p, "leader_epoch": -1}]}]})
+    assert [(s.error_code.name, s.start_offset) for s in map(summary, range(6))] == [("none", -1)] * 6
 
 
 @pytest.mark.slow

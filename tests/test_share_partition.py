@@ -142,6 +142,34 @@ def test_share_group_records_round_trip_through_the_offsets_codec_and_replay():
     assert groups == {}
 
 
+def test_key_15_is_kafkas_bytes_and_follows_initialization_and_deletion():
+    from logcore.coordinator import share_group
+    from logcore.coordinator.offsets_codec import decode, encode_key, encode_value
+    a, bb, c = (uuid.UUID(int=(hi << 64) | lo) for hi, lo in ((1, 2), (3, 4), (5, 6)))
+    state = share_group.StatePartitions({a: frozenset({0, 1})}, {bb: frozenset({2})}, frozenset({c}),
+                                        {a: "a", bb: "bb", c: "c"})
+    key, value = share_group.state_partitions_record("g", state)
+    # Kafka 4.1.1's ShareGroupStatePartitionMetadataKey/Value of the same content (its generated classes)
+    assert encode_key(key).hex() == "000f000167"
+    assert encode_value(value).hex() == (
+        "0000020000000000000001000000000000000202610300000000000000010002000000000000000300000000000000040362620200"
+        "00000200020000000000000005000000000000000602630000")
+    groups: dict = {}
+    share_group.replay(groups, *decode(encode_key(key), encode_value(value)))
+    assert groups["g"].state_partitions == state
+    wanted = {a: ("a", 3), bb: ("bb", 2)}  # (topic a grew to three partitions, bb has two)
+    more = state.to_initialize(wanted)
+    assert more.initializing == {a: {0, 1, 2}, bb: {0, 1}} and more.initialized == {bb: {2}}
+    done = more.initialized_now(more.initializing, {})
+    assert done.to_initialize(wanted) is None and done.known() == {(a, 0), (a, 1), (a, 2), (bb, 0), (bb, 1), (bb, 2)}
+    deleting = done.deleting_topic(a, "a")
+    assert deleting.known() == {(bb, 0), (bb, 1), (bb, 2)} and a in deleting.deleting
+    assert deleting.forgetting({a, c}) == share_group.StatePartitions({}, {bb: frozenset({0, 1, 2})}, frozenset(),
+                                                                      {bb: "bb"})
+    share_group.replay(groups, key, None)
+    assert groups["g"].state_partitions == share_group.StatePartitions()
+
+
 def test_share_sessions_follow_kip_932s_epochs_and_rotate_their_partitions():
     from logcore.coordinator.share_sessions import ShareSessions
     from logcore.protocol.errors import InvalidRequest, InvalidShareSessionEpoch, ShareSessionNotFound

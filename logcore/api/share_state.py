@@ -1,8 +1,10 @@
-"""ReadShareGroupState, WriteShareGroupState and DeleteShareGroupState (KIP-932, between brokers):
-a topic partition's leader reads and writes its share-partitions' state at the broker that
-coordinates their keys in `__share_group_state` (logcore/coordinator/share_persister.py is the
-caller, logcore/coordinator/share_state.py the store). Each partition answers its own error.
-Brokers only: CLUSTER_ACTION on the cluster."""
+"""The share coordinator's APIs (KIP-932, between brokers): a topic partition's leader reads
+(ReadShareGroupState) and writes (WriteShareGroupState) its share-partitions' state at the broker that
+coordinates their keys in `__share_group_state`; a group coordinator creates it
+(InitializeShareGroupState), reads its start offset (ReadShareGroupStateSummary) and deletes it
+(DeleteShareGroupState). logcore/coordinator/share_persister.py is the caller,
+logcore/coordinator/share_state.py the store. Each partition answers its own error. Brokers only:
+CLUSTER_ACTION on the cluster."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
 from ..protocol.share_state_records import SharePartitionKey
 from ..security.acls import Operation, ResourceType
-from ..coordinator.share_state import Snapshot
+from ..coordinator.share_state import ADMIN, Snapshot
 from . import handles
 
 
@@ -58,3 +60,19 @@ async def delete_share_group_state(ctx, request) -> dict:
         await ctx.shares.state.write(key, None)
         return {}
     return await _each(ctx, request, delete)
+
+
+@handles(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0)
+async def initialize_share_group_state(ctx, request) -> dict:
+    async def initialize(key, p) -> dict:
+        await ctx.shares.state.initialize(key, p.state_epoch, p.start_offset)
+        return {}
+    return await _each(ctx, request, initialize)
+
+
+@handles(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 0)
+async def read_share_group_state_summary(ctx, request) -> dict:
+    async def summary(key, p) -> dict:
+        got = ctx.shares.state.read(key, ADMIN)  # (a summary fences no leader, as Kafka's)
+        return {"state_epoch": got.state_epoch, "leader_epoch": got.leader_epoch, "start_offset": got.start_offset}
+    return await _each(ctx, request, summary)

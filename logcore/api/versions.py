@@ -7,11 +7,12 @@ Features: `group.version` 1 means the consumer group protocol (KIP-848) is on; i
 ConsumerGroupHeartbeat and ConsumerGroupDescribe listed. `share.version` 1 means share groups
 (KIP-932) are on: finalized at 1 when the protocols have `share`, alone or in a ZooKeeper cluster,
 and only then are the share APIs (ShareGroupHeartbeat ... DeleteShareGroupOffsets, and the
-share-partition state's Read/Write/DeleteShareGroupState between brokers) listed. `transaction.version` 2 (the broker
-setting of that name, 2 by default) tells producers to run transactions v2 (KIP-890 part 2: Produce
-v12 and TxnOffsetCommit v5 add partitions to the transaction, EndTxn v5 bumps the epoch), as Kafka
-4 does; the APIs of both versions are listed either way, since a broker serves both. UpdateFeatures
-changes `transaction.version` while the brokers run (logcore/features.py, api/features.py)."""
+share coordinator's Initialize/Read/Write/DeleteShareGroupState and ReadShareGroupStateSummary
+between brokers) listed. `transaction.version` 2 (the broker setting of that name, 2 by default)
+tells producers to run transactions v2 (KIP-890 part 2: Produce v12 and TxnOffsetCommit v5 add
+partitions to the transaction, EndTxn v5 bumps the epoch), as Kafka 4 does; the APIs of both
+versions are listed either way, since a broker serves both. UpdateFeatures changes
+`transaction.version` while the brokers run (logcore/features.py, api/features.py)."""
 
 import re
 
@@ -28,8 +29,8 @@ SUPPORTED_FEATURES = {"group.version": (0, 1), "share.version": (0, 1), "transac
 CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 SHARE_GROUP_APIS = (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
                     ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-                    ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
-                    ApiKey.DELETE_SHARE_GROUP_STATE)
+                    ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+                    ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY)
 
 
 def feature_levels(config, features) -> dict[str, int]:

@@ -9,7 +9,12 @@ done by
     share_state.py       the share coordinator: the share-partitions' snapshots in `__share_group_state`
     share_persister.py   where a leader reads and writes them: this broker's share coordinator or another's
 
-Membership is the group coordinator's (the leader of the group's `__consumer_offsets` partition);
+Membership is the group coordinator's (the leader of the group's `__consumer_offsets` partition),
+and so is the record of which share-partitions have state (key 15): when the members subscribe to
+partitions it does not list, the group coordinator has the share coordinator create their state
+(InitializeShareGroupState, start offset unknown: the leader picks it at its first fetch) and lists
+them; admin changes (alter, delete offsets, delete the group) and topic deletions update it, so a
+new coordinator finds every share-partition of a group with no members;
 the share-partitions are held by the leader of their topic partition (Kafka's SharePartitionManager),
 read from the share coordinator when a member first fetches there, and dropped when the leadership
 moves: the next leader reads them back. A change (acknowledgements, acquisitions, locks that end)
@@ -73,6 +78,7 @@ class ShareCoordinator:
         self._dirty: set[SharePartitionKey] = set()
         self._turns: dict[SharePartitionKey, asyncio.Lock] = {}  # one read or write of a key at a time
         self._background: set[asyncio.Task] = set()
+        self._initializing: set[str] = set()  # groups whose share-partitions are being initialized
         self._available = asyncio.Event()  # set (then replaced) when records become available again
 
     async def start(self) -> None:
@@ -102,7 +108,36 @@ class ShareCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed: tuple[str, ...] | None, client_id: str, client_host: str) -> ShareHeartbeatResult:
-        return self.groups.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
+        result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id, subscribed, client_id, client_host)
+        group = self.group(group_id)
+        if group is not None and group.state_partitions.initializing and group_id not in self._initializing:
+            self._initializing.add(group_id)
+            self._in_background(self._initialize(group_id))
+        return result
+
+    async def _initialize(self, group_id: str) -> None:
+        """Have the share coordinator create the state of the group's share-partitions that key 15 lists
+        as initializing, then list them as initialized. One that fails stays initializing, tried again
+        at a later heartbeat."""
+        try:
+            group, done = self.group(group_id), {}
+            for topic_id, partitions in dict(group.state_partitions.initializing if group else {}).items():
+                for index in sorted(partitions):
+                    await self.persister.initialize(SharePartitionKey(group_id, topic_id, index), -1, UNINITIALIZED)
+                done[topic_id] = partitions
+            group = self.group(group_id)
+            if group is not None and self.owns(group_id):
+                self.groups.record_state_partitions(group_id, group.state_partitions.initialized_now(done, {}))
+        except BrokerError as exc:
+            log.warning("share group %s: cannot initialize its share-partitions now (tried again at a later "
+                        "heartbeat): %s", group_id, exc)
+        finally:
+            self._initializing.discard(group_id)
+
+    def _in_background(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def owns(self, group_id: str) -> bool:
         """Whether this broker coordinates the group's membership."""
@@ -228,11 +263,8 @@ class ShareCoordinator:
 
     def _flush_later(self) -> None:
         """Write the dirty share-partitions in the background (a sweep's or a departure's changes)."""
-        if not self._dirty:
-            return
-        task = asyncio.get_running_loop().create_task(self._flush_logged(set(self._dirty)))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        if self._dirty:
+            self._in_background(self._flush_logged(set(self._dirty)))
 
     async def _flush_logged(self, keys) -> None:
         for key, exc in (await self.flush(keys)).items():
@@ -342,10 +374,12 @@ class ShareCoordinator:
         return SharePartition.restore(got.start_offset, got.state_epoch, got.batches)
 
     def known_partitions(self, group_id: str) -> set[tuple[uuid.UUID, int]]:
-        """The (topic id, partition)s the group may have state on, as far as this broker knows: those
-        whose state or share-partition is here, and every partition of the topics its members subscribe."""
+        """The (topic id, partition)s the group may have state on: those key 15 lists, those whose state
+        or share-partition is here, and every partition of the topics its members subscribe."""
         known = {(k.topic_id, k.partition) for k in [*self.state.keys(), *self.partitions] if k.group == group_id}
         group = self.groups.groups.get(group_id)
+        if group is not None:
+            known |= group.state_partitions.known()
         for name in {n for m in (group.members.values() if group else ()) for n in m.subscribed_topic_names}:
             info = self.metadata.topics.get(name)
             if info is not None:
@@ -369,17 +403,34 @@ class ShareCoordinator:
         state epoch. Only for a group with no members (NonEmptyGroup)."""
         self.require_empty(group_id)
         key = SharePartitionKey(group_id, topic_id, index)
-        current = await self.persister.read(key, ADMIN)
+        current = await self.persister.summary(key)
         await self._admin_write(key, Snapshot(current.state_epoch + 1, ADMIN, offset, ()))
+        group = self.group(group_id)
+        if group is not None:
+            self.groups.record_state_partitions(group_id, group.state_partitions.initialized_now(
+                {topic_id: frozenset((index,))}, {topic_id: self._topic(topic_id)}))
+
+    async def _has_state(self, group_id: str, topic_id: uuid.UUID, index: int) -> bool:
+        """Whether the share-partition's state is to be deleted: key 15 lists it (initialized, maybe with
+        its start still unknown), or the share coordinator has a start offset for it."""
+        group = self.group(group_id)
+        if group is not None and (topic_id, index) in group.state_partitions.known():
+            return True
+        return (await self.persister.summary(SharePartitionKey(group_id, topic_id, index))).start_offset != UNINITIALIZED
 
     async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets: the group forgets the topic (it starts again at
         share.auto.offset.reset). Only for a group with no members (NonEmptyGroup)."""
         self.require_empty(group_id)
-        info = self.metadata.by_id(topic_id)
-        for index in range(info.partitions if info else 0):
-            if await self.share_partition(group_id, topic_id, index) is not None:
-                await self._admin_write(SharePartitionKey(group_id, topic_id, index), None)
+        info, group = self.metadata.by_id(topic_id), self.group(group_id)
+        indexes = [index for index in range(info.partitions if info else 0)
+                   if await self._has_state(group_id, topic_id, index)]
+        if group is not None and info is not None:  # (key 15: the topic's state is being deleted ...)
+            self.groups.record_state_partitions(group_id, group.state_partitions.deleting_topic(topic_id, info.name))
+        for index in indexes:
+            await self._admin_write(SharePartitionKey(group_id, topic_id, index), None)
+        if (group := self.group(group_id)) is not None:  # (... and is gone)
+            self.groups.record_state_partitions(group_id, group.state_partitions.forgetting({topic_id}))
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: its share-partitions' state goes. NON_EMPTY_GROUP while it
@@ -387,7 +438,7 @@ class ShareCoordinator:
         try:
             self.require_empty(group_id)
             for topic_id, index in sorted(self.known_partitions(group_id)):
-                if await self.share_partition(group_id, topic_id, index) is not None:
+                if await self._has_state(group_id, topic_id, index):
                     await self._admin_write(SharePartitionKey(group_id, topic_id, index), None)
         except BrokerError as exc:
             return exc.code
@@ -402,11 +453,16 @@ class ShareCoordinator:
         broker holds them or coordinates their state. How many."""
         for key in [k for k in self.partitions if self.metadata.by_id(k.topic_id) is None]:
             self._drop(key)
+        for group_id, group in list(self.groups.groups.items()):  # (key 15 forgets them)
+            ids = {t for t, _ in group.state_partitions.known()} | group.state_partitions.deleting
+            if (deleted := {t for t in ids if self.metadata.by_id(t) is None}) and self.owns(group_id):
+                try:
+                    self.groups.record_state_partitions(group_id, group.state_partitions.forgetting(deleted))
+                except BrokerError as exc:
+                    log.error("share group %s: cannot record its deleted topics' share-partitions gone: %s", group_id, exc)
         gone = [key for key in self.state.keys() if self.metadata.by_id(key.topic_id) is None]
         if gone:
-            task = asyncio.get_running_loop().create_task(self._delete_state(gone, topics))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._in_background(self._delete_state(gone, topics))
         return len(gone)
 
     async def _delete_state(self, keys: list[SharePartitionKey], topics: set[str]) -> None:

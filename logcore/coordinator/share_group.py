@@ -1,6 +1,7 @@
 """One KIP-932 share group as `__consumer_offsets` records it (logcore/protocol/share_group_records.py):
-its epochs, its members' subscriptions and the partitions each was given, and `replay`, the only
-mutator of that state and also its loading path. Session deadlines live in memory only.
+its epochs, its members' subscriptions and the partitions each was given, which of its share-partitions
+have state at the share coordinator (key 15, `StatePartitions`), and `replay`, the only mutator of that
+state and also its loading path. Session deadlines live in memory only.
 
 Event loop only.
 """
@@ -31,6 +32,79 @@ class ShareMember:
     assigned: Assignment = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StatePartitions:
+    """Key 15 (ShareGroupStatePartitionMetadata): the share-partitions the group coordinator asked the
+    share coordinator to create (initializing) and those it has (initialized), and the topics whose
+    state is being deleted; with the topic names as recorded (a deleted topic's name stays readable)."""
+
+    initializing: Assignment = field(default_factory=dict)
+    initialized: Assignment = field(default_factory=dict)
+    deleting: frozenset[uuid.UUID] = frozenset()
+    names: dict[uuid.UUID, str] = field(default_factory=dict)
+
+    def known(self) -> set[tuple[uuid.UUID, int]]:
+        """Every (topic id, partition) that may have state."""
+        return {(t, p) for a in (self.initializing, self.initialized) for t, ps in a.items() for p in ps}
+
+    def to_initialize(self, wanted: dict[uuid.UUID, tuple[str, int]]) -> "StatePartitions | None":
+        """With the partitions of `wanted` (topic id → (name, partition count)) that are neither
+        initializing nor initialized added as initializing; None when there are none."""
+        added = {t: frozenset(range(count)) - self.initializing.get(t, frozenset()) - self.initialized.get(t, frozenset())
+                 for t, (_, count) in wanted.items()}
+        added = {t: ps for t, ps in added.items() if ps}
+        if not added:
+            return None
+        return replace(self, initializing=_union(self.initializing, added),
+                       names={**self.names, **{t: wanted[t][0] for t in added}})
+
+    def initialized_now(self, done: Assignment, names: dict[uuid.UUID, str]) -> "StatePartitions":
+        """`done` moved (or added) to initialized."""
+        return replace(self, initializing=_minus(self.initializing, done), initialized=_union(self.initialized, done),
+                       names={**self.names, **names})
+
+    def deleting_topic(self, topic_id: uuid.UUID, name: str) -> "StatePartitions":
+        return replace(self, initializing=_minus_topic(self.initializing, topic_id),
+                       initialized=_minus_topic(self.initialized, topic_id), deleting=self.deleting | {topic_id},
+                       names={**self.names, topic_id: name})
+
+    def forgetting(self, topic_ids: set[uuid.UUID]) -> "StatePartitions":
+        """Without these topics (their state is deleted, or they are)."""
+        return StatePartitions({t: ps for t, ps in self.initializing.items() if t not in topic_ids},
+                               {t: ps for t, ps in self.initialized.items() if t not in topic_ids},
+                               self.deleting - topic_ids, {t: n for t, n in self.names.items() if t not in topic_ids})
+
+    def value(self) -> records.ShareStatePartitionsValue:
+        def infos(assignment: Assignment):
+            return tuple(records.TopicPartitionsInfo(topic_id=t, topic_name=self.names.get(t, ""),
+                                                     partitions=tuple(i32(p) for p in sorted(ps)))
+                         for t, ps in sorted(assignment.items(), key=lambda item: str(item[0])) if ps)
+        return records.ShareStatePartitionsValue(
+            initializing_topics=infos(self.initializing), initialized_topics=infos(self.initialized),
+            deleting_topics=tuple(records.TopicInfo(topic_id=t, topic_name=self.names.get(t, ""))
+                                  for t in sorted(self.deleting, key=str)))
+
+    @classmethod
+    def of(cls, value: records.ShareStatePartitionsValue) -> "StatePartitions":
+        names = {t.topic_id: t.topic_name for t in (*value.initializing_topics, *value.initialized_topics,
+                                                     *value.deleting_topics)}
+        return cls(_assignment(value.initializing_topics), _assignment(value.initialized_topics),
+                   frozenset(t.topic_id for t in value.deleting_topics), names)
+
+
+def _union(a: Assignment, b: Assignment) -> Assignment:
+    return {t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)}
+
+
+def _minus(a: Assignment, b: Assignment) -> Assignment:
+    left = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in left.items() if ps}
+
+
+def _minus_topic(a: Assignment, topic_id: uuid.UUID) -> Assignment:
+    return {t: ps for t, ps in a.items() if t != topic_id}
+
+
 @dataclass(eq=False)
 class ShareGroup:
     group_id: str
@@ -38,6 +112,7 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
+    state_partitions: StatePartitions = field(default_factory=StatePartitions)
     # Memory only: session ends (time.monotonic()), the subscribed topics at the last epoch bump
     deadlines: dict[str, float] = field(default_factory=dict)
     subscribed: dict[str, tuple[uuid.UUID, int]] | None = None  # name → (id, partitions); None: not yet known
@@ -75,6 +150,10 @@ def assignment_records(group_id: str, members: dict[str, ShareMember], targets: 
     return out
 
 
+def state_partitions_record(group_id: str, state: StatePartitions) -> Record:
+    return ShareGroupKey(records.SHARE_STATE_PARTITIONS, group_id), state.value()
+
+
 def removal_records(group_id: str, member_id: str) -> list[Record]:
     return [(ShareMemberKey(version, group_id, member_id), None) for version in
             (records.SHARE_CURRENT_ASSIGNMENT, records.SHARE_TARGET_MEMBER, records.SHARE_MEMBER_METADATA)]
@@ -82,7 +161,8 @@ def removal_records(group_id: str, member_id: str) -> list[Record]:
 
 def end_records(group_id: str) -> list[Record]:
     """The tombstones that end an empty share group (deleted)."""
-    return [(ShareGroupKey(records.SHARE_TARGET_METADATA, group_id), None),
+    return [(ShareGroupKey(records.SHARE_STATE_PARTITIONS, group_id), None),
+            (ShareGroupKey(records.SHARE_TARGET_METADATA, group_id), None),
             (ShareGroupKey(records.SHARE_GROUP_EPOCH, group_id), None)]
 
 
@@ -105,6 +185,8 @@ def replay(groups: dict[str, ShareGroup], key: ShareGroupKey | ShareMemberKey, v
             group.target.pop(key.member_id, None)
         elif key.version == records.SHARE_CURRENT_ASSIGNMENT and key.member_id in group.members:
             group.members[key.member_id] = replace(group.members[key.member_id], assigned={})
+        elif key.version == records.SHARE_STATE_PARTITIONS:
+            group.state_partitions = StatePartitions()
         return
     if group is None:
         group = groups[key.group] = ShareGroup(key.group)
@@ -119,6 +201,8 @@ def replay(groups: dict[str, ShareGroup], key: ShareGroupKey | ShareMemberKey, v
         group.members[key.member_id] = replace(member, rack_id=value.rack_id, client_id=value.client_id,
                                                client_host=value.client_host,
                                                subscribed_topic_names=tuple(value.subscribed_topic_names))
+    elif key.version == records.SHARE_STATE_PARTITIONS:
+        group.state_partitions = StatePartitions.of(value)
     elif key.version == records.SHARE_CURRENT_ASSIGNMENT:
         member = group.members.get(key.member_id) or ShareMember(key.member_id)
         group.members[key.member_id] = replace(member, member_epoch=value.member_epoch,

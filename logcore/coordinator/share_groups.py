@@ -15,7 +15,9 @@ member takes its new partitions at once. Sessions (`share.session.timeout.ms`) a
 
 The membership is written to `__consumer_offsets` as Kafka's share group records (share_group.py,
 logcore/protocol/share_group_records.py), appended then replayed, so a restarted broker knows its
-groups and members; each loaded member gets a new session. The records' state is in
+groups and members; each loaded member gets a new session. As in Kafka, when the group subscribes to
+partitions whose share-partitions were never initialized, key 15 records them as initializing (the
+share coordinator facade then has them created and records them initialized). The records' state is in
 `__share_group_state` (share_state.py). Event loop only; no `await` between computing records and
 appending them.
 """
@@ -32,8 +34,8 @@ from ..group_configs import GroupConfig, effective_group_config
 from ..protocol.errors import (BrokerError, FencedMemberEpoch, GroupIdNotFound, GroupMaxSizeReached, InvalidRequest,
                                NotCoordinator, UnknownMemberId, UnsupportedVersion)
 from .share_assignor import Assignment, simple_assign
-from .share_group import (Record, ShareGroup, ShareMember, assignment_records, end_records, epoch_record,
-                          metadata_record, removal_records)
+from .share_group import (Record, ShareGroup, ShareMember, StatePartitions, assignment_records, end_records,
+                          epoch_record, metadata_record, removal_records, state_partitions_record)
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,9 @@ class ShareGroups:
         if bump or subscribed != group.subscribed:
             epoch += 1
             out.append(epoch_record(group.group_id, epoch))
+        initializing = group.state_partitions.to_initialize({i: (name, n) for name, (i, n) in subscribed.items()})
+        if initializing is not None:  # (the share coordinator is asked to create them: ShareCoordinator)
+            out.append(state_partitions_record(group.group_id, initializing))
         if epoch > group.assignment_epoch:
             targets = simple_assign({m: frozenset(subscribed[name][0] for name in member.subscribed_topic_names
                                                   if name in subscribed) for m, member in members.items()},
@@ -163,6 +168,11 @@ class ShareGroups:
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
+
+    def record_state_partitions(self, group_id: str, state: StatePartitions) -> None:
+        """Key 15 as `state` (the group's share-partitions initialized, or deleted, at the share coordinator)."""
+        if group_id in self.groups and state != self.groups[group_id].state_partitions:
+            self.store.append(group_id, [state_partitions_record(group_id, state)])
 
     def delete(self, group_id: str) -> None:
         """DeleteGroups: the caller checked the group has no members."""

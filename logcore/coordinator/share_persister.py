@@ -1,7 +1,8 @@
-"""Where a topic partition's leader reads and writes its share-partitions' state (Kafka's
-Persister): this broker's share coordinator (share_state.py) when it coordinates the key, else the
-leader of the key's `__share_group_state` partition, asked with ReadShareGroupState,
-WriteShareGroupState and DeleteShareGroupState v0 (APIs 84-86, between brokers).
+"""Where a topic partition's leader reads and writes its share-partitions' state, and the group
+coordinator initializes it and reads its summary (Kafka's Persister): this broker's share coordinator
+(share_state.py) when it coordinates the key, else the leader of the key's `__share_group_state`
+partition, asked with InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
+DeleteShareGroupState and ReadShareGroupStateSummary v0 (APIs 83-87, between brokers).
 
 A coordinator that is moving or loading (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, or a broker that cannot be reached), or a write its in-sync replicas
@@ -20,7 +21,7 @@ from ..protocol.codec import ApiKey, ErrorCode, build, request_class
 from ..protocol.errors import BrokerError, CoordinatorNotAvailable
 from ..protocol.share_state_records import SharePartitionKey
 from ..replication.peer import PeerConnection, PeerUnavailable
-from .share_state import SHARE_STATE_TOPIC, ShareStateStore, Snapshot
+from .share_state import ADMIN, SHARE_STATE_TOPIC, ShareStateStore, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,22 @@ class SharePersister:
         """Write the share-partition's state (None: delete it, an admin's deletion)."""
         await self._retrying(key, lambda: self.store.write(key, snapshot),
                              lambda peer: self._write_remote(peer, key, snapshot))
+
+    async def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> None:
+        await self._retrying(key, lambda: self.store.initialize(key, state_epoch, start_offset),
+                             lambda peer: self._call(peer, ApiKey.INITIALIZE_SHARE_GROUP_STATE, _request(key, {
+                                 "state_epoch": state_epoch, "start_offset": start_offset})))
+
+    async def summary(self, key: SharePartitionKey) -> Snapshot:
+        """The share-partition's state epoch and start offset (UNINITIALIZED: none), without its batches."""
+        def here() -> Snapshot:
+            got = self.store.read(key, ADMIN)
+            return Snapshot(got.state_epoch, got.leader_epoch, got.start_offset, ())
+
+        async def there(peer: PeerConnection) -> Snapshot:
+            got = await self._call(peer, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, _request(key, {"leader_epoch": ADMIN}))
+            return Snapshot(got.state_epoch, got.leader_epoch, got.start_offset, ())
+        return await self._retrying(key, here, there)
 
     async def _retrying(self, key, here, there):
         deadline = time.monotonic() + RETRY_S
@@ -113,3 +130,9 @@ class SharePersister:
         for peer in self._peers.values():
             peer.close()
         self._peers.clear()
+
+
+def _request(key: SharePartitionKey, partition: dict) -> dict:
+    """A one-partition request of the share-state APIs."""
+    return {"group_id": key.group, "topics": [{"topic_id": key.topic_id,
+                                               "partitions": [{"partition": key.partition, **partition}]}]}

@@ -185,6 +185,21 @@ class ShareStateStore:
         if not appended_is_enough:
             await self.topic.replicated(partition, self.timeout_s)
 
+    async def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> None:
+        """InitializeShareGroupState. A start offset UNINITIALIZED (the group coordinator's: the
+        share-partition exists, its leader picks the start by `share.auto.offset.reset` at its first
+        fetch) creates a state only where there is none, so it never undoes a leader's; a given start
+        offset replaces the state, as Kafka's does, unless the stored state epoch is newer than the
+        request's (-1: no check) (FENCED_STATE_EPOCH)."""
+        self._check_owned(key)
+        current = self.state_epoch(key)
+        if start_offset == UNINITIALIZED and key in self.snapshots:
+            return
+        if state_epoch != -1 and current > state_epoch:
+            raise FencedStateEpoch(f"share-partition {key} is at state epoch {current}, the initialization at "
+                                   f"{state_epoch}")
+        await self.write(key, Snapshot(state_epoch if state_epoch >= 0 else max(current, 0), ADMIN, start_offset, ()))
+
     def keys(self) -> list[SharePartitionKey]:
         """The share-partitions whose state this broker holds."""
         return list(self.snapshots)

@@ -9,14 +9,17 @@ followed by the strings; values an int16 0 followed by the flexible struct:
     key 13  ShareGroupTargetAssignmentMemberKey(GroupId, MemberId) value: its target partitions
     key 14  ShareGroupCurrentMemberAssignmentKey(GroupId, MemberId) value: MemberEpoch, PreviousMemberEpoch, State, AssignedPartitions
 
-A null value is a tombstone. Kafka's key 15 (ShareGroupStatePartitionMetadata: which share-partitions
-its share coordinator initialized) is not written: logcore's share-partitions live in
-`__share_group_state` alone (share_state_records.py).
+    key 15  ShareGroupStatePartitionMetadataKey(GroupId)           value: InitializingTopics, InitializedTopics
+                                                                          (id, name, partitions), DeletingTopics (id, name)
+
+Key 15 is Kafka 4.1's layout (the CreateTimestamp of later versions is not in it). A null value is a
+tombstone.
 """
 
 # (no `from __future__ import annotations`: kio reads the field types at runtime)
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -28,7 +31,8 @@ from .consumer_group_records import (TargetAssignmentMemberValue, TargetAssignme
 
 SHARE_MEMBER_METADATA, SHARE_GROUP_EPOCH, SHARE_TARGET_METADATA, SHARE_TARGET_MEMBER, SHARE_CURRENT_ASSIGNMENT = \
     10, 11, 12, 13, 14
-SHARE_KEY_VERSIONS = frozenset(range(10, 15))
+SHARE_STATE_PARTITIONS = 15
+SHARE_KEY_VERSIONS = frozenset(range(10, 16))
 _MEMBER_KEYS = (SHARE_MEMBER_METADATA, SHARE_TARGET_MEMBER, SHARE_CURRENT_ASSIGNMENT)
 
 
@@ -60,14 +64,36 @@ class ShareCurrentAssignmentValue(_Flexible):
     assigned_partitions: tuple[TopicPartitions, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitionsInfo(_Flexible):
+    __type__: ClassVar = EntityType.nested
+    topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
+    topic_name: str = field(metadata={"kafka_type": "string"})
+    partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicInfo(_Flexible):
+    __type__: ClassVar = EntityType.nested
+    topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
+    topic_name: str = field(metadata={"kafka_type": "string"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareStatePartitionsValue(_Flexible):
+    initializing_topics: tuple[TopicPartitionsInfo, ...] = ()
+    initialized_topics: tuple[TopicPartitionsInfo, ...] = ()
+    deleting_topics: tuple[TopicInfo, ...] = ()
+
+
 VALUE_CLASSES = {SHARE_MEMBER_METADATA: ShareMemberMetadataValue, SHARE_GROUP_EPOCH: ShareGroupMetadataValue,
                  SHARE_TARGET_METADATA: TargetAssignmentMetadataValue, SHARE_TARGET_MEMBER: TargetAssignmentMemberValue,
-                 SHARE_CURRENT_ASSIGNMENT: ShareCurrentAssignmentValue}
+                 SHARE_CURRENT_ASSIGNMENT: ShareCurrentAssignmentValue, SHARE_STATE_PARTITIONS: ShareStatePartitionsValue}
 
 
 @dataclass(frozen=True)
 class ShareGroupKey:
-    """Keys 11 and 12: one per group."""
+    """Keys 11, 12 and 15: one per group."""
     version: int
     group: str
 
