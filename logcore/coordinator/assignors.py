@@ -9,8 +9,9 @@ partition counts to each member's target partitions.
              partitions (the first `partitions % members` one more), so members subscribed to the
              same topics get the same partition numbers of each (co-partitioning)
 
-Kafka's assignors go further (rack awareness, a faster path for identical subscriptions); these
-keep their contracts: every subscribed partition assigned exactly once, balanced, sticky for uniform.
+Kafka's are faster for identical subscriptions; these keep their contracts: every subscribed
+partition assigned exactly once, balanced, sticky for uniform. Like Kafka's since KAFKA-16694 (4.x
+included), neither reads racks.
 """
 
 from __future__ import annotations
