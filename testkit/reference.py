@@ -80,6 +80,7 @@ TOOLS = {
     "kafka-transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-share-consumer-perf-test": "org.apache.kafka.tools.ShareConsumerPerformance",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
 }
