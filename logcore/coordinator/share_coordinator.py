@@ -124,6 +124,8 @@ class ShareCoordinator:
             for topic_id, partitions in dict(group.state_partitions.initializing if group else {}).items():
                 for index in sorted(partitions):
                     await self.persister.initialize(SharePartitionKey(group_id, topic_id, index), -1, UNINITIALIZED)
+                    # (a broker alone's write does not suspend: thousands of partitions must not hold the loop)
+                    await asyncio.sleep(0)
                 done[topic_id] = partitions
             group = self.group(group_id)
             if group is not None and self.owns(group_id):
