@@ -56,7 +56,7 @@ class AvroWriter:
 
     def __init__(self, schema_id: int, columns: list[ColumnDef]) -> None:
         ns = namespace("srv", "shop", "t")
-        value, self.image = table_record("Value", ns, columns, "precise")
+        value, self.image, _ = table_record("Value", ns, columns, "precise")
         self.schema = envelope_schema(ns, value)
         self.parsed = fastavro.parse_schema(self.schema)
         self.id, self.header = schema_id, b"\0" + schema_id.to_bytes(4, "big")
