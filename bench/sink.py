@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sink.py [--changes 1000000] [--keys 200000] [--partitions 4]
                                    [--rate 5000 --seconds 60] [--only backlog|latency] [--target delta|jdbc]
-                                   [--formats json,avro] [--versus [--pg-rate 1000]]
+                                   [--formats json,avro] [--phases] [--versus [--pg-rate 1000]]
 
 backlog: a backlog of --changes change events (Debezium's envelope, as the connector writes them: inserts,
   then updates and deletes of --keys keys) is written to a broker first, the same changes in each of
@@ -10,7 +10,8 @@ backlog: a backlog of --changes change events (Debezium's envelope, as the conne
   schema in a `binlake schema-registry` subprocess; `format: debezium-avro`); the sink then runs with
   `trigger: available_now` and the figure is changes merged per second from the log into each
   target, with each batch's time split into read+decode, schemas+checks and merge+commit. Each
-  format and target runs twice, into tables of its own: cold (the JVM's first run) and warm.
+  format and target runs twice, into tables of its own: cold (the JVM's first run) and warm. --phases
+  then times the read+decode phase's steps alone (Kafka source, decode, cache and summary) per format.
 latency: a producer writes --rate changes/s for --seconds; the sink triggers every 500 ms; the
   figures are p50/p99 of each batch's duration (Spark's triggerExecution) once it has warmed up.
 
@@ -171,7 +172,7 @@ class AvroValues:
         ns = namespace(SERVER, DB, TABLE)
         columns = [ColumnDef(n, t.split("(")[0], tuple(int(a) for a in t.split("(")[1].rstrip(")").split(",")))
                    for n, t in COLUMNS]
-        value, self.image = table_record("Value", ns, columns, "precise")
+        value, self.image, _ = table_record("Value", ns, columns, "precise")
         envelope = envelope_schema(ns, value)
         schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
             f"{AVRO_TOPIC}-value", Schema(json.dumps(envelope), "AVRO"))
@@ -218,8 +219,10 @@ def write(p: Producer, events: Changes, changes: int, encoders: dict) -> dict[st
     return size
 
 
-def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int, registry: str | None) -> None:
-    """The same changes in each format (JSON always; Avro with a registry), then the sink over each."""
+def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: int, registry: str | None,
+            phases: bool = False) -> None:
+    """The same changes in each format (JSON always; Avro with a registry), then the sink over each; with
+    `phases`, then the read+decode phase's steps alone over the same changes (`read_phases`)."""
     encoders = {"json": plain, **({"avro": AvroValues(registry)} if registry else {})}
     started = time.monotonic()
     size = write(producer(address), Changes(keys), changes, encoders)
@@ -241,6 +244,45 @@ def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: 
         for name in targets:
             if "avro" in encoders:
                 print(f"  {round_} {name}: Avro / JSON = {rates[(round_, 'avro', name)] / rates[(round_, 'json', name)]:.2f}x")
+    if phases:
+        read_phases(spark, address, work, encoders, registry)
+
+
+def read_phases(spark, address: str, work: Path, formats, registry: str | None) -> None:
+    """The sink's read+decode phase in steps, each alone over the whole backlog of each format, as a batch
+    query in the warm JVM: Spark's Kafka source alone, + the sink's decode, + its cache and summary pass (what
+    the sink does before planning). Each step runs twice; the second (warm) is printed, with the Spark JVM's
+    CPU seconds beside the wall time (the machine is shared: CPU moves less with the load)."""
+    jvm = spark.sparkContext._jvm.ProcessHandle.current().pid()
+
+    def cpu() -> float:
+        fields = Path(f"/proc/{jvm}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+
+    for fmt in formats:
+        job = SinkJob(spark, validate(sink_config(address, work, {"delta": {"path": str(work / "phases")}}, fmt,
+                                                  registry=registry)))
+        kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", address)
+                 .option("subscribe", AVRO_TOPIC if fmt == "avro" else TOPIC).option("startingOffsets", "earliest")
+                 .load())
+
+        def summarised() -> None:
+            cached: list = []
+            try:
+                job._read(kafka, cached)
+            finally:
+                for df in cached:
+                    df.unpersist()
+        steps = {"Kafka source alone": lambda: kafka.select("topic", "partition", "offset", "value")
+                 .write.format("noop").mode("overwrite").save(),
+                 "+ decode": lambda: job._decoded(kafka)[0].write.format("noop").mode("overwrite").save(),
+                 "+ cache and summary pass": summarised}
+        for step, run in steps.items():
+            for _ in range(2):
+                began, used = time.monotonic(), cpu()
+                run()
+            print(f"  phases {fmt:4} {step:26} {time.monotonic() - began:6.1f} s, JVM CPU {cpu() - used:6.1f} s",
+                  flush=True)
 
 
 def split(job: SinkJob) -> str:
@@ -582,6 +624,9 @@ def main() -> None:
                         help="each target beside what a user would run instead (Debezium's JDBC sink, Delta's "
                              "foreachBatch MERGE), on the same topics; --keys then counts per table")
     parser.add_argument("--pg-rate", type=int, default=1000, help="--versus: changes/s for PostgreSQL's latency")
+    parser.add_argument("--phases", action="store_true",
+                        help="backlog: then the read+decode phase's steps alone, each format (Kafka source, decode, "
+                             "cache and summary)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -613,7 +658,8 @@ def main() -> None:
                 registry = RegistryProcess(broker.address, work / "registry.log").start() \
                     if "avro" in args.formats.split(",") else None
                 try:
-                    backlog(spark, broker.address, targets, work, args.changes, args.keys, registry and registry.url)
+                    backlog(spark, broker.address, targets, work, args.changes, args.keys, registry and registry.url,
+                            args.phases)
                 finally:
                     if registry is not None:
                         registry.kill()

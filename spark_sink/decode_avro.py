@@ -2,15 +2,17 @@
 id, the Avro body: the connector's `value_format: avro`) → the change rows decode.py makes of the JSON format,
 as Spark column expressions.
 
-A micro-batch may hold several writer schemas: one per table, and a table's next one after each DDL. `records`
-reads the ids the batch holds (one small pass), fetches each id's schema (WriterSchemas: once per id), decodes
-each id's records with spark-avro's `from_avro` and that schema, and unions them: the columns decode.records
-gives (kind, table, op, seq, ...), the id (`schema_id`) and, per id, the image (`image_<id>`: the `after` record,
-`before` for a delete; null in the other ids' rows). `value` then reads a column of the table's current
-structure (the schema-change topic's, as for JSON) from whichever image its record has, converted from
-Debezium's Avro type to the type the JSON path gives it (changes.MySqlType.spark): a column a writer schema
-lacks (added later, or dropped before) is null, and the target's schema evolution (evolve.py) is the JSON
-path's.
+A micro-batch may hold several writer schemas: one per table, and a table's next one after each DDL. `Decoder`
+knows the schemas the registry lists for the job's topics (writer_schemas.py); `records` decodes the batch in one
+projection, each record by its own id's schema (spark-avro's `from_avro`, only the branch of the record's id is
+evaluated): the columns decode.records gives (kind, table, op, seq, ...), the id (`schema_id`) and, per id, the
+image (`image_<id>`: the `after` record, `before` for a delete; null in the other ids' rows). A record whose id
+the decoder does not know yet is of kind `unknown`: the job's summary pass finds those, the decoder learns their
+ids (the registry listed again, each id fetched) and the batch is decoded again, whole. `values` then reads a
+column of the table's current structure (the schema-change topic's, as for JSON) from whichever image its
+record has, converted from Debezium's Avro type to the type the JSON path gives it (changes.MySqlType.spark): a
+column a writer schema lacks (added later, or dropped before) is null, and the target's schema evolution
+(evolve.py) is the JSON path's.
 """
 
 from __future__ import annotations
@@ -87,46 +89,69 @@ def schema_id() -> Column:
     return F.when(framed, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("int"))
 
 
-def records(kafka: DataFrame, schemas: Callable[[int], str]) -> tuple[DataFrame, dict[int, WriterSchema]]:
-    """One row per Kafka record, with decode.records' columns plus `schema_id` and `image_<id>`; and the writer
-    schemas by id. `schemas`: id → the schema's JSON text (WriterSchemas). `kafka` is read twice (the ids,
-    then the records): persist it."""
+class Decoder:
+    """The writer schemas a job knows, by id, from `registry` (writer_schemas.WriterSchemas: `subscribed()` lists
+    the job's topics' schemas, `registry(id)` fetches one). The driver's only."""
+
+    def __init__(self, registry) -> None:
+        self.registry = registry
+        self.writers: dict[int, WriterSchema] | None = None
+
+    def records(self, kafka: DataFrame) -> DataFrame:
+        """`records` of the batch with the schemas known so far (listed from the registry on the first batch)."""
+        if self.writers is None:
+            self.writers = self._listed()
+        return records(kafka, self.writers)
+
+    def learn(self, ids: set[int]) -> None:
+        """The batch holds records of `ids`, which it did not know: list the registry again and fetch each of
+        them (SchemaNotFound, or ValueError for a schema this path cannot read, names the id)."""
+        self.writers = {**self._listed(), **{i: WriterSchema(i, self.registry(i)) for i in ids}}
+
+    def _listed(self) -> dict[int, WriterSchema]:
+        writers = {}
+        for i, text in self.registry.subscribed().items():
+            try:
+                writers[i] = WriterSchema(i, text)
+            except ValueError:  # (a version no record may use; a record that does comes back unknown, and
+                continue        # learn() refuses its schema by its id)
+        return writers
+
+
+def records(kafka: DataFrame, writers: dict[int, WriterSchema]) -> DataFrame:
+    """One row per Kafka record, with decode.records' columns plus `schema_id` and `image_<id>` for each of
+    `writers` (id → WriterSchema); kind `unknown` for a framed record whose id is not among them."""
     framed = kafka.select("topic", "partition", "offset", "value", schema_id().alias("schema_id"))
-    ids = sorted(r.schema_id for r in framed.where(F.col("schema_id").isNotNull()).select("schema_id").distinct().collect())
-    writers = {i: WriterSchema(i, schemas(i)) for i in ids}
-    others = framed.where(F.col("schema_id").isNull()).select(
-        "topic", "partition", "offset", "schema_id",
-        F.when(F.col("value").isNull(), "skip").otherwise("bad").alias("kind"),
-        *[F.lit(None).cast(t).alias(c) for c, t in _NULLS],
-        F.when(F.col("value").isNotNull(), F.lit(NOT_FRAMED)).alias("reason"),
-        F.base64("value").alias("raw"), F.lit(None).cast("string").alias("position"))
-    union = others
-    for i, writer in writers.items():
-        union = union.unionByName(_decoded(framed.where(F.col("schema_id") == i), writer), allowMissingColumns=True)
-    return union, writers
-
-
-_NULLS = (("table", "string"), ("op", "string"), ("seq", "decimal(38,0)"), ("ts_ms", "bigint"),
-          ("pk", "array<string>"), ("types", "string"))
-
-
-def _decoded(rows: DataFrame, writer: WriterSchema) -> DataFrame:
+    ids = sorted(writers)
     body = F.expr("substring(value, 6)")
-    e = from_avro(body, writer.text, {"mode": "PERMISSIVE"}).alias("e")
-    df = rows.select("*", e)
-    src = F.col("e.source")
-    kind = (F.when(F.col("e").isNull(), "bad")
-            .when(F.col("e.op").isin("r", "c", "u", "d"), "row")
+    sid = F.col("schema_id")
+    known = sid.isin(*ids) if ids else F.lit(False)
+    envelopes = framed.select("*", *[F.when(sid == i, from_avro(body, writers[i].text, {"mode": "PERMISSIVE"}))
+                                     .alias(f"e_{i}") for i in ids])
+
+    def field(*path: str) -> Column:  # the field of whichever envelope the record has
+        fields = [F.col(f"e_{i}").getField(path[0]) for i in ids]
+        for name in path[1:]:
+            fields = [f.getField(name) for f in fields]
+        return F.coalesce(*fields) if fields else F.lit(None)
+
+    src = F.struct(*[field("source", name).alias(name) for name in ("db", "table", "file", "pos", "row", "snapshot")])
+    op = field("op").cast("string")
+    kind = (F.when(sid.isNull(), F.when(F.col("value").isNull(), "skip").otherwise("bad"))
+            .when(~known, "unknown")
+            .when(op.isin("r", "c", "u", "d"), "row")
             .otherwise("bad"))
-    return df.select(
+    reason = (F.when(sid.isNull(), F.lit(NOT_FRAMED))
+              .otherwise(F.format_string("not a Debezium change event in schema %d's Avro", sid)))
+    return envelopes.select(
         "topic", "partition", "offset", "schema_id", kind.alias("kind"),
-        F.concat_ws(".", src.db, src.table).alias("table"), F.col("e.op").alias("op"),
-        debezium_sequence(src).alias("seq"), F.coalesce(src.ts_ms, F.col("e.ts_ms")).alias("ts_ms"),
+        F.when(known, F.concat_ws(".", src.db, src.table)).alias("table"), op.alias("op"),
+        debezium_sequence(src).alias("seq"), F.coalesce(field("source", "ts_ms"), field("ts_ms")).cast("bigint").alias("ts_ms"),
         F.lit(None).cast("array<string>").alias("pk"), F.lit(None).cast("string").alias("types"),
-        F.when(kind == "bad", F.lit(f"not a Debezium change event in schema {writer.id}'s Avro")).alias("reason"),
-        F.when(kind == "bad", F.base64("value")).alias("raw"),
+        F.when(kind == "bad", reason).alias("reason"), F.when(kind == "bad", F.base64("value")).alias("raw"),
         F.concat(src.file, F.lit(":"), src.pos.cast("string")).alias("position"),
-        F.when(F.col("e.op") == "d", F.col("e.before")).otherwise(F.col("e.after")).alias(f"image_{writer.id}"))
+        *[F.when(F.col(f"e_{i}.op") == "d", F.col(f"e_{i}.before")).otherwise(F.col(f"e_{i}.after")).alias(f"image_{i}")
+          for i in ids])
 
 
 def values(writers: dict[int, WriterSchema], ids: set[int]) -> Callable[[ChangeColumn], tuple[Column, Column]]:

@@ -69,7 +69,8 @@ class SinkJob:
             self.target = PostgresTables(self.spark, config.target.jdbc, config.mode, config.tombstone_retention_ms)
         self.schemas = DebeziumSchemas(config.bootstrap_servers, config.resolved_schema_topic, config.security) \
             if config.debezium else None
-        self.writer_schemas = WriterSchemas(config.schema_registry) if config.format == "debezium-avro" else None
+        self.avro = decode_avro.Decoder(WriterSchemas(config.schema_registry, config.topics, config.topic_pattern)) \
+            if config.format == "debezium-avro" else None
         self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
         self.name = "binlake-sink"      # the streaming query's
 
@@ -101,10 +102,7 @@ class SinkJob:
         started = time.monotonic()
         cached = []
         try:
-            records, value = self._decoded(kafka, cached)
-            records = records.persist()
-            cached.append(records)
-            summary, offsets = self._summary(records)
+            records, value, summary, offsets = self._read(kafka, cached)
             if any(r.kind == "bad" for r in summary):
                 records = self._bad_records(records, batch_id)
             decoded = time.monotonic()
@@ -124,18 +122,36 @@ class SinkJob:
             for df in cached:
                 df.unpersist()
 
-    def _decoded(self, kafka: DataFrame, cached: list) -> tuple[DataFrame, Callable]:
-        """The batch's records (decode.records' columns) and, for a table's records with the schema ids of its
-        summary, the function reading one column's value (decode.typed's `value`)."""
-        if self.writer_schemas is None:
+    def _read(self, kafka: DataFrame, cached: list) -> tuple[DataFrame, Callable, list["TableSummary"], dict]:
+        """The batch's records decoded and cached (decode.records' columns), the function reading one column's value
+        of a table's records with the schema ids of its summary (decode.typed's `value`), the summary and the
+        offsets. debezium-avro: a batch with records of schema ids the decoder does not know yet (registered
+        since it last listed the registry) is decoded again, whole, once it has learnt them."""
+        while True:
+            records, value = self._decoded(kafka)
+            records = records.persist()
+            cached.append(records)
+            summary, offsets = self._summary(records)
+            unknown = set().union(*(r.schema_ids for r in summary if r.kind == "unknown"))
+            if not unknown:
+                return records, value, summary, offsets
+            log.info("%s: schema ids %s are new to the sink: reading them from the registry", self.name, sorted(unknown))
+            records.unpersist()
+            self._avro(self.avro.learn, unknown)
+
+    def _decoded(self, kafka: DataFrame) -> tuple[DataFrame, Callable]:
+        if self.avro is None:
             return decode.records(kafka, self.config.format), lambda ids: decode.text_value
-        kafka = kafka.select("topic", "partition", "offset", "value").persist()   # (read twice: ids, then records)
-        cached.append(kafka)
+        records = self._avro(self.avro.records, kafka)
+        writers = self.avro.writers
+        return records, lambda ids: decode_avro.values(writers, ids)
+
+    @staticmethod
+    def _avro(call: Callable, *args):
         try:
-            records, writers = decode_avro.records(kafka, self.writer_schemas)
+            return call(*args)
         except (SchemaNotFound, UnsupportedType, ValueError) as exc:
             raise SinkError(f"format: debezium-avro: {exc}") from None
-        return records, lambda ids: decode_avro.values(writers, ids)
 
     def _summary(self, records: DataFrame) -> tuple[list["TableSummary"], dict]:
         """One pass over the batch: per kind and table, how many records, the latest TRUNCATE,

@@ -6,19 +6,21 @@ optional `Value` record of the table's columns, cdc.formats.avro_types), `source
 (io.debezium.connector.mysql.Source, with the fields the JSON format's source block has), `op`, `ts_ms` and
 `transaction` (event.block); its key schema the `Key` record of the primary-key columns. They are
 registered under `<topic>-value` and `<topic>-key` (TopicNameStrategy) when the table's structure is first
-used (and again after each DDL), parsed once with fastavro, and every record is then written with
-fastavro's schemaless_writer: no registry round trip per record.
+used (and again after each DDL); a table's row images are written by a writer compiled from its `Value`
+record once (cdc.formats.avro_binary), the envelope's other parts by fastavro once per event or from memos: no
+registry round trip and no schema walk per record.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import fastavro
 import orjson
 
 from cdc.errors import CdcError
+from cdc.formats.avro_binary import Writer, field_writer
 from cdc.formats.avro_types import column_field
 from cdc.schema.model import ColumnDef, TableDef
 from cdc.schema_registry import Registrar
@@ -70,14 +72,23 @@ def _branch(avro) -> str | None:
     return kind["type"]
 
 
-def table_record(name: str, ns: str, columns: list[ColumnDef], decimals: str) -> tuple[dict, Callable[[dict], dict]]:
-    """A record of `columns` and the function turning a row image (canonical values) into its Avro value."""
+class TableRecord(NamedTuple):
+    schema: dict                                # the Avro record of the columns
+    image: Callable[[dict], dict]               # a row image (canonical values) → its Avro value, for fastavro
+    binary: Callable[[dict], bytes]             # a row image → the record's Avro binary encoding
+
+
+def table_record(name: str, ns: str, columns: list[ColumnDef], decimals: str) -> TableRecord:
+    """A record of `columns`, and the functions turning a row image (canonical values) into its Avro value and
+    into its encoding."""
     defined: set[str] = set()
-    fields, plan = [], []
+    named: dict[str, Writer] = {}
+    fields, plan, writers = [], [], []
     for column in columns:
         field, convert = column_field(column, decimals, defined)
         fields.append(field)
         plan.append((column.name, field["name"], convert))
+        writers.append((column.name, field_writer(field["type"], named, convert)))
     names = [f["name"] for f in fields]
     if len(set(names)) != len(names):
         raise CdcError(f"{ns}: two columns have the same Avro name ({', '.join(names)}): Avro names allow only "
@@ -96,8 +107,11 @@ def table_record(name: str, ns: str, columns: list[ColumnDef], decimals: str) ->
                     value = (branch, value)
             out[name] = value
         return out
+
+    def binary(row: dict) -> bytes:
+        return b"".join([write(row[column]) for column, write in writers])
     schema = {"type": "record", "name": name, "namespace": ns, "fields": fields, "connect.name": f"{ns}.{name}"}
-    return schema, image
+    return TableRecord(schema, image, binary)
 
 
 def envelope_schema(ns: str, value: dict) -> dict:
@@ -161,16 +175,16 @@ def _transaction(txn: bytes | None) -> bytes:
 
 
 class _Writer:
-    """One registered schema: Confluent's header and the parsed schema."""
+    """One registered record schema: Confluent's header and the record's compiled writer."""
 
-    __slots__ = ("header", "parsed")
+    __slots__ = ("header", "binary")
 
-    def __init__(self, registrar: Registrar, subject: str, schema: dict) -> None:
-        self.header = b"\0" + registrar.id_for(subject, schema).to_bytes(4, "big")
-        self.parsed = fastavro.parse_schema(schema)
+    def __init__(self, registrar: Registrar, subject: str, record: TableRecord) -> None:
+        self.header = b"\0" + registrar.id_for(subject, record.schema).to_bytes(4, "big")
+        self.binary = record.binary
 
-    def write(self, datum: dict) -> bytes:
-        return self.header + encode(self.parsed, datum)
+    def write(self, row: dict) -> bytes:
+        return self.header + self.binary(row)
 
 
 class AvroTable:
@@ -178,32 +192,29 @@ class AvroTable:
     avro the key.
 
     Avro writes a record as its fields' encodings one after the other, so an envelope is built from parts:
-    `before` and `after` written by fastavro from the table's `Value` record (a union's branch is its index
-    before it), the event's shared parts (_EventParts), the row number (the source's last field) and the
-    transaction block. fastavro writes every part; `test_cdc_avro` checks the bytes against fastavro's own
-    writing of the whole envelope."""
+    `before` and `after` written by the table's compiled `Value` writer (a union's branch is its index before
+    it), the event's shared parts (_EventParts), the row number (the source's last field) and the transaction
+    block; `test_cdc_avro` checks the bytes against fastavro's own writing of the whole envelope."""
 
     def __init__(self, registrar: Registrar, server: str, topic: str, definition: TableDef,
                  primary_key: tuple[str, ...], decimals: str, values: bool, keys: bool) -> None:
         ns = namespace(server, definition.db, definition.name)
-        value, self.image = table_record("Value", ns, list(definition.columns), decimals)
-        self.envelope = envelope_schema(ns, value)
+        self.record = table_record("Value", ns, list(definition.columns), decimals)
+        self.envelope = envelope_schema(ns, self.record.schema)
         if values:             # (key_format: avro alone registers the key only)
             self._header = b"\0" + registrar.id_for(f"{topic}-value", self.envelope).to_bytes(4, "big")
-        self._value = fastavro.parse_schema(value)
         self._event: _EventParts | None = None
-        self._key = self._key_image = None
+        self._key = None
         if keys and primary_key:
             columns = [definition.column(name) for name in primary_key]
             if None in columns:
                 raise CdcError(f"{definition.id}'s key {primary_key} names a column its structure lacks: take a new "
                                "snapshot (snapshot: always, once)")
-            key, self._key_image = table_record("Key", ns, columns, decimals)
-            self._key = _Writer(registrar, f"{topic}-key", key)
+            self._key = _Writer(registrar, f"{topic}-key", table_record("Key", ns, columns, decimals))
 
     def key(self, columns: dict) -> bytes:
         """The key of a row, given its primary-key columns (canonical values)."""
-        return self._key.write(self._key_image(columns))
+        return self._key.write(columns)
 
     @property
     def avro_keys(self) -> bool:
@@ -215,11 +226,11 @@ class AvroTable:
         parts = self._event
         if parts is None or parts.event is not event or parts.op != op or parts.ts_ms != ts_ms:
             parts = self._event = _EventParts(event, op, ts_ms)
-        image, schema = self.image, self._value
+        binary = self.record.binary
         return b"".join((
             self._header,
-            _NULL if before is None else _SECOND + encode(schema, image(before)),
-            _NULL if after is None else _SECOND + encode(schema, image(after)),
+            _NULL if before is None else _SECOND + binary(before),
+            _NULL if after is None else _SECOND + binary(after),
             parts.source, _VARINTS[row], parts.tail, _transaction(txn)))
 
 

@@ -20,7 +20,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokerproc import BrokerProcess
-from cdc.formats.debezium_avro import AvroTable
+from cdc.formats.debezium_avro import AvroTable, table_record
 from cdc.murmur2 import partition_for
 from cdc.offsets import SourceInfo
 from cdc.schema.model import ColumnDef, TableDef
@@ -255,12 +255,47 @@ def test_an_envelope_built_from_parts_is_fastavros_whole_envelope():
         value = avro.value(op, before, after, event, row, 1_700_000_000_123, txn)
         whole = io.BytesIO()
         fastavro.schemaless_writer(whole, parsed, {
-            "before": before and ("srv.shop.t.Value", avro.image(before)),
-            "after": after and ("srv.shop.t.Value", avro.image(after)),
+            "before": before and ("srv.shop.t.Value", avro.record.image(before)),
+            "after": after and ("srv.shop.t.Value", avro.record.image(after)),
             "source": {**event.fields, "row": row}, "op": op, "ts_ms": 1_700_000_000_123,
             "transaction": txn and json.loads(txn)})
         assert value == b"\0\0\0\0\7" + whole.getvalue(), op
     assert avro.key({"id": 5}) == b"\0\0\0\0\7" + b"\x0a"
+
+
+# Every Avro type cdc.formats.avro_types writes, with values at the varint, sign and length edges.
+EDGES = [
+    (ColumnDef("i", "int", nullable=False), [0, -1, 63, 64, -64, -65, 2**31 - 1, -2**31]),
+    (ColumnDef("t", "tinyint"), [None, -128, 127]), (ColumnDef("iu", "int", unsigned=True), [4294967295, 8191, 8192]),
+    (ColumnDef("b", "bigint"), [2**63 - 1, -2**63, 10**15]),
+    (ColumnDef("bu", "bigint", unsigned=True), [0, 18446744073709551615, 127, 128]),
+    (ColumnDef("d", "decimal", (12, 4)), ["0.0000", "-0.0001", "12.5", "-99999999.9999", "128.0000", "-128"]),
+    (ColumnDef("f", "float"), [0.0, -1.5, 3.4e38, 1]), (ColumnDef("dbl", "double", nullable=False), [5e-324, -0.0]),
+    (ColumnDef("da", "date"), [None, "1969-12-31", "9999-12-31"]),
+    (ColumnDef("dt", "datetime"), ["1000-01-01T00:00:00", "2038-01-19T03:14:08"]),
+    (ColumnDef("dt6", "datetime", (6,)), ["1969-07-20T20:17:40.000001"]),
+    (ColumnDef("ts", "timestamp", (3,)), ["2038-01-19T03:14:07.999Z"]),
+    (ColumnDef("tm", "time", (6,)), ["-838:59:59.000000", "00:00:00.000001"]), (ColumnDef("y", "year"), [1901, 2155]),
+    (ColumnDef("vc", "varchar", (20,)), ["", "café€ 日本", "x" * 200]), (ColumnDef("tx", "text"), ["🎉"]),
+    (ColumnDef("en", "enum", values=("a", "b")), ["b"]), (ColumnDef("se", "set", values=("x", "y")), ["", "x,y"]),
+    (ColumnDef("js", "json"), ['{"a": [1, null]}']), (ColumnDef("bl", "blob"), ["", "YQAAAA=="]),
+    (ColumnDef("b1", "bit", (1,)), [0, 1]), (ColumnDef("b12", "bit", (12,)), [682, 4095]),
+    (ColumnDef("ge", "point"), [{"srid": 4326, "wkb": "AQEAAAAAAAAAAADwPwAAAAAAAABA"}, {"srid": None, "wkb": ""}]),
+    (ColumnDef("g2", "geometry"), [{"srid": 0, "wkb": "AQEAAAAAAAAAAADwPwAAAAAAAABA"}]),
+    (ColumnDef("ve", "vector", (3,)), [[1.5, -2.25, 0.1], []]),
+]
+
+
+@pytest.mark.parametrize("decimals", ["precise", "string"])
+def test_the_compiled_writer_of_a_row_is_fastavros_writing_of_it_for_every_type(decimals):
+    record = table_record("Value", "srv.shop.t", [c for c, _ in EDGES], decimals)
+    parsed = fastavro.parse_schema(record.schema)
+    for n in range(max(len(values) for _, values in EDGES)):
+        row = {c.name: values[n % len(values)] for c, values in EDGES}
+        whole = io.BytesIO()
+        fastavro.schemaless_writer(whole, parsed, record.image(row))
+        assert record.binary(row) == whole.getvalue(), row
+    assert record.binary({**row, "t": None, "da": None}) != record.binary(row)
 
 
 def test_the_registry_password_is_not_shown():

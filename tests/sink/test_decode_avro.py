@@ -10,11 +10,18 @@ import json
 
 import fastavro
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from cdc.formats.debezium_avro import envelope_schema, namespace, table_record
 from cdc.schema.model import ColumnDef
+from common.schema_registry import SchemaRegistrySettings
 from spark_sink import decode, decode_avro
 from spark_sink.changes import Column, MySqlType, TableSchema
+from spark_sink.config import validate
+from spark_sink.job import SinkJob
+from spark_sink.writer_schemas import WriterSchemas
+from testkit.registryproc import RegistryProcess
 
 POINT = base64.b64encode(bytes.fromhex("0101000000000000000000f03f0000000000000040")).decode()
 # (column, the JSON format's value)
@@ -49,10 +56,10 @@ class AvroWriter:
 
     def __init__(self, schema_id: int, columns: list[ColumnDef]) -> None:
         ns = namespace("srv", "shop", "t")
-        value, self.image = table_record("Value", ns, columns, "precise")
+        value, self.image, _ = table_record("Value", ns, columns, "precise")
         self.schema = envelope_schema(ns, value)
         self.parsed = fastavro.parse_schema(self.schema)
-        self.header = b"\0" + schema_id.to_bytes(4, "big")
+        self.id, self.header = schema_id, b"\0" + schema_id.to_bytes(4, "big")
 
     def write(self, op: str, before: dict | None, after: dict | None, pos: int) -> bytes:
         out = io.BytesIO()
@@ -74,8 +81,8 @@ def decoded(spark, values: list[bytes | None], schema: TableSchema, avro: dict[i
     if avro is None:
         records, value = decode.records(kafka, "debezium"), decode.text_value
     else:
-        records, writers = decode_avro.records(kafka, avro.__getitem__)
-        value = decode_avro.values(writers, set(writers))
+        writers = {i: decode_avro.WriterSchema(i, text) for i, text in avro.items()}
+        records, value = decode_avro.records(kafka, writers), decode_avro.values(writers, set(writers))
     rows = records.where("kind = 'row'")
     kinds = sorted((r.offset, r.kind) for r in records.select("offset", "kind").collect())
     return kinds, [r.asDict() for r in decode.typed(rows, schema, value).orderBy("offset").collect()]
@@ -119,3 +126,65 @@ def test_a_decimal_wider_than_spark_names_the_field():
 def test_a_schema_that_is_not_an_envelope_is_named(text):
     with pytest.raises(ValueError, match="schema 4 is not a Debezium envelope"):
         decode_avro.WriterSchema(4, text)
+
+
+def schema_change(columns: list[ColumnDef], pos: int) -> bytes:
+    """The connector's schema-change event (JSON, in its schema topic) that makes shop.t `columns`."""
+    return json.dumps({"source": {"file": "binlog.000001", "pos": pos, "db": "shop", "table": "t", "snapshot": "false"},
+                       "ddl": "CREATE or ALTER TABLE t ...", "databaseName": "shop", "tableChanges": [{
+                           "type": "CREATE", "id": "shop.t", "table": {"primaryKeyColumnNames": ["id"], "columns": [
+                               {"name": c.name, "typeName": c.type.upper(), "typeExpression": c.mysql_type}
+                               for c in columns]}}]}).encode()
+
+
+@pytest.mark.timeout(600)  # (two sink runs and a registry: a minute on a quiet machine, several under load)
+def test_a_writer_schema_registered_after_the_job_listed_the_registry_is_learnt_and_the_batch_decoded_whole(
+        spark, broker, tmp_path):
+    """The job lists its topics' schemas when it starts; a later batch with records of a version registered since
+    (a column added) has them decoded all the same, every change merged once, in order; the listing follows
+    topic_pattern and leaves other topics' subjects out."""
+    registry = RegistryProcess(broker.address, tmp_path / "registry.log").start()
+    try:
+        client, topic = SchemaRegistryClient({"url": registry.url}), "srv.shop.t"
+        v1_columns = [ColumnDef("id", "int", nullable=False), ColumnDef("name", "varchar", (20,))]
+        v2_columns = [*v1_columns, ColumnDef("note", "varchar", (20,))]
+
+        def registered(columns: list[ColumnDef], subject: str = f"{topic}-value") -> AvroWriter:
+            schema_id = client.register_schema(subject, Schema(json.dumps(AvroWriter(0, columns).schema), "AVRO"))
+            return AvroWriter(schema_id, columns)
+
+        p = Producer({"bootstrap.servers": broker.address})
+
+        def produce(*changes) -> None:
+            for topic_, value in changes:
+                p.produce(topic_, value)
+            p.flush(30)
+
+        v1 = registered(v1_columns)
+        produce(("srv", schema_change(v1_columns, 4)), *[(topic, v1.write("c", None, {"id": i, "name": f"n{i}"}, 100 + i))
+                                                         for i in range(1, 4)])
+        job = SinkJob(spark, validate({
+            "bootstrap_servers": broker.address, "topics": [topic], "format": "debezium-avro", "schema_topic": "srv",
+            "schema_registry": {"url": registry.url}, "checkpoint": str(tmp_path / "ck"), "trigger": "available_now",
+            "target": {"delta": {"path": str(tmp_path / "delta")}}}))
+        job.start().awaitTermination()
+        assert set(job.avro.writers) == {v1.id}
+
+        registered(v1_columns, "other.shop.t-value")
+        v2 = registered(v2_columns)
+        produce(("srv", schema_change(v2_columns, 200)),
+                (topic, v1.write("u", {"id": 1, "name": "n1"}, {"id": 1, "name": "old"}, 300)),
+                (topic, v2.write("u", {"id": 1, "name": "old", "note": None}, {"id": 1, "name": "new", "note": "v2"}, 400)),
+                (topic, v2.write("c", None, {"id": 4, "name": "n4", "note": "four"}, 500)),
+                (topic, v1.write("d", {"id": 2, "name": "n2"}, None, 301)))
+        job.start().awaitTermination()           # (the same job: its decoder listed the registry before v2)
+        ids = {v1.id, v2.id}
+        assert set(job.avro.writers) == ids
+        rows = spark.read.format("delta").load(str(tmp_path / "delta" / "shop" / "t")).where("NOT __deleted")
+        assert sorted((r.id, r.name, r.note) for r in rows.collect()) == [(1, "new", "v2"), (3, "n3", None),
+                                                                          (4, "n4", "four")]
+        settings = SchemaRegistrySettings(url=registry.url)
+        assert set(WriterSchemas(settings, pattern=r"srv\.shop\..*").subscribed()) == ids
+        assert set(WriterSchemas(settings, topics=[topic, "srv.shop.none"]).subscribed()) == ids
+    finally:
+        registry.kill()
