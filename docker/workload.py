@@ -21,8 +21,8 @@ PRODUCTS = (("MUG-01", "12.50"), ("TEE-01", "19.90"), ("STK-01", "3.00"))
 def connect():
     while True:  # (the health check says the server answers; the root user may be a moment later)
         try:
-            return pymysql.connect(host=os.environ["MYSQL_HOST"], user="root",
-                                   password=os.environ["MYSQL_ROOT_PASSWORD"], autocommit=True)
+            return pymysql.connect(host=os.environ["MYSQL_HOST"], port=int(os.environ.get("MYSQL_PORT", "3306")),
+                                   user="root", password=os.environ["MYSQL_ROOT_PASSWORD"], autocommit=True)
         except pymysql.err.OperationalError as exc:
             print(f"waiting for the database at {os.environ['MYSQL_HOST']}: {exc}", flush=True)
             time.sleep(1)

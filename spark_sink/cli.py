@@ -18,9 +18,14 @@ def sink_command() -> None:
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL")
 @click.option("--prometheus-listener", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics here.")
+@click.option("--conf", "settings", multiple=True, metavar="KEY=VALUE",
+              callback=lambda _ctx, _param, values: _settings(values),
+              help="A Spark setting for the application, as spark-submit's --conf (repeatable); docs/sink.md, "
+                   "\"Latency\", names those that help small batches")
 @click.option("-v", "--verbose", is_flag=True, help="Spark's own logging defaults, with the start-up notices "
                                                     "the sink leaves out")
-def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener: str | None, verbose: bool) -> None:
+def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener: str | None, settings: dict[str, str],
+                verbose: bool) -> None:
     """Run the sink until Ctrl-C (or, with trigger: available_now, until it has merged everything
     committed when it started). Several configs run as several streaming queries of one Spark
     application, each named binlake-sink-<file stem>."""
@@ -35,6 +40,14 @@ def run_command(config_paths: tuple[Path, ...], master: str, prometheus_listener
         from .driver_address import bind_driver
         from .job import run
         logging.getLogger(__name__).info("the Spark driver listens on %s", bind_driver(master) or "the address Spark picks")
-        raise SystemExit(run(configs, master, prometheus_listener, verbose))
+        raise SystemExit(run(configs, master, prometheus_listener, verbose, settings))
     except (SinkConfigError, SinkError, MissingJars) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _settings(values: tuple[str, ...]) -> dict[str, str]:
+    """--conf KEY=VALUE ... as a dict; BadParameter names the one without `=`."""
+    for value in values:
+        if value.find("=") < 1:
+            raise click.BadParameter(f"{value!r} is not KEY=VALUE (e.g. spark.driver.memory=2g)")
+    return dict(value.split("=", 1) for value in values)

@@ -269,16 +269,17 @@ def query_names(paths: list[str]) -> list[str]:
 
 
 def run(configs: dict[str, SinkConfig], master: str | None = None, metrics_listener: str | None = None,
-        verbose: bool = False) -> int:
+        verbose: bool = False, settings: dict[str, str] | None = None) -> int:
     """Run one query per config (by name) until they stop (available_now: once each has merged
     everything committed at its start); the first query that fails stops the others, and the job.
     With `metrics_listener` (HOST:PORT) it serves Prometheus metrics there. A driver this starts logs
-    quietly unless `verbose` (under spark-submit the driver runs already, as spark-submit set it up)."""
+    quietly unless `verbose` (under spark-submit the driver runs already, as spark-submit set it up).
+    `settings`: Spark settings over the sink's own (`binlake sink run --conf`)."""
     checkpoints = [c.checkpoint for c in configs.values()]
     if len(set(checkpoints)) < len(checkpoints):
         raise SinkError("each config needs its own checkpoint directory: Spark keeps one query's offsets in it")
     from spark_sink.session import builder
-    spark = builder(master=master, quiet=not verbose).getOrCreate()
+    spark = builder(master=master, conf=settings, quiet=not verbose).getOrCreate()
     queries = [SinkJob(spark, config).start(name) for name, config in configs.items()]
     if metrics_listener is not None:
         from common.prometheus import serve_in_thread

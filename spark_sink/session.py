@@ -69,9 +69,11 @@ def builder(app_name: str = "binlake-sink", master: str | None = None, conf: dic
         # Delta rebuilds a table's snapshot from its log in 50 tasks by default (sized for a cluster):
         # on a few local cores that is most of a small MERGE's time (bench/sink.py: 3-4x slower).
         "spark.databricks.delta.snapshotPartitions": str(cores),
-        **({"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={QUIET_LOGGING}"} if quiet else {}),
         **(conf or {}),
     }
+    if quiet:  # (after the caller's JVM options, which it keeps)
+        options = settings.get("spark.driver.extraJavaOptions", "")
+        settings["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j2.configurationFile={QUIET_LOGGING}".strip()
     for key, value in settings.items():
         b = b.config(key, value)
     return b

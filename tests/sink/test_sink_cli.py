@@ -9,7 +9,7 @@ import time
 import pytest
 
 from testkit.brokerproc import ROOT
-from listening import listening
+from listening import descendants, listening
 
 
 def sink_run(config_path, env=None) -> subprocess.CompletedProcess:
@@ -109,7 +109,8 @@ CANAL_INSERT = {"type": "INSERT", "database": "t", "table": "x", "pkNames": ["id
 def test_the_sink_listens_on_loopback_only_and_prints_no_start_up_notices(broker, tmp_path):
     """Without SPARK_LOCAL_IP Spark took the machine's first non-loopback address and listened there,
     and each start printed a dozen notices (the log4j profile twice, the hostname, native Hadoop,
-    adaptive execution in streaming, ...)."""
+    adaptive execution in streaming, ...). JVM options given with --conf reach the driver's JVM beside
+    the quiet logging's own."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": broker.address})  # (held until the answer comes)
@@ -125,11 +126,14 @@ def test_the_sink_listens_on_loopback_only_and_prints_no_start_up_notices(broker
     env = {key: value for key, value in os.environ.items() if key != "SPARK_LOCAL_IP"}
     with open(tmp_path / "sink.log", "wb") as log:
         sink = subprocess.Popen([sys.executable, "-m", "binlake.cli", "sink", "run", str(config), "--master",
-                                 "local[1]"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-    addresses = set()
+                                 "local[1]", "--conf", "spark.driver.extraJavaOptions=-Dbinlake.test=yes"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    addresses, jvm_options = set(), set()
     try:
         while sink.poll() is None:  # (until available_now has merged the two rows and the job ends)
             addresses |= listening(sink.pid)
+            jvm_options |= {option for pid in descendants(sink.pid) for option in _arguments(pid)
+                            if option.startswith(("-Dbinlake.test", "-Dlog4j2.configurationFile"))}
             time.sleep(0.2)
     finally:
         sink.kill()
@@ -137,9 +141,24 @@ def test_the_sink_listens_on_loopback_only_and_prints_no_start_up_notices(broker
     assert sink.returncode == 0, output
     assert addresses and all(address.is_loopback for address, _ in addresses), (addresses, output)
     assert "binlake-sink-lake batch 0: t.x: 2 rows" in output, output
+    assert "-Dbinlake.test=yes" in jvm_options and any("log4j2.properties" in o for o in jvm_options), jvm_options
     for notice in ("log4j profile", "resolves to a loopback address", "SPARK_LOCAL_IP", "NativeCodeLoader",
                    "spark.sql.adaptive.enabled", "Setting default log level", "locally checkpointed"):
         assert notice not in output, output
+
+
+def _arguments(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def test_a_spark_setting_is_key_equals_value(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "binlake.cli", "sink", "run", str(tmp_path / "sink.yaml"), "--conf",
+                           "spark.driver.memory"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "'spark.driver.memory' is not KEY=VALUE" in done.stderr, done.stderr
 
 
 def test_avro_needs_the_registry_and_the_registry_needs_avro():
