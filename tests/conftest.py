@@ -66,13 +66,6 @@ def kcat() -> str:
     return path
 
 
-# The tests' batches are a few rows each: Spark's generated code and the JIT's C2 compiler cost more than
-# they save there (a small MERGE took half the JVM CPU without them; bench/delta_merge.py --compare), and the
-# Spark tests ran in half the time. The sink's own defaults stay Spark's: bench/sink.py measures those.
-SMALL_BATCHES = {"spark.sql.shuffle.partitions": "4", "spark.sql.codegen.wholeStage": "false",
-                 "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
-
-
 class SparkSessions:
     """One local SparkSession (2 cores) with the sink's jars, kept for the whole session but checked after
     each test: a test's leftover streaming queries are stopped, and a session whose Py4J link a timed-out
@@ -82,11 +75,12 @@ class SparkSessions:
         self.session = None
 
     def get(self):
-        from spark_sink.session import MissingJars, builder
+        from spark_sink.session import SMALL_BATCHES, MissingJars, builder
         if self.session is None:
             self.forget_the_jvm()    # a test timed out while the last one started: its link is unusable
             try:
-                self.session = builder("binlake-tests", master="local[2]", conf=SMALL_BATCHES).getOrCreate()
+                self.session = builder("binlake-tests", master="local[2]",  # (the tests' batches are a few rows)
+                                       conf={"spark.sql.shuffle.partitions": "4", **SMALL_BATCHES}).getOrCreate()
             except MissingJars as exc:
                 pytest.fail(str(exc))
             self.session.sparkContext.setLogLevel("ERROR")
