@@ -9,6 +9,7 @@ carries `mysqlType` and `pkNames`.
 from __future__ import annotations
 
 import json
+import time
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -20,7 +21,10 @@ from .changes import Column, MySqlType, SchemaHistory, TableSchema, debezium_seq
 class DebeziumSchemas:
     """Reads the schema topic from where the last catch-up ended, with a new consumer each time:
     librdkafka reports a partition's end only once per consumer, so a long-lived one could not tell
-    "nothing new" from "not there yet"."""
+    "nothing new" from "not there yet". A catch-up that hears nothing for `stall_timeout_s` (the
+    brokers gone) fails the batch with that said, rather than wait for ever."""
+
+    stall_timeout_s = 120.0
 
     def __init__(self, bootstrap_servers: str, topic: str, security: KafkaSecurity = KafkaSecurity()) -> None:
         self.bootstrap_servers = bootstrap_servers
@@ -49,10 +53,15 @@ class DebeziumSchemas:
         try:
             consumer.assign([TopicPartition(self.topic, p, offset) for p, offset in self._next.items()])
             ended: set[int] = set()
+            heard = time.monotonic()
             while len(ended) < len(self._next):
-                message = consumer.poll(5)
+                message = consumer.poll(min(5.0, self.stall_timeout_s))
                 if message is None:
+                    if time.monotonic() - heard > self.stall_timeout_s:
+                        raise RuntimeError(f"reading schema topic {self.topic} from {self.bootstrap_servers}: nothing "
+                                           f"came for {self.stall_timeout_s:g} s (are the brokers up and reachable?)")
                     continue
+                heard = time.monotonic()
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         ended.add(message.partition())
