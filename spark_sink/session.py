@@ -24,7 +24,7 @@ _VERSION = re.compile(r"-\d+(\.\d+)+[\w.\-]*\.jar$")  # the last -N.N... run: -4
 # For streams of small batches (a few rows each: a quiet source, the demo, the tests): Spark's generated
 # code and the JIT's C2 compiler cost more than they save there; a small MERGE took half the JVM CPU
 # without them (bench/delta_merge.py --compare, docs/sink.md "Latency"). Not the sink's default: on a
-# backlog, generated code pays off. `binlake sink run --conf KEY=VALUE` sets them.
+# backlog, generated code pays off. `binlake sink run --small-batches` sets them.
 SMALL_BATCHES = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                  "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 

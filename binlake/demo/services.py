@@ -30,7 +30,6 @@ from sandbox import postgres as pgsandbox
 from sandbox import sql as sqlsandbox
 from sandbox import zookeeper as zksandbox
 from sandbox.process import free_port
-from spark_sink.session import SMALL_BATCHES
 
 from . import outputs
 from .shop import DATABASE, HIGH_VALUE_TOTAL, SCHEMA, SEED
@@ -318,11 +317,6 @@ def sink_configs(pipeline: Pipeline) -> dict[str, dict]:
     }
 
 
-def small_batches() -> list[str]:
-    """The demo's changes come a few at a time: the sink's settings for small batches, as --conf options."""
-    return [arg for key, value in SMALL_BATCHES.items() for arg in ("--conf", f"{key}={value}")]
-
-
 def start_sink(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
     """One Spark application (local[2]) running three streaming queries: it starts early, so the JVM
     is up by the time the first change events are on the log."""
@@ -332,7 +326,7 @@ def start_sink(pipeline: Pipeline, stack: contextlib.ExitStack) -> None:
         paths[-1].write_text(yaml.safe_dump(config, sort_keys=False))
     pipeline.sink = pipeline.launch(Process("sink", [*BINLAKE, "sink", "run", *map(str, paths), "--master", "local[2]",
                                                      "--prometheus-listener", pipeline.metrics_at("sink"),
-                                                     *small_batches()],
+                                                     "--small-batches"],  # (its changes come a few at a time)
                                             pipeline.work_dir / "sink.log", cwd=pipeline.work_dir), stack)
     pipeline.say(f"[bold]Spark sink[/] binlake sink run {' '.join(p.name for p in paths)}  (Spark's Kafka source → "
                  f"MERGE into Delta tables in {pipeline.warehouse} and PostgreSQL schema {DATABASE}, exactly once)")
