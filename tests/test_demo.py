@@ -180,6 +180,7 @@ def test_the_whole_pipeline_matches_mariadb_then_keep_leaves_it_running_until_si
     assert processes_using(directory) == []
 
 
+@pytest.mark.slow  # a crash variant (20-30 s): the stop by Ctrl-C while events stream runs by default
 def test_a_sigkilled_demo_takes_every_child_with_it():
     """Nothing can clean up after SIGKILL, but every server and worker the demo started dies with it
     (PR_SET_PDEATHSIG), the JVMs and PostgreSQL (whose data is outside the demo's directory) included;

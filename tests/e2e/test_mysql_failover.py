@@ -158,7 +158,8 @@ async def published(address: str, name: str, gtids: str, what: str) -> None:
     await wait_until(holds_them, 90, what, interval=0.2)
 
 
-@pytest.mark.parametrize("kind", ["mysql", "mariadb"])
+# (suite time: each failover test runs by default on one server, the other with -m slow)
+@pytest.mark.parametrize("kind", ["mysql", pytest.param("mariadb", marks=pytest.mark.slow)])
 async def test_the_connector_follows_a_failover_to_the_promoted_replica(request, kind, broker, connector, tmp_path):
     template = request.getfixturevalue(f"{kind}_template")
     primary, replica = start_pair(kind, template, tmp_path)
@@ -201,7 +202,7 @@ async def test_the_connector_follows_a_failover_to_the_promoted_replica(request,
         primary.stop()
 
 
-@pytest.mark.parametrize("kind", ["mariadb", "mysql"])
+@pytest.mark.parametrize("kind", ["mariadb", pytest.param("mysql", marks=pytest.mark.slow)])
 async def test_a_promoted_replica_lacking_published_transactions_stops_the_connector(request, kind, broker,
                                                                                     connector, tmp_path):
     template = request.getfixturevalue(f"{kind}_template")

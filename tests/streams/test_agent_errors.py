@@ -89,8 +89,15 @@ def exited(worker: Worker, timeout: float = 60) -> int:
         raise AssertionError(f"the worker is still running:\n{worker.log()[-3000:]}") from None
 
 
-@pytest.mark.parametrize("guarantee", GUARANTEES)
-@pytest.mark.parametrize("then", [None, signal.SIGTERM, signal.SIGKILL], ids=["alone", "sigterm", "sigkill"])
+# (suite time: by default the agent's failure alone and under SIGKILL with each guarantee but the failure
+# alone at least once; SIGTERM, and the failure alone at least once, run with -m slow)
+CRASH_CASES = [pytest.param("exactly_once", None, id="alone-exactly_once"),
+               pytest.param("at_least_once", None, id="alone-at_least_once", marks=pytest.mark.slow),
+               *(pytest.param(g, signal.SIGTERM, id=f"sigterm-{g}", marks=pytest.mark.slow) for g in GUARANTEES),
+               *(pytest.param(g, signal.SIGKILL, id=f"sigkill-{g}") for g in GUARANTEES)]
+
+
+@pytest.mark.parametrize("guarantee, then", CRASH_CASES)
 def test_an_agent_that_raises_stops_the_worker_and_a_restart_processes_its_event(broker_factory, tmp_path,
                                                                                  guarantee, then):
     broker = faust_broker(broker_factory, "crash-in", "crash-out")
