@@ -8,8 +8,10 @@ sink against.
 
 The topics carry Kafka Connect's JsonConverter wrapping with schemas ({"schema", "payload"}), the
 converter's default and what Debezium's MySQL connector writes with it: the sink needs a record's
-schema to map its columns, and refuses schemaless JSON. It reads Debezium's envelope natively (no
-ExtractNewRecordState needed). The connector comes from `make reference`
+schema to map its columns, and refuses schemaless JSON. Or, with `avro_registry`, keys and values in
+Avro in Confluent's framing, read by Apicurio's AvroConverter from that registry (the converter
+Debezium's documentation names besides Confluent's, which is not on Maven Central). It reads
+Debezium's envelope natively (no ExtractNewRecordState needed). The connector comes from `make reference`
 (bench/reference/jdbc-sink/pom.xml), in a plugin directory of its own on the worker's plugin.path.
 """
 
@@ -21,19 +23,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testkit.reference import ConnectWorker, MissingReference, jar_dir, start_connect  # noqa: E402
+from testkit.reference import (  # noqa: E402
+    ConnectWorker, MissingReference, apicurio_classpath, apicurio_converter, jar_dir, start_connect)
 
 PLUGIN = "debezium-connector-jdbc"
 
 
-def start_worker(base: Path, bootstrap: str) -> ConnectWorker:
-    """A standalone worker with no connector (they come through its REST API), JSON with schemas."""
+def start_worker(base: Path, bootstrap: str, avro_registry: str | None = None) -> ConnectWorker:
+    """A standalone worker with no connector (they come through its REST API): JSON with schemas, or
+    Avro through the registry at `avro_registry` (its base URL)."""
     plugins = jar_dir() / "plugins"
     if not (plugins / PLUGIN / ".fetched").exists():
         raise MissingReference(f"Debezium's JDBC sink connector is not in {plugins / PLUGIN}; run `make reference`")
-    return start_connect(base, bootstrap, connectors=[], worker={
-        "key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true",
-        "plugin.path": str(plugins), "connector.client.config.override.policy": "All"})
+    converters = apicurio_converter(f"{avro_registry}/apis/registry/v2") if avro_registry else {
+        "key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true"}
+    return start_connect(base, bootstrap, connectors=[], jars=avro_registry and apicurio_classpath(), worker={
+        **converters, "plugin.path": str(plugins), "connector.client.config.override.policy": "All"})
 
 
 def connector(topics: list[str], url: str, starting_offsets: str = "earliest", tasks: int = 2) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/sink.py [--changes 1000000] [--keys 200000] [--partitions 4]
                                    [--rate 5000 --seconds 60] [--only backlog|latency] [--target delta|jdbc]
-                                   [--formats json,avro] [--phases] [--versus [--pg-rate 1000]]
+                                   [--formats json,avro] [--phases]
+                                   [--versus [--pg-rate 1000] [--formats json|avro --target jdbc]]
 
 backlog: a backlog of --changes change events (Debezium's envelope, as the connector writes them: inserts,
   then updates and deletes of --keys keys) is written to a broker first, the same changes in each of
@@ -26,7 +27,11 @@ latency: a producer writes --rate changes/s for --seconds; the sink triggers eve
   - Delta: the foreachBatch MERGE job of Delta's documentation (bench/delta_foreachbatch.py), in
     the same SparkSession. Backlog: `available_now`; latency: p99 batch duration at --rate changes/s,
     both with a 500 ms trigger.
-  Needs `make reference` (Kafka Connect and the connector).
+  With --formats avro (and --target jdbc): keys and values in Avro as the connector writes them with
+  key_format and value_format avro, their schemas in a `binlake schema-registry` subprocess; binlake's
+  sink reads them as `format: debezium-avro`, the connector through Apicurio's AvroConverter (Avro is
+  what most Debezium users run, and it spares both sides the wrapping's bytes).
+  Needs `make reference` (Kafka Connect, the connector, Apicurio's converter).
 
 Everything runs on this machine: a `binlake broker` subprocess, a throwaway PostgreSQL, and a
 local[2] SparkSession in this process (the driver), started once for every run.
@@ -164,27 +169,40 @@ class Wrapped:
                 b'{"schema":%b,"payload":%b}' % (value_schema, value))
 
 
-class AvroValues:
-    """The envelope in Avro as the connector writes it (cdc/formats/debezium_avro.py's schema, registered under
-    the Avro topic's subject), framed with the registry id; the key stays JSON. TABLE's changes only."""
+class Avro:
+    """Changes in Avro as the connector writes them (cdc/formats/debezium_avro.py's schemas, registered under
+    each topic's subjects, Confluent's framing): the envelope, and with `keys` the Key record (key_format:
+    avro), else the key in JSON. Topics are `server`'s."""
 
-    def __init__(self, registry_url: str) -> None:
-        ns = namespace(SERVER, DB, TABLE)
-        columns = [ColumnDef(n, t.split("(")[0], tuple(int(a) for a in t.split("(")[1].rstrip(")").split(",")))
-                   for n, t in COLUMNS]
-        value, self.image, _ = table_record("Value", ns, columns, "precise")
-        envelope = envelope_schema(ns, value)
-        schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
-            f"{AVRO_TOPIC}-value", Schema(json.dumps(envelope), "AVRO"))
-        self.header, self.parsed, self.branch = b"\0" + schema_id.to_bytes(4, "big"), parse_schema(envelope), f"{ns}.Value"
+    def __init__(self, registry_url: str, server: str = SERVER, tables: tuple[str, ...] = (TABLE,),
+                 keys: bool = False) -> None:
+        client = SchemaRegistryClient({"url": registry_url})
+        columns = [ColumnDef(n, t.split("(")[0], tuple(int(a) for a in t.split("(")[1].rstrip(")").split(",")),
+                             nullable=n != "id") for n, t in COLUMNS]
+        self.tables = {}
+        for table in tables:
+            ns = namespace(server, DB, table)
+            topic = f"{server}.{DB}.{table}"
+            value, image, _ = table_record("Value", ns, columns, "precise")
+            envelope = envelope_schema(ns, value)
+            key = table_record("Key", ns, columns[:1], "precise") if keys else None
+
+            def framed(subject: str, schema: dict) -> bytes:
+                return b"\0" + client.register_schema(subject, Schema(json.dumps(schema), "AVRO")).to_bytes(4, "big")
+            self.tables[table] = (topic, framed(f"{topic}-value", envelope), parse_schema(envelope), f"{ns}.Value",
+                                  image, key and (framed(f"{topic}-key", key.schema), key.binary))
 
     def __call__(self, table: str, key: int, op: str, before: dict | None, after: dict | None,
                  source: dict) -> tuple[str, bytes, bytes]:
+        topic, header, parsed, branch, image, framed_key = self.tables[table]
         out = io.BytesIO()
-        schemaless_writer(out, self.parsed, {
-            "before": before and (self.branch, self.image(before)), "after": after and (self.branch, self.image(after)),
+        schemaless_writer(out, parsed, {
+            "before": before and (branch, image(before)), "after": after and (branch, image(after)),
             "source": source, "op": op, "ts_ms": source["ts_ms"], "transaction": None})
-        return AVRO_TOPIC, json_key(key), self.header + out.getvalue()
+        if framed_key is None:
+            return topic, json_key(key), header + out.getvalue()
+        key_header, key_binary = framed_key
+        return topic, key_header + key_binary({"id": key}), header + out.getvalue()
 
 
 def producer(address: str) -> Producer:
@@ -223,7 +241,7 @@ def backlog(spark, address: str, targets: dict, work: Path, changes: int, keys: 
             phases: bool = False) -> None:
     """The same changes in each format (JSON always; Avro with a registry), then the sink over each; with
     `phases`, then the read+decode phase's steps alone over the same changes (`read_phases`)."""
-    encoders = {"json": plain, **({"avro": AvroValues(registry)} if registry else {})}
+    encoders = {"json": plain, **({"avro": Avro(registry, server=f"{SERVER}-avro")} if registry else {})}
     started = time.monotonic()
     size = write(producer(address), Changes(keys), changes, encoders)
     print(f"backlog: {changes:,} changes of {keys:,} keys written in {time.monotonic() - started:.1f} s; value bytes "
@@ -452,11 +470,11 @@ def end_to_end(written: dict[int, float], seen: dict[int, float], warm_up: float
     return [seen[k] - written[k] for k in counted if k in seen], sum(k not in seen for k in counted)
 
 
-def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: int, keys: int, start, stop,
-               alive, warm_up: float = 10) -> list[float]:
+def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: int, keys: int, encode, start,
+               stop, alive, warm_up: float = 10) -> list[float]:
     """End-to-end latency at `rate` changes/s: `start()` runs a sink reading from the log's end, and
     probes written meanwhile are timed from their write to their row being visible in `table`."""
-    feeder = Feeder(address, Changes(keys, seed=7, tables=TABLES), rate, Wrapped(TABLES), probes=True)
+    feeder = Feeder(address, Changes(keys, seed=7, tables=TABLES), rate, encode, probes=True)
     probes = Probes(conn, table)
     start()
     feeder.start()
@@ -487,29 +505,32 @@ def pg_latency(name: str, address: str, conn, table: str, rate: int, seconds: in
     return values
 
 
-def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[float, float]]:
-    """Each target beside what a user would run instead, on the same topics (three tables, keys and
-    values with Connect's schemas): returns row → (binlake, reference)."""
+def versus(spark, address: str, postgres, work: Path, args, registry: str | None) -> dict[str, tuple[float, float]]:
+    """Each target beside what a user would run instead, on the same topics (three tables; keys and
+    values with Connect's schemas, or in Avro through `registry`): returns row → (binlake, reference)."""
     from delta_foreachbatch import start as foreachbatch
     from jdbc_sink_reference import add, check, connector, remove, start_worker
 
-    events, wrapped = Changes(args.keys, tables=TABLES), Wrapped(TABLES)
+    events = Changes(args.keys, tables=TABLES)
+    encode = Wrapped(TABLES) if registry is None else Avro(registry, tables=TABLES, keys=True)
     started = time.monotonic()
-    write(producer(address), events, args.changes, {"connect": wrapped})
-    marks = mark_ends(address, events, wrapped, args.partitions)
+    size = write(producer(address), events, args.changes, {"encoded": encode})["encoded"]
+    marks = mark_ends(address, events, encode, args.partitions)
     print(f"backlog: {args.changes:,} changes of {args.keys:,} keys in each of {len(TABLES)} tables written in "
-          f"{time.monotonic() - started:.1f} s (keys and values with Kafka Connect's schemas)", flush=True)
+          f"{time.monotonic() - started:.1f} s (keys and values {'with Kafka Connect' if registry is None else 'in Avro'}"
+          f"'s schemas, {size / args.changes:,.0f} value bytes per change)", flush=True)
+    ours_format = {} if registry is None else {"fmt": "avro", "registry": registry}
     expected = {t: len(events.live[t]) for t in TABLES}
     conn = postgres.connect()
     rows: dict[str, tuple[float, float]] = {}
     best = {"binlake": 0.0, "reference": 0.0}
     if args.target in (None, "jdbc"):
-        worker = start_worker(work / "connect", address)
+        worker = start_worker(work / "connect", address, avro_registry=registry)
         try:
             for round_ in ("cold", "warm"):
                 job = SinkJob(spark, validate({**sink_config(address, work, {"jdbc": {
-                    "url": postgres.url, "user": "binlake", "schema": f"bl_{round_}"}}, trigger="available_now"),
-                    "topics": topics()}))
+                    "url": postgres.url, "user": "binlake", "schema": f"bl_{round_}"}}, trigger="available_now",
+                    **ours_format), "topics": topics()}))
                 began = time.monotonic()
                 job.start().awaitTermination()
                 ours = args.changes / (time.monotonic() - began)
@@ -530,22 +551,23 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
             def start_ours() -> None:
                 jobs.append(SinkJob(spark, validate({**sink_config(
                     address, work, {"jdbc": {"url": postgres.url, "user": "binlake", "schema": "bl_lat"}},
-                    starting_offsets="latest", trigger={"processing_time": "500ms"}), "topics": topics()})).start())
+                    starting_offsets="latest", trigger={"processing_time": "500ms"}, **ours_format),
+                    "topics": topics()})).start())
 
             def ours_alive() -> None:
                 if jobs and jobs[-1].exception():
                     raise SystemExit(f"the sink stopped: {jobs[-1].exception()}")
             ours = pg_latency("binlake", address, postgres.connect(), "bl_lat.orders", args.pg_rate, args.seconds, args.keys,
-                              start_ours, lambda: jobs[-1].stop(), ours_alive)
+                              encode, start_ours, lambda: jobs[-1].stop(), ours_alive)
             theirs = pg_latency(
                 "Debezium's JDBC sink", address, database(postgres, "dbz_lat"), "orders", args.pg_rate, args.seconds,
-                args.keys, lambda: add(worker, "dbz-lat", connector(topics(), postgres.url.replace("warehouse", "dbz_lat"),
+                args.keys, encode, lambda: add(worker, "dbz-lat", connector(topics(), postgres.url.replace("warehouse", "dbz_lat"),
                                                                     starting_offsets="latest")),
                 lambda: remove(worker, "dbz-lat"), lambda: check(worker, "dbz-lat"))
             rows[f"PostgreSQL p99 write→visible @{args.pg_rate:,}/s, s"] = (p99(ours), p99(theirs))
         finally:
             worker.stop()
-    if args.target in (None, "delta"):
+    if args.target in (None, "delta") and registry is None:   # (the foreachBatch job of Delta's docs reads JSON)
         for round_ in ("cold", "warm"):
             job = SinkJob(spark, validate({**sink_config(address, work, {"delta": {
                 "path": str(work / f"delta-bl-{round_}"), "optimize_every": 0}}, trigger="available_now"),
@@ -568,7 +590,7 @@ def versus(spark, address: str, postgres, work: Path, args) -> dict[str, tuple[f
             rows["Delta backlog, changes/s"] = (ours, theirs)
         durations = {}
         for side in ("binlake", "foreachBatch"):
-            feeder = Feeder(address, Changes(args.keys, seed=7, tables=TABLES), args.rate, wrapped)
+            feeder = Feeder(address, Changes(args.keys, seed=7, tables=TABLES), args.rate, encode)
             feeder.start()
             if side == "binlake":
                 query = SinkJob(spark, validate({**sink_config(address, work, {"delta": {
@@ -619,7 +641,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--only", choices=["backlog", "latency"])
     parser.add_argument("--target", choices=["delta", "jdbc"])
-    parser.add_argument("--formats", default="json,avro", help="json, or json,avro: the backlog in each")
+    parser.add_argument("--formats", help="backlog: json, or json,avro (the default): the backlog in each; "
+                                           "--versus: json (the default) or avro, PostgreSQL only")
     parser.add_argument("--versus", action="store_true",
                         help="each target beside what a user would run instead (Debezium's JDBC sink, Delta's "
                              "foreachBatch MERGE), on the same topics; --keys then counts per table")
@@ -628,10 +651,17 @@ def main() -> None:
                         help="backlog: then the read+decode phase's steps alone, each format (Kafka source, decode, "
                              "cache and summary)")
     args = parser.parse_args()
+    args.formats = args.formats or ("json" if args.versus else "json,avro")
+    if args.versus and args.formats not in ("json", "avro"):
+        parser.error("--versus takes --formats json or avro: one run per format")
+    if args.versus and args.formats == "avro" and args.target != "jdbc":
+        parser.error("--versus --formats avro compares PostgreSQL sinks only (Delta's foreachBatch job reads "
+                     "JSON): add --target jdbc")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = BrokerProcess(work / "broker").start()
         postgres = start_postgres(work / "pg", tied=True)
+        registry = None
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
             admin = AdminClient({"bootstrap.servers": broker.address})
@@ -646,8 +676,10 @@ def main() -> None:
             spark.sparkContext.setLogLevel("ERROR")
             print(f"machine: {os.cpu_count()} cores, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; Spark "
                   f"local[2], broker and PostgreSQL on this machine", flush=True)
+            registry = RegistryProcess(broker.address, work / "registry.log").start() \
+                if "avro" in args.formats.split(",") else None
             if args.versus:
-                print_versus(versus(spark, broker.address, postgres, work, args))
+                print_versus(versus(spark, broker.address, postgres, work, args, registry and registry.url))
                 spark.stop()
                 return
             targets = {"delta": {"delta": {"path": str(work / "delta"), "optimize_every": 0}},
@@ -655,18 +687,14 @@ def main() -> None:
             if args.target:
                 targets = {args.target: targets[args.target]}
             if args.only in (None, "backlog"):
-                registry = RegistryProcess(broker.address, work / "registry.log").start() \
-                    if "avro" in args.formats.split(",") else None
-                try:
-                    backlog(spark, broker.address, targets, work, args.changes, args.keys, registry and registry.url,
-                            args.phases)
-                finally:
-                    if registry is not None:
-                        registry.kill()
+                backlog(spark, broker.address, targets, work, args.changes, args.keys, registry and registry.url,
+                        args.phases)
             if args.only in (None, "latency"):
                 latency(spark, broker.address, targets, work, args.rate, args.seconds, args.keys)
             spark.stop()
         finally:
+            if registry is not None:
+                registry.kill()
             postgres.stop()
             broker.kill()
 

@@ -118,6 +118,16 @@ def apicurio_classpath(line: str = "2") -> str:
     return f"{classpath()}:{jars}/*"
 
 
+def apicurio_converter(url: str) -> dict[str, str]:
+    """A Connect worker's settings for Apicurio's AvroConverter (2.x, on apicurio_classpath()) for keys and
+    values, writing and reading Confluent's framing with the contentId; `url`: the registry's `/apis/registry/v2`."""
+    settings = {"apicurio.registry.url": url, "apicurio.registry.auto-register": "true",
+                "apicurio.registry.as-confluent": "true", "apicurio.registry.use-id": "contentId",
+                "apicurio.registry.headers.enabled": "false"}
+    return {f"{side}.converter": "io.apicurio.registry.utils.converter.AvroConverter" for side in ("key", "value")} | {
+        f"{side}.converter.{key}": value for side in ("key", "value") for key, value in settings.items()}
+
+
 def _quiet_log4j() -> Path:
     """Tools log warnings to stderr only (their output is what callers read)."""
     path = jar_dir() / "log4j2-tools.properties"

@@ -22,12 +22,11 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from testkit.brokerproc import ROOT
-from testkit.reference import start_connect
+from testkit.reference import apicurio_converter, start_connect
 from waiting import wait_for
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
-CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
 DEBEZIUM = {"mysql": "io.debezium.connector.mysql.MySqlConnector",
             "mariadb": "io.debezium.connector.mariadb.MariaDbConnector"}
 COLUMNS = """id INT PRIMARY KEY, qty SMALLINT NOT NULL, made DATE NOT NULL DEFAULT '2024-01-01', tiny TINYINT,
@@ -39,15 +38,6 @@ ROW = ("({id}, {id}, '2023-12-31', -5, 1, 1099511627776, 12.34, 2.25, 1.5, 'n{id
        "'{{\"a\": 1}}')")
 SNAPSHOT_ROWS = 5
 MARKER = 999
-
-
-def apicurio_converter(url: str) -> dict[str, str]:
-    """Apicurio's AvroConverter for keys and values, writing Confluent's framing with the contentId."""
-    settings = {"apicurio.registry.url": url, "apicurio.registry.auto-register": "true",
-                "apicurio.registry.as-confluent": "true", "apicurio.registry.use-id": "contentId",
-                "apicurio.registry.headers.enabled": "false"}
-    return {f"{side}.converter": CONVERTER for side in ("key", "value")} | {
-        f"{side}.converter.{key}": value for side in ("key", "value") for key, value in settings.items()}
 
 
 def debezium(kind: str, server, broker: str, db: str, registry_url: str) -> dict[str, str]:
