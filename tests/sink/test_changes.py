@@ -92,4 +92,5 @@ def test_spark_computes_the_same_sequences_as_python(spark):
         for i, (bodies, _) in enumerate(spelled):
             rows = [r for r in decoded if r.offset // 100 == i]
             assert [int(r.seq) for r in rows] == [sequence[fmt](b, 100 * i + offset) for offset, b in enumerate(bodies)]
-            assert {r.kind for r in rows} == {"row"} and {r.table for r in rows} == {"d.t"} and rows[0].image["id"] == "0"
+            assert {r.kind for r in rows} == {"row"} and {r.table for r in rows} == {"d.t"}
+            assert rows[0].image["id"] == "0"
