@@ -19,6 +19,7 @@ By hand: `python -m testkit.reference DIR [--port N]` runs one Apache Kafka unti
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -39,6 +40,9 @@ JAVA = "/usr/bin/java"
 START_TIMEOUT_S = 120
 # Short-lived tools start faster with the first JIT tier only and a small serial heap.
 TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+# The JVM's own log (class sharing's notices among them) goes to stderr at warning level: stdout is the tool's.
+JVM_LOG_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+ARCHIVES = ROOT / ".cache" / "jvm-archives"  # class_archive()'s, one per checkout
 QUIET_LOG4J = """status = error
 appender.err.type = Console
 appender.err.name = err
@@ -136,17 +140,49 @@ def _quiet_log4j() -> Path:
     return path
 
 
-def tool_command(tool: str, *args: str, jvm: list[str] | None = None) -> list[str]:
-    """The command line that runs one of Kafka's Java tools: a script's name from TOOLS, or a main class."""
-    return [JAVA, *(TOOL_JVM if jvm is None else jvm), f"-Dlog4j2.configurationFile={_quiet_log4j()}",
+def class_archive() -> Path:
+    """The tools' class-data-sharing archive (the JDK's dynamic AppCDS): the classes a tool loads, parsed
+    once and mapped by every later tool, which then starts in about half the time (a JVM start is most of
+    a short tool's run). Named after the jars and the JVM it was made with, so another set of either makes
+    another archive (a JVM also refuses, and ignores, an archive that does not match it)."""
+    classpath()  # (MissingReference if there are no jars)
+    java = Path(JAVA).resolve()
+    made_of = f"{jar_dir().resolve()} {(jar_dir() / '.fetched').stat().st_mtime_ns} {java} {java.stat().st_mtime_ns}"
+    return ARCHIVES / f"kafka-tools-{hashlib.sha256(made_of.encode()).hexdigest()[:16]}.jsa"
+
+
+def tool_command(tool: str, *args: str, jvm: list[str] | None = None, write_archive: Path | None = None) -> list[str]:
+    """The command line that runs one of Kafka's Java tools: a script's name from TOOLS, or a main class.
+    With the default JVM options it maps the class archive if there is one, or writes one to
+    `write_archive` at its exit (run_tool's first run)."""
+    if jvm is None:
+        archive = class_archive()
+        sharing = [f"-XX:ArchiveClassesAtExit={write_archive}"] if write_archive else \
+            [f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
+        jvm = [*TOOL_JVM, *sharing, *JVM_LOG_TO_STDERR]
+    return [JAVA, *jvm, f"-Dlog4j2.configurationFile={_quiet_log4j()}",
             "-cp", classpath(), TOOLS.get(tool, tool), *args]
 
 
 def run_tool(tool: str, *args: str, timeout: float = 120, input: str | None = None,
              jvm: list[str] | None = None) -> subprocess.CompletedProcess:
-    """Run a tool to its end; its exit code, stdout and stderr are the caller's to check."""
-    return subprocess.run(tool_command(tool, *args, jvm=jvm), capture_output=True, text=True,
-                          timeout=timeout, input=input, stdin=None if input is not None else subprocess.DEVNULL)
+    """Run a tool to its end; its exit code, stdout and stderr are the caller's to check. The first run
+    with the default JVM options that exits 0 writes the class archive (to a name of its own, renamed
+    once whole: two first runs at once leave one complete archive)."""
+    archive = class_archive() if jvm is None else None
+    writing = archive.with_name(f"{archive.name}.{os.getpid()}.tmp") if archive and not archive.exists() else None
+    if writing:
+        ARCHIVES.mkdir(parents=True, exist_ok=True)
+    try:
+        result = subprocess.run(tool_command(tool, *args, jvm=jvm, write_archive=writing), capture_output=True,
+                                text=True, timeout=timeout, input=input,
+                                stdin=None if input is not None else subprocess.DEVNULL)
+        if writing and writing.exists() and result.returncode == 0:
+            os.replace(writing, archive)
+        return result
+    finally:
+        if writing:
+            writing.unlink(missing_ok=True)
 
 
 @dataclass

@@ -540,7 +540,8 @@ def test_a_follower_behind_by_one_fetch_under_steady_writes_counts_as_caught_up(
 def test_a_consumer_group_moves_with_its_coordinator_and_keeps_its_commits(cluster):
     """The group's coordinator is the leader of its __consumer_offsets partition; commits are
     acknowledged once replicated, so they survive that broker's death."""
-    nodes = cluster(3, {"offsets.topic.num.partitions": "3"})
+    # (each consumer joins an empty group: no 3 s wait for more members before its first rebalance)
+    nodes = cluster(3, {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"})
     admin = AdminClient({"bootstrap.servers": nodes.bootstrap})
     create(admin, "events", 1, 3)
     values = [f"e{i}".encode() for i in range(100)]

@@ -19,6 +19,15 @@ from wire import WireClient
 from logcore.protocol.codec import ApiKey, request_class
 
 pytestmark = pytest.mark.java
+# A group's first rebalance without the 3 s wait for more members, as in Kafka's own integration tests
+# (TestUtils.createBrokerConfig): the tools here form groups of one, or add members later on purpose.
+NO_REBALANCE_DELAY = {"group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture
+def broker(broker_factory):
+    """The broker the tools talk to (kafka_tools'): tests/conftest.py's, with NO_REBALANCE_DELAY."""
+    return broker_factory(NO_REBALANCE_DELAY)
 
 
 def rows(text: str) -> list[list[str]]:
@@ -243,6 +252,9 @@ def test_verifiable_producer_and_three_consumers_rebalancing(kafka_tools, tmp_pa
         assert all(offsets == sorted(offsets) for offsets in per_partition.values())
 
 
+COPIED = 5000  # records the copier copies: a hundred transactions and more
+
+
 @pytest.mark.parametrize("transaction_version", [pytest.param(0, marks=pytest.mark.slow), 2], ids=["tv0", "tv2"])
 def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_committed(reference_jars, broker_factory,
                                                                                     tmp_path, transaction_version):
@@ -257,20 +269,21 @@ def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_commit
     With `transaction.version` 2 finalized (the broker's default) Kafka 4.1's producer runs
     transactions v2 (KIP-890): no AddPartitionsToTxn or AddOffsetsToTxn, and each commit or abort
     bumps its epoch, so the epoch ends up past the number of transactions; with 0 it runs the
-    protocol of KIP-98 and keeps its epoch from one transaction to the next."""
+    protocol of KIP-98 and keeps its epoch from one transaction to the next. Some 150 transactions
+    (COPIED records in fifties, about a third aborted and copied again), the kill a fifth of the way in."""
     broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-                             "transaction.version": str(transaction_version)})
+                             "transaction.version": str(transaction_version), **NO_REBALANCE_DELAY})
     t = KafkaTools(broker.address)
     t.admin("kafka-topics", "--create", "--topic", "input", "--partitions", "1")
     t.admin("kafka-topics", "--create", "--topic", "output", "--partitions", "2")
-    t.admin("kafka-verifiable-producer", "--topic", "input", "--max-messages", "20000", "--acks", "-1")
+    t.admin("kafka-verifiable-producer", "--topic", "input", "--max-messages", str(COPIED), "--acks", "-1")
     copier = ("kafka-transactional-message-copier", "--broker-list", t.address, "--input-topic", "input",
               "--input-partition", "0", "--output-topic", "output", "--transactional-id", "copier",
               "--consumer-group", "copiers", "--transaction-size", "50", "--transaction-timeout", "5000",
               "--enable-random-aborts", "--use-group-metadata")
     progress = tmp_path / "copier.jsonl"
     first = t.start(*copier, out=open(progress, "w"))
-    wait_for(lambda: any(e.get("totalProcessed", 0) >= 2000 for e in json_lines(progress.read_text())),
+    wait_for(lambda: any(e.get("totalProcessed", 0) >= COPIED // 5 for e in json_lines(progress.read_text())),
              "the copier to have committed some transactions")
     first.kill()
     first.wait()
@@ -279,16 +292,16 @@ def test_transactional_copier_with_aborts_and_a_kill_is_exactly_once_read_commit
     settings = tmp_path / "read_committed.properties"
     settings.write_text("isolation.level=read_committed\n")
     out = t.admin("kafka-verifiable-consumer", "--topic", "output", "--group-id", "checker", "--max-messages",
-                  "20000", "--reset-policy", "earliest", "--consumer.config", str(settings), "--verbose")
+                  str(COPIED), "--reset-policy", "earliest", "--consumer.config", str(settings), "--verbose")
     values = [e["value"] for e in json_lines(out) if e["name"] == "record_data"]
-    assert sorted(values, key=int) == [str(i) for i in range(20000)]
+    assert sorted(values, key=int) == [str(i) for i in range(COPIED)]
     total = sum(int(line.split(":")[-1]) for line in t.admin("kafka-get-offsets", "--topic", "output").split())
-    assert total > 20000  # aborted records and markers are in the log, hidden from read_committed
+    assert total > COPIED  # aborted records and markers are in the log, hidden from read_committed
     with WireClient(broker.address) as client:
         epoch = client.call(request_class(ApiKey.DESCRIBE_TRANSACTIONS, 0)(
             transactional_ids=("copier",))).transaction_states[0].producer_epoch
     if transaction_version == 2:
-        assert epoch >= 20000 // 50  # at least one bump per transaction of at most 50 records
+        assert epoch >= COPIED // 50  # at least one bump per transaction of at most 50 records
     else:
         assert epoch <= 3  # InitProducerId twice, and the timeout's abort of the killed copier's transaction
 

@@ -78,15 +78,19 @@ def test_spark_computes_the_same_sequences_as_python(spark):
     schema = {"type": "struct", "name": "d.d.t.Envelope", "fields": [{"field": "payload", "type": "string"}]}
     wrapped = [{"schema": schema, "payload": b} for b in debezium]
     assert [parse(json.dumps(b).encode(), "debezium").table for b in wrapped] == ["d.t"] * 3
-    for fmt, bodies, expected in [
-        ("debezium", debezium, [debezium_sequence(b["source"]) for b in debezium]),
-        ("debezium", wrapped, [debezium_sequence(b["source"]) for b in debezium]),
-        ("canal", canal, [canal_sequence(b, offset) for offset, b in enumerate(canal)]),
-    ]:
-        for separators in ((", ", ": "), (",", ":")):  # (JsonConverter writes compact JSON: the schema is skipped)
-            kafka = spark.createDataFrame([("t", 0, offset, json.dumps(b, separators=separators).encode())
-                                           for offset, b in enumerate(bodies)],
-                                          "topic string, partition int, offset long, value binary")
-            rows = decode.records(kafka, fmt).orderBy("offset").collect()
-            assert [int(r.seq) for r in rows] == expected and {r.kind for r in rows} == {"row"}
-            assert {r.table for r in rows} == {"d.t"} and rows[0].image["id"] == "0"
+    sequence = {"debezium": lambda body, offset: debezium_sequence(body.get("payload", body)["source"]),
+                "canal": canal_sequence}
+    for fmt, variants in (("debezium", (debezium, wrapped)), ("canal", (canal,))):
+        # each variant in both spellings (JsonConverter writes compact JSON: the schema is skipped), 100
+        # offsets apart: one Spark job a format
+        spelled = [(bodies, separators) for bodies in variants for separators in ((", ", ": "), (",", ":"))]
+        kafka = spark.createDataFrame([("t", 0, 100 * i + offset, json.dumps(b, separators=separators).encode())
+                                       for i, (bodies, separators) in enumerate(spelled)
+                                       for offset, b in enumerate(bodies)],
+                                      "topic string, partition int, offset long, value binary")
+        decoded = decode.records(kafka, fmt).orderBy("offset").collect()
+        for i, (bodies, _) in enumerate(spelled):
+            rows = [r for r in decoded if r.offset // 100 == i]
+            assert [int(r.seq) for r in rows] == [sequence[fmt](b, 100 * i + offset) for offset, b in enumerate(bodies)]
+            assert {r.kind for r in rows} == {"row"} and {r.table for r in rows} == {"d.t"}
+            assert rows[0].image["id"] == "0"
