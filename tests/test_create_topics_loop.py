@@ -1,0 +1,131 @@
+"""A CreateTopics of thousands of partitions must not hold the broker: while its logs are made, other
+connections are answered (Metadata, ApiVersions, Produce to an existing topic), and what it
+acknowledges is whole and survives a SIGKILL. Real broker, real clients; every bound is measured
+against the create's own duration on this machine, never a figure sized for one machine."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+import uuid
+
+from confluent_kafka import Producer
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32
+
+from logcore.protocol.codec import ErrorCode
+from logcore.storage.checkpoint import read_entries
+from waiting import wait_for
+from wire import WireClient
+
+WIDE = 2_000  # partitions: tens of seconds of file work on a loaded machine before the fix
+CREATE_TIMEOUT_S = 600.0  # the socket's and the request's: long enough for the slowest machine
+
+
+def create_request(name: str, partitions: int) -> CreateTopicsRequest:
+    return CreateTopicsRequest(topics=(CreatableTopic(
+        name=TopicName(name), num_partitions=i32(partitions), replication_factor=i16(1), assignments=(),
+        configs=()),), timeout=datetime.timedelta(seconds=CREATE_TIMEOUT_S), validate_only=False)
+
+
+def metadata_request(name: str) -> MetadataRequest:
+    return MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName(name)),),
+                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def describe(address: str, name: str):
+    with WireClient(address) as client:
+        return client.call(metadata_request(name)).topics[0]
+
+
+class Create(threading.Thread):
+    """One CreateTopics on its own connection; `error_code` and `seconds` once it is answered."""
+
+    def __init__(self, address: str, name: str, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.client = WireClient(address, timeout=CREATE_TIMEOUT_S)
+        self.request = create_request(name, partitions)
+        self.error_code: int | None = None
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        started = time.monotonic()
+        with self.client:
+            self.error_code = self.client.call(self.request).topics[0].error_code
+        self.seconds = time.monotonic() - started
+
+
+def test_other_connections_are_answered_while_a_large_create_topics_runs_and_it_survives_a_sigkill(broker):
+    address = broker.address
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 0, "acks": 1})
+    producer.produce("busy", b"first")          # (auto-creates the existing topic the pings write to)
+    assert producer.flush(60) == 0
+    latencies: list[tuple[str, float]] = []
+    create = Create(address, "wide", WIDE)
+    create.start()
+    wait_for(lambda: (broker.data_dir / "wide-0").is_dir(), "the create to start making its logs")
+    with WireClient(address, timeout=CREATE_TIMEOUT_S) as pings:
+        while create.is_alive():
+            for what, call in (("ApiVersions", lambda: pings.call(ApiVersionsRequest(
+                                    client_software_name="pings", client_software_version="1"))),
+                               ("Metadata", lambda: pings.call(metadata_request("busy"))),
+                               ("Produce", lambda: (producer.produce("busy", b"ping"), producer.flush(60)))):
+                started = time.monotonic()
+                call()
+                latencies.append((what, time.monotonic() - started))
+    create.join()
+    assert create.error_code == ErrorCode.none
+    broker.kill()                                # right after the answer: no flush, no checkpoint
+    worst = max(latencies, key=lambda item: item[1])
+    assert worst[1] < create.seconds / 2, (
+        f"a {worst[0]} request waited {worst[1]:.2f} s while the CreateTopics of {WIDE:,} partitions took "
+        f"{create.seconds:.2f} s: the create held the event loop")
+    for index in range(WIDE):
+        directory = broker.data_dir / f"wide-{index}"
+        assert read_entries(str(directory / "leader-epoch-checkpoint"), 2) == [["0", "0"]], directory
+
+    broker.start()
+    found = describe(address, "wide")
+    assert found.error_code == 0 and len(found.partitions) == WIDE
+    assert all(p.error_code == 0 and p.leader_id >= 0 and p.leader_epoch == 0 for p in found.partitions)
+    after = Producer({"bootstrap.servers": address, "linger.ms": 0})
+    for index in (0, WIDE // 2, WIDE - 1):
+        after.produce("wide", b"after a SIGKILL", partition=index)
+    assert after.flush(60) == 0
+
+
+def test_two_concurrent_creates_of_one_name_give_one_topic_and_one_topic_already_exists(broker):
+    first, second = Create(broker.address, "twin", WIDE // 2), Create(broker.address, "twin", WIDE // 2)
+    first.start()
+    second.start()
+    first.join()
+    second.join()
+    assert sorted([first.error_code, second.error_code]) == [ErrorCode.none, ErrorCode.topic_already_exists]
+    found = describe(broker.address, "twin")
+    assert len(found.partitions) == WIDE // 2 and all(p.leader_id >= 0 for p in found.partitions)
+
+
+def test_a_delete_during_a_create_leaves_the_topic_whole_or_gone(broker):
+    """A DeleteTopics that meets the name while its logs are being made finds no topic yet (the create
+    answers success after); one that comes after the create deletes all of it. Never half a topic."""
+    create = Create(broker.address, "brief", WIDE // 2)
+    create.start()
+    wait_for(lambda: (broker.data_dir / "brief-0").is_dir(), "the create to start making its logs")
+    with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
+        deleted = client.call(DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("brief"), topic_id=uuid.UUID(int=0)),),
+                                                  timeout=datetime.timedelta(seconds=60))).responses[0]
+    create.join()
+    assert create.error_code == ErrorCode.none
+    found = describe(broker.address, "brief")
+    if deleted.error_code == ErrorCode.none:
+        assert found.error_code == ErrorCode.unknown_topic_or_partition
+        wait_for(lambda: not any(broker.data_dir.glob("brief-*")), "the deleted topic's logs to go")
+    else:
+        assert deleted.error_code == ErrorCode.unknown_topic_or_partition, deleted
+        assert found.error_code == 0 and len(found.partitions) == WIDE // 2
+        assert len(list(broker.data_dir.glob("brief-*"))) == WIDE // 2
