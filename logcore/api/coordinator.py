@@ -16,7 +16,7 @@ from . import handles
 GROUP, TRANSACTION = 0, 1
 
 
-def _coordinator(ctx, key: str, key_type: int) -> dict:
+async def _coordinator(ctx, key: str, key_type: int) -> dict:
     missing = {"key": key, "node_id": -1, "host": "", "port": -1}
     if key_type not in (GROUP, TRANSACTION):
         return {**missing, "error_code": ErrorCode.invalid_request,
@@ -28,7 +28,7 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     coordinator = ctx.groups if key_type == GROUP else ctx.transactions
     topic, partition = coordinator.topic.name, partition_for(key, coordinator.topic.partitions)
     try:
-        coordinator.ensure_topic()
+        await coordinator.ensure_topic()
     except BrokerError as exc:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"no coordinator for {key!r}: {exc.message}"}
@@ -48,5 +48,5 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
 async def find_coordinator(ctx, request) -> dict:
     key_type = getattr(request, "key_type", GROUP)
     if ctx.api_version >= 4:
-        return {"coordinators": [_coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
-    return _coordinator(ctx, request.key, key_type)
+        return {"coordinators": [await _coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
+    return await _coordinator(ctx, request.key, key_type)

@@ -110,7 +110,7 @@ async def add_offsets_to_txn(ctx, request) -> dict:
     try:
         ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
         ctx.require(Operation.READ, GROUP, request.group_id)
-        ctx.groups.ensure_topic()
+        await ctx.groups.ensure_topic()
         partition = partition_for(request.group_id, ctx.groups.topic.partitions)
         await ctx.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                               [(OFFSETS_TOPIC, partition)])
