@@ -196,9 +196,7 @@ class TopicAdmin:
                                 validate_only: bool = False) -> TopicInfo:
         """Grow `name` to `count` partitions; `assignments` gives the brokers of each new one."""
         info = self.metadata.get(name)
-        if name in self.changing:
-            raise InvalidRequest(f"partitions are being added to topic {name} by another request; "
-                                 f"send this one again once it is answered")
+        self._check_not_changing(name)
         if count < info.partitions:
             raise InvalidPartitions(f"topic {name} has {info.partitions} partitions, more than the requested {count}; "
                                     f"partitions can only be added")
@@ -219,6 +217,11 @@ class TopicAdmin:
         log.info("topic %s now has %d partition(s)", name, count)
         return updated
 
+    def _check_not_changing(self, name: str) -> None:
+        if name in self.changing:
+            raise InvalidRequest(f"partitions are being added to topic {name} by another request; "
+                                 f"send this one again once it is answered")
+
     @contextlib.asynccontextmanager
     async def _holding(self, name: str):
         self.changing.add(name)
@@ -230,6 +233,7 @@ class TopicAdmin:
     def set_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> TopicInfo:
         """Replace the topic's whole override set; the partition logs use it at once."""
         updated = self.metadata.get(name).with_configs(configs)
+        self._check_not_changing(name)
         topic_config = self.topic_config(updated)  # validates
         if not validate_only:
             self.metadata.update(updated)

@@ -5,11 +5,14 @@ against the create's own duration on this machine, never a figure sized for one 
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import time
 import uuid
+from types import SimpleNamespace
 
+import pytest
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
@@ -18,7 +21,10 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32
 
+from logcore.cluster.topics import TopicInfo
+from logcore.coordinator.state_topic import StateTopic
 from logcore.protocol.codec import ErrorCode
+from logcore.protocol.errors import CoordinatorNotAvailable
 from logcore.storage.checkpoint import read_entries
 from waiting import wait_for
 from wire import WireClient
@@ -135,3 +141,31 @@ def test_a_delete_during_a_create_leaves_the_topic_whole_or_gone(broker):
         assert deleted.error_code == ErrorCode.unknown_topic_or_partition, deleted
         assert found.error_code == 0 and len(found.partitions) == WIDE // 2
         assert len(list(broker.data_dir.glob("brief-*"))) == WIDE // 2
+
+
+def test_an_internal_topic_is_created_once_for_every_caller_meanwhile_and_an_append_before_it_retries():
+    """A coordinator's topic (50 partitions) is made off the loop too: FindCoordinators that come
+    while it is made wait for that one creation; a write that comes before it exists (a client that
+    skipped FindCoordinator) starts it and hears the retriable COORDINATOR_NOT_AVAILABLE."""
+    metadata = SimpleNamespace(topics={}, brokers=[0])
+    created, release = [], None
+
+    async def create_topic(name, partitions, **_settings):
+        created.append(name)
+        await release.wait()                     # the logs being made
+        metadata.topics[name] = TopicInfo(name, uuid.uuid4(), partitions, 1, {})
+
+    async def scenario():
+        nonlocal release
+        release = asyncio.Event()
+        topic = StateTopic("__consumer_offsets", 50, 1 << 20, replicas=None, metadata=metadata,
+                           create_topic=create_topic)
+        with pytest.raises(CoordinatorNotAvailable):
+            topic.append(0, [(b"key", b"value")])
+        waiting = [asyncio.create_task(topic.ensure()) for _ in range(3)]
+        await asyncio.sleep(0)                   # (every caller reaches the creation)
+        assert not any(task.done() for task in waiting)
+        release.set()
+        await asyncio.gather(*waiting)
+        assert created == ["__consumer_offsets"] and topic.exists
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -84,6 +85,9 @@ class ReplicaManager:
         self._recovery_file = CheckpointFile(os.path.join(data_dir, RECOVERY_CHECKPOINT))
         self._log_start_file = CheckpointFile(os.path.join(data_dir, LOG_START_CHECKPOINT))
         self._snapshots = itertools.count()  # the order offsets were read in, for CheckpointFile
+        # One thread makes new logs, a batch at a time, whichever creates asked: each batch holds the
+        # GIL between its system calls, and several at once would leave the event loop a fraction of it.
+        self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="make-logs")
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -109,7 +113,7 @@ class ReplicaManager:
 
     async def make_logs(self, topic: str, indexes: Sequence[int], topic_config: TopicConfig, alone: bool = True,
                         leader_epochs: Mapping[int, int] | None = None) -> list[Partition]:
-        """Make the logs of new partitions of `topic` in a worker thread, MAKE_BATCH at a time, so the
+        """Make the logs of new partitions of `topic` in the worker thread, MAKE_BATCH at a time, so the
         event loop serves everything else meanwhile (each new log is a directory, three files and its
         leader-epoch checkpoint: milliseconds apiece on a busy disk, seconds for a wide topic).
         Returns the partitions, not hosted: the caller `add`s them in one loop step, with the
@@ -122,7 +126,8 @@ class ReplicaManager:
             for start in range(0, len(indexes), MAKE_BATCH):
                 batch = [(index, self._checkpointed((topic, index)), epochs.get(index))
                          for index in indexes[start:start + MAKE_BATCH]]
-                made += await asyncio.to_thread(self._open_batch, topic, batch, topic_config, alone)
+                made += await asyncio.get_running_loop().run_in_executor(
+                    self._maker, self._open_batch, topic, batch, topic_config, alone)
         except BaseException:  # (cancelled, or a bug: the logs made so far go, nothing names them)
             await self.discard(made)
             raise
@@ -146,7 +151,7 @@ class ReplicaManager:
     async def discard(self, partitions: list[Partition]) -> None:
         """Delete the logs of partitions `make_logs` made and nobody was told of (a rolled-back create)."""
         if partitions:
-            await asyncio.to_thread(lambda: [p.log.delete() for p in partitions])
+            await asyncio.get_running_loop().run_in_executor(self._maker, lambda: [p.log.delete() for p in partitions])
 
     def _checkpointed(self, tp: TopicPartition) -> tuple[int, int, int]:
         """(log start, recovery point, first dirty offset) the checkpoints of the last run hold for
@@ -351,6 +356,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Seal and fsync every log, write the checkpoints, then mark the directory cleanly shut down,
         unless a partition is offline: its damage must be found again on the next start."""
+        self._maker.shutdown(cancel_futures=True)
         for partition in self.partitions.values():
             partition.wake_waiters()
             partition.log.close(flush=not partition.offline_reason)
