@@ -7,6 +7,10 @@ coordinator creates the topic if it does not exist yet, as Kafka does.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from operator import attrgetter
+
 from ..coordinator.offsets_codec import partition_for
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
@@ -14,6 +18,23 @@ from ..security.acls import Operation, ResourceType
 from . import handles
 
 GROUP, TRANSACTION = 0, 1
+GROUPS, SHARES, TRANSACTIONS = attrgetter("groups"), attrgetter("shares"), attrgetter("transactions")
+
+
+def creating_topics_of(*coordinators):
+    """For a handler whose request may write these coordinators' topics, and that a client may send
+    without FindCoordinator first: a missing topic's creation (its logs made off the event loop) is
+    awaited before the handler runs, as FindCoordinator would have; a creation that fails is left
+    for the handler to answer (COORDINATOR_NOT_AVAILABLE on its write)."""
+    def wrap(handler):
+        @functools.wraps(handler)
+        async def run(ctx, request):
+            for coordinator in coordinators:
+                with contextlib.suppress(BrokerError):
+                    await coordinator(ctx).ensure_topic()
+            return await handler(ctx, request)
+        return run
+    return wrap
 
 
 async def _coordinator(ctx, key: str, key_type: int) -> dict:
