@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
@@ -69,7 +70,7 @@ class Create(threading.Thread):
 
 def test_other_connections_are_answered_while_a_large_create_topics_runs(broker):
     address = broker.address
-    producer = Producer({"bootstrap.servers": address, "linger.ms": 0, "acks": 1})
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 0, "acks": 1, "log_level": 0})
     producer.produce("busy", b"first")          # (auto-creates the existing topic the pings write to)
     assert producer.flush(60) == 0
     latencies: list[tuple[str, float]] = []
@@ -122,25 +123,22 @@ def test_two_concurrent_creates_of_one_name_give_one_whole_topic_that_survives_a
     assert after.flush(60) == 0
 
 
-def test_a_delete_during_a_create_leaves_the_topic_whole_or_gone(broker):
-    """A DeleteTopics that meets the name while its logs are being made finds no topic yet (the create
-    answers success after); one that comes after the create deletes all of it. Never half a topic."""
+def test_a_delete_during_a_create_finds_no_topic_yet_and_the_create_ends_whole(broker):
+    """A DeleteTopics that meets the name while its logs are being made finds no topic yet, and
+    the create answers success after with every partition: never half a topic."""
     create = Create(broker.address, "brief", WIDE // 2)
     create.start()
     wait_for(lambda: (broker.data_dir / "brief-0").is_dir(), "the create to start making its logs")
     with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
-        deleted = client.call(DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("brief"), topic_id=uuid.UUID(int=0)),),
+        deleted = client.call(DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("brief"),
+                                                                           topic_id=uuid.UUID(int=0)),),
                                                   timeout=datetime.timedelta(seconds=60))).responses[0]
     create.join()
+    assert deleted.error_code == ErrorCode.unknown_topic_or_partition, "the delete came while the logs were made"
     assert create.error_code == ErrorCode.none
     found = describe(broker.address, "brief")
-    if deleted.error_code == ErrorCode.none:
-        assert found.error_code == ErrorCode.unknown_topic_or_partition
-        wait_for(lambda: not any(broker.data_dir.glob("brief-*")), "the deleted topic's logs to go")
-    else:
-        assert deleted.error_code == ErrorCode.unknown_topic_or_partition, deleted
-        assert found.error_code == 0 and len(found.partitions) == WIDE // 2
-        assert len(list(broker.data_dir.glob("brief-*"))) == WIDE // 2
+    assert found.error_code == 0 and len(found.partitions) == WIDE // 2
+    assert len(list(broker.data_dir.glob("brief-*"))) == WIDE // 2
 
 
 def test_an_internal_topic_is_created_once_for_every_caller_meanwhile_and_an_append_before_it_retries():
@@ -169,3 +167,29 @@ def test_an_internal_topic_is_created_once_for_every_caller_meanwhile_and_an_app
         await asyncio.gather(*waiting)
         assert created == ["__consumer_offsets"] and topic.exists
     asyncio.run(scenario())
+
+
+def test_partitions_added_to_a_topic_deleted_meanwhile_are_deleted_too(broker):
+    """A DeleteTopics while a CreatePartitions makes its logs deletes the topic; the new logs are then
+    deleted again (the CreatePartitions hears UNKNOWN_TOPIC_OR_PARTITION), never left behind."""
+    with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
+        assert client.call(create_request("grows", 1)).topics[0].error_code == ErrorCode.none
+    grown: list[int] = []
+
+    def grow() -> None:
+        with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
+            grown.append(client.call(CreatePartitionsRequest(
+                topics=(CreatePartitionsTopic(name=TopicName("grows"), count=i32(1 + WIDE // 2), assignments=None),),
+                timeout=datetime.timedelta(seconds=CREATE_TIMEOUT_S), validate_only=False)).results[0].error_code)
+    growing = threading.Thread(target=grow, daemon=True)
+    growing.start()
+    wait_for(lambda: (broker.data_dir / "grows-1").is_dir(), "the new partitions' logs to be made")
+    with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
+        deleted = client.call(DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("grows"),
+                                                                           topic_id=uuid.UUID(int=0)),),
+                                                  timeout=datetime.timedelta(seconds=60))).responses[0]
+    growing.join()
+    assert deleted.error_code == ErrorCode.none
+    assert grown == [ErrorCode.unknown_topic_or_partition], "the delete came while the logs were made"
+    assert describe(broker.address, "grows").error_code == ErrorCode.unknown_topic_or_partition
+    wait_for(lambda: not any(broker.data_dir.glob("grows-*")), "every log of the deleted topic to go")
