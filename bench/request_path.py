@@ -108,7 +108,7 @@ async def run(args) -> list[str]:
     lines = []
     try:
         await broker.start()
-        broker.topic_admin.create(TOPIC, 1)
+        await broker.topic_admin.create(TOPIC, 1)
         conn = ServerConnection(broker.server.supported, 1 << 30)
         value = os.urandom(args.size)
         batch = encode_batch([(None, value)] * args.records, int(time.time() * 1000))

@@ -108,7 +108,7 @@ async def in_process(transactions: int, per_txn: int, value: bytes) -> list[str]
     broker = Broker(os.path.join(tmp, "data"), port=0)
     try:
         await broker.start()
-        broker.topic_admin.create(TOPIC, 1)
+        await broker.topic_admin.create(TOPIC, 1)
         conn = ServerConnection(broker.server.supported, 1 << 30)
         frame = lambda api_key, version, data: encode_request(build(request_class(api_key, version), data), 1)  # noqa: E731
         await roundtrip(broker, conn, frame(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "bench",

@@ -791,10 +791,10 @@ def test_a_coordinator_topic_another_broker_created_a_moment_ago_is_no_error():
     from logcore.coordinator.state_topic import StateTopic
     from logcore.protocol.errors import TopicAlreadyExists
 
-    def lost_the_race(name, **_settings):
+    async def lost_the_race(name, **_settings):
         raise TopicAlreadyExists(f"topic {name} already exists")
     topic = StateTopic("__transaction_state", 3, 1 << 20, replicas=None,
                        metadata=SimpleNamespace(topics={}, brokers=[0, 1, 2]), create_topic=lost_the_race,
                        replication_factor=3)
-    topic.ensure()  # no error
+    asyncio.run(topic.ensure())  # no error
     assert topic.partitions == 3

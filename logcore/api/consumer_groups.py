@@ -10,6 +10,7 @@ from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
 from ..security.acls import Operation, ResourceType
 from . import handles
+from .coordinator import GROUPS, creating_topics_of
 
 READ, DESCRIBE, DELETE = Operation.READ, Operation.DESCRIBE, Operation.DELETE
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
@@ -22,6 +23,7 @@ def _ms(value: datetime.timedelta | int) -> int:
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
+@creating_topics_of(GROUPS)
 async def consumer_group_heartbeat(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
     if request.group_id in ctx.shares.group_ids():

@@ -7,6 +7,10 @@ coordinator creates the topic if it does not exist yet, as Kafka does.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from operator import attrgetter
+
 from ..coordinator.offsets_codec import partition_for
 from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
@@ -14,9 +18,26 @@ from ..security.acls import Operation, ResourceType
 from . import handles
 
 GROUP, TRANSACTION = 0, 1
+GROUPS, SHARES, TRANSACTIONS = attrgetter("groups"), attrgetter("shares"), attrgetter("transactions")
 
 
-def _coordinator(ctx, key: str, key_type: int) -> dict:
+def creating_topics_of(*coordinators):
+    """For a handler whose request may write these coordinators' topics, and that a client may send
+    without FindCoordinator first: a missing topic's creation (its logs made off the event loop) is
+    awaited before the handler runs, as FindCoordinator would have; a creation that fails is left
+    for the handler to answer (COORDINATOR_NOT_AVAILABLE on its write)."""
+    def wrap(handler):
+        @functools.wraps(handler)
+        async def run(ctx, request):
+            for coordinator in coordinators:
+                with contextlib.suppress(BrokerError):
+                    await coordinator(ctx).ensure_topic()
+            return await handler(ctx, request)
+        return run
+    return wrap
+
+
+async def _coordinator(ctx, key: str, key_type: int) -> dict:
     missing = {"key": key, "node_id": -1, "host": "", "port": -1}
     if key_type not in (GROUP, TRANSACTION):
         return {**missing, "error_code": ErrorCode.invalid_request,
@@ -28,7 +49,7 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
     coordinator = ctx.groups if key_type == GROUP else ctx.transactions
     topic, partition = coordinator.topic.name, partition_for(key, coordinator.topic.partitions)
     try:
-        coordinator.ensure_topic()
+        await coordinator.ensure_topic()
     except BrokerError as exc:
         return {**missing, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"no coordinator for {key!r}: {exc.message}"}
@@ -48,5 +69,5 @@ def _coordinator(ctx, key: str, key_type: int) -> dict:
 async def find_coordinator(ctx, request) -> dict:
     key_type = getattr(request, "key_type", GROUP)
     if ctx.api_version >= 4:
-        return {"coordinators": [_coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
-    return _coordinator(ctx, request.key, key_type)
+        return {"coordinators": [await _coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
+    return await _coordinator(ctx, request.key, key_type)

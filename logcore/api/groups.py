@@ -11,6 +11,7 @@ from ..coordinator.group_coordinator import JoinRequest, OffsetCommit
 from ..protocol.codec import ApiKey, ErrorCode
 from ..security.acls import Operation, ResourceType
 from . import handles
+from .coordinator import GROUPS, creating_topics_of
 
 READ, DESCRIBE, DELETE = Operation.READ, Operation.DESCRIBE, Operation.DELETE
 GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.CLUSTER
@@ -39,6 +40,7 @@ def _topic_ids(ctx, name: str) -> dict:
 
 
 @handles(ApiKey.JOIN_GROUP, 0, 9)
+@creating_topics_of(GROUPS)
 async def join_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)  # (membership, commits: READ on the group, as in Kafka)
     if request.group_id in ctx.shares.group_ids():
@@ -69,6 +71,7 @@ async def join_group(ctx, request) -> dict:
 
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
+@creating_topics_of(GROUPS)
 async def sync_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
     result = await ctx.groups.sync(
@@ -83,6 +86,7 @@ async def sync_group(ctx, request) -> dict:
 
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
+@creating_topics_of(GROUPS)
 async def heartbeat(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
     error = ctx.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
@@ -91,6 +95,7 @@ async def heartbeat(ctx, request) -> dict:
 
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
+@creating_topics_of(GROUPS)
 async def leave_group(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
     if ctx.api_version < 3:
@@ -106,6 +111,7 @@ async def leave_group(ctx, request) -> dict:
 
 
 @handles(ApiKey.OFFSET_COMMIT, 2, 10)
+@creating_topics_of(GROUPS)
 async def offset_commit(ctx, request) -> dict:
     commits, slots = [], []  # slots: (topic index, partition index, position in commits or an error)
     topics = []
@@ -187,6 +193,7 @@ async def offset_fetch(ctx, request) -> dict:
 
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
+@creating_topics_of(GROUPS)
 async def offset_delete(ctx, request) -> dict:
     ctx.require(DELETE, GROUP, request.group_id)
     asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
@@ -258,6 +265,7 @@ async def describe_groups(ctx, request) -> dict:
 
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
+@creating_topics_of(GROUPS)
 async def delete_groups(ctx, request) -> dict:
     return {"results": [{"group_id": g, "error_code": await _delete_group(ctx, g)} for g in request.groups_names]}
 

@@ -39,14 +39,14 @@ def topic_metadata(ctx, name: str) -> dict:
             "partitions": partitions, "topic_authorized_operations": NOT_REQUESTED}
 
 
-def _auto_create(ctx, name: str) -> None:
+async def _auto_create(ctx, name: str) -> None:
     """Internal topics take their coordinator's settings (compacted, its partition count), never the
     defaults a client's topic gets."""
     coordinators = {OFFSETS_TOPIC: ctx.groups, TRANSACTION_TOPIC: ctx.transactions}
     if name in coordinators:
-        coordinators[name].ensure_topic()
+        await coordinators[name].ensure_topic()
     else:
-        ctx.topic_admin.create(name)
+        await ctx.topic_admin.create(name)
 
 
 @handles(ApiKey.METADATA, 0, 13)
@@ -75,7 +75,7 @@ async def metadata(ctx, request) -> dict:
                 if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER)
                         or ctx.allowed(Operation.CREATE, TOPIC, name)):
                     raise TopicAuthorizationFailed()
-                _auto_create(ctx, name)
+                await _auto_create(ctx, name)
             described = topic_metadata(ctx, name)
             if getattr(request, "include_topic_authorized_operations", False):
                 described["topic_authorized_operations"] = ctx.authorized_operations(TOPIC_OPERATIONS, TOPIC, name)

@@ -19,6 +19,7 @@ from ..protocol.errors import BrokerError, InvalidShareSessionEpoch, TopicAuthor
 from ..protocol.share_state_records import SharePartitionKey
 from ..security.acls import Operation, ResourceType
 from . import handles
+from .coordinator import SHARES, creating_topics_of
 
 CLOSE_EPOCH, OPEN_EPOCH = -1, 0
 # A member that still holds records here waits at most this long for more: what would free the window
@@ -103,6 +104,7 @@ def _by_topic(partitions: dict[tuple[uuid.UUID, int], dict]) -> list[dict]:
 
 
 @handles(ApiKey.SHARE_FETCH, 1, 1)
+@creating_topics_of(SHARES)
 async def share_fetch(ctx, request) -> dict:
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
     ctx.require(Operation.READ, ResourceType.GROUP, group_id)
@@ -191,6 +193,7 @@ async def _wait(ctx, partitions: list[tuple[str, int]], timeout_s: float) -> Non
 
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+@creating_topics_of(SHARES)
 async def share_acknowledge(ctx, request) -> dict:
     group_id, member_id, epoch = request.group_id or "", request.member_id or "", request.share_session_epoch
     ctx.require(Operation.READ, ResourceType.GROUP, group_id)

@@ -7,6 +7,7 @@ from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError
 from ..security.acls import Operation, ResourceType
 from . import handles
+from .coordinator import GROUPS, SHARES, creating_topics_of
 from .consumer_groups import NO_OPERATIONS, _topic_partitions
 
 READ, DESCRIBE, DELETE = Operation.READ, Operation.DESCRIBE, Operation.DELETE
@@ -14,6 +15,7 @@ GROUP = ResourceType.GROUP
 
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
+@creating_topics_of(GROUPS, SHARES)
 async def share_group_heartbeat(ctx, request) -> dict:
     ctx.require(READ, GROUP, request.group_id)
     try:

@@ -13,6 +13,7 @@ from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, NotCoordinator, UnknownTopicOrPartition
 from ..security.acls import Operation, ResourceType
 from . import handles
+from .coordinator import SHARES, creating_topics_of
 
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 
@@ -86,6 +87,7 @@ def _unless_empty(ctx, group_id: str) -> dict | None:
 
 
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
+@creating_topics_of(SHARES)
 async def alter_share_group_offsets(ctx, request) -> dict:
     ctx.require(Operation.READ, GROUP, request.group_id)
     if (refused := _unless_empty(ctx, request.group_id)) is not None:
@@ -113,6 +115,7 @@ async def alter_share_group_offsets(ctx, request) -> dict:
 
 
 @handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0)
+@creating_topics_of(SHARES)
 async def delete_share_group_offsets(ctx, request) -> dict:
     ctx.require(Operation.DELETE, GROUP, request.group_id)
     if (refused := _unless_empty(ctx, request.group_id)) is not None:

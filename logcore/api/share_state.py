@@ -14,6 +14,7 @@ from ..protocol.share_state_records import SharePartitionKey
 from ..security.acls import Operation, ResourceType
 from ..coordinator.share_state import ADMIN, Snapshot
 from . import handles
+from .coordinator import SHARES, creating_topics_of
 
 
 def _failed(exc: BrokerError) -> dict:
@@ -36,6 +37,7 @@ async def _each(ctx, request, answer) -> dict:
 
 
 @handles(ApiKey.READ_SHARE_GROUP_STATE, 0, 0)
+@creating_topics_of(SHARES)
 async def read_share_group_state(ctx, request) -> dict:
     async def read(key, p) -> dict:
         got = ctx.shares.state.read(key, p.leader_epoch)
@@ -45,6 +47,7 @@ async def read_share_group_state(ctx, request) -> dict:
 
 
 @handles(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 0)
+@creating_topics_of(SHARES)
 async def write_share_group_state(ctx, request) -> dict:
     async def write(key, p) -> dict:
         await ctx.shares.state.write(key, Snapshot(p.state_epoch, p.leader_epoch, p.start_offset, tuple(
@@ -55,6 +58,7 @@ async def write_share_group_state(ctx, request) -> dict:
 
 
 @handles(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0)
+@creating_topics_of(SHARES)
 async def delete_share_group_state(ctx, request) -> dict:
     async def delete(key, p) -> dict:
         await ctx.shares.state.write(key, None)
@@ -63,6 +67,7 @@ async def delete_share_group_state(ctx, request) -> dict:
 
 
 @handles(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0)
+@creating_topics_of(SHARES)
 async def initialize_share_group_state(ctx, request) -> dict:
     async def initialize(key, p) -> dict:
         await ctx.shares.state.initialize(key, p.state_epoch, p.start_offset)

@@ -61,7 +61,7 @@ async def create_topics(ctx, request) -> dict:
         try:
             if not anywhere:
                 ctx.require(Operation.CREATE, ResourceType.TOPIC, topic.name)
-            info = ctx.topic_admin.create(
+            info = await ctx.topic_admin.create(
                 topic.name, topic.num_partitions, topic.replication_factor,
                 assignments=_assignments(topic.assignments),
                 configs=_configs(topic.configs), validate_only=request.validate_only)
@@ -155,7 +155,7 @@ async def create_partitions(ctx, request) -> dict:
         try:
             ctx.require(Operation.ALTER, ResourceType.TOPIC, topic.name)
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-            ctx.topic_admin.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
+            await ctx.topic_admin.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
             results.append({"name": topic.name, "error_code": ErrorCode.none, "error_message": None})
         except BrokerError as exc:
             results.append({"name": topic.name, **error_fields(exc)})

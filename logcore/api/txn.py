@@ -17,6 +17,7 @@ from ..protocol.codec import ApiKey, ErrorCode
 from ..protocol.errors import BrokerError, InvalidRequest
 from ..security.acls import Operation, ResourceType
 from . import handles
+from .coordinator import GROUPS, TRANSACTIONS, creating_topics_of
 
 TXN_ID, TOPIC = ResourceType.TRANSACTIONAL_ID, ResourceType.TOPIC
 GROUP, CLUSTER = ResourceType.GROUP, ResourceType.CLUSTER
@@ -93,6 +94,7 @@ async def _add_partitions(ctx, transactional_id: str, producer_id: int, epoch: i
 
 
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+@creating_topics_of(TRANSACTIONS)
 async def add_partitions_to_txn(ctx, request) -> dict:
     if hasattr(request, "transactions"):  # v4+: brokers batching several transactions
         return {"error_code": ErrorCode.none, "results_by_transaction": [
@@ -110,7 +112,7 @@ async def add_offsets_to_txn(ctx, request) -> dict:
     try:
         ctx.require(Operation.WRITE, TXN_ID, request.transactional_id)
         ctx.require(Operation.READ, GROUP, request.group_id)
-        ctx.groups.ensure_topic()
+        await ctx.groups.ensure_topic()
         partition = partition_for(request.group_id, ctx.groups.topic.partitions)
         await ctx.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                               [(OFFSETS_TOPIC, partition)])
@@ -120,6 +122,7 @@ async def add_offsets_to_txn(ctx, request) -> dict:
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
+@creating_topics_of(GROUPS, TRANSACTIONS)
 async def txn_offset_commit(ctx, request) -> dict:
     asked = [OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                           p.committed_metadata) for t in request.topics for p in t.partitions]
@@ -155,6 +158,7 @@ async def _commit_offsets(ctx, request, commits: list[OffsetCommit]) -> list[Err
 
 
 @handles(ApiKey.END_TXN, 0, 5)
+@creating_topics_of(TRANSACTIONS)
 async def end_txn(ctx, request) -> dict:
     """From v5 (transactions v2) the answer carries the producer id and epoch to go on with."""
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from ..protocol.errors import InvalidReplicaAssignment, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
@@ -55,12 +56,15 @@ class TopicDirectory:
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
-    def check_new_name(self, name: str) -> None:
-        """Why a new topic cannot take `name` (Kafka's naming rules, existing and colliding topics)."""
+    def check_new_name(self, name: str, being_created: Collection[str] = ()) -> None:
+        """Why a new topic cannot take `name` (Kafka's naming rules, existing and colliding topics,
+        and topics `being_created` whose logs are being made)."""
         validate_topic_name(name)
         if name in self.topics:
             raise TopicAlreadyExists(f"topic {name!r} already exists")
-        clash = next((t for t in self.topics if collision_key(t) == collision_key(name)), None)
+        if name in being_created:
+            raise TopicAlreadyExists(f"topic {name!r} is being created by another request")
+        clash = next((t for t in (*self.topics, *being_created) if collision_key(t) == collision_key(name)), None)
         if clash:
             raise InvalidTopic(f"topic {name!r} collides with existing topic {clash!r}: "
                                f"'.' and '_' clash in metric names, so use one or the other")

@@ -98,9 +98,9 @@ class GroupCoordinator:
     async def replicated(self, group_id: str) -> ErrorCode:
         return await self.store.replicated(group_id)
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """Kafka creates `__consumer_offsets` on the first FindCoordinator for a group."""
-        self.topic.ensure()
+        await self.topic.ensure()
 
     def replay(self, key: OffsetKey | GroupKey, value: OffsetValue | GroupValue | None) -> None:
         self.store.replay(key, value)

@@ -81,6 +81,10 @@ class ShareCoordinator:
         self._initializing: set[str] = set()  # groups whose share-partitions are being initialized
         self._available = asyncio.Event()  # set (then replaced) when records become available again
 
+    async def ensure_topic(self) -> None:
+        """Create `__share_group_state` if it does not exist yet."""
+        await self.state.topic.ensure()
+
     async def start(self) -> None:
         self.state.load()
         self.topics_deleted(set())  # (topics deleted while the broker was down)

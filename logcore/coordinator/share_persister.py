@@ -69,7 +69,7 @@ class SharePersister:
         deadline = time.monotonic() + RETRY_S
         while True:
             try:
-                peer = self._coordinator(key)
+                peer = await self._coordinator(key)
                 if peer is None:
                     result = here()
                     return await result if asyncio.iscoroutine(result) else result
@@ -79,12 +79,12 @@ class SharePersister:
                     raise
             await asyncio.sleep(BACKOFF_S)
 
-    def _coordinator(self, key: SharePartitionKey) -> PeerConnection | None:
+    async def _coordinator(self, key: SharePartitionKey) -> PeerConnection | None:
         """None when this broker coordinates the key (or is the one to say why not); else a
         connection to the broker that does."""
         if self.store.led is None or self.store.owns(key):
             return None
-        self.store.topic.ensure()
+        await self.store.topic.ensure()
         node = self.cluster.coordinator(SHARE_STATE_TOPIC, self.store.partition_of(key))
         if node is None:
             raise CoordinatorNotAvailable(f"{SHARE_STATE_TOPIC}-{self.store.partition_of(key)} has no leader now")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Iterable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
 
-from ..protocol.errors import NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists
+from ..protocol.errors import CoordinatorNotAvailable, NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists
 from ..replication.partition import Partition, wait_for_news
 from ..storage.batch import HEADER_SIZE, TRANSACTIONAL, BatchHeader, read_header
 from ..storage.records import control_marker, decode_batch, encode_batch
@@ -29,7 +29,7 @@ LOAD_WAIT_S = 1.0  # a partition waiting to load rechecks its leadership at leas
 
 class StateTopic:
     def __init__(self, name: str, partitions: int, segment_bytes: int, replicas, metadata,
-                 create_topic: Callable[..., object], replication_factor: int = 1,
+                 create_topic: Callable[..., Awaitable[object]], replication_factor: int = 1,
                  min_insync_replicas: int | None = None) -> None:
         self.name = name
         self._wanted_partitions = partitions
@@ -42,6 +42,7 @@ class StateTopic:
         # partition -> producer id -> (key, value)s of transactions open when `read` ended
         self.open_transactions: dict[int, dict[int, list[tuple[bytes | None, bytes | None]]]] = {}
         self._loading: set[asyncio.Task] = set()
+        self._creating: asyncio.Task | None = None  # the topic's creation, while it runs
 
     @property
     def exists(self) -> bool:
@@ -53,25 +54,38 @@ class StateTopic:
         info = self.metadata.topics.get(self.name)
         return info.partitions if info else self._wanted_partitions
 
-    def ensure(self) -> None:
+    async def ensure(self) -> None:
         """Create the topic if it is missing, with the configured replication factor capped at the
-        live brokers (one for a broker alone), and min.insync.replicas at that factor."""
+        live brokers (one for a broker alone), and min.insync.replicas at that factor. Callers that
+        come while it is being created wait for that one creation."""
         if not self.exists:
-            replicas = min(self._wanted_replicas, len(self.metadata.brokers))
-            configs = dict(self.configs)
-            if self._wanted_min_isr is not None:
-                configs["min.insync.replicas"] = str(min(self._wanted_min_isr, replicas))
-            try:
-                self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=replicas,
-                                   configs=configs)
-            except TopicAlreadyExists:  # (another broker made it a moment ago; this one hears of it shortly)
-                pass
+            await asyncio.shield(self._creation())
+
+    def _creation(self) -> asyncio.Task:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.create_task(self._create())
+            self._creating.add_done_callback(_log_failure)
+        return self._creating
+
+    async def _create(self) -> None:
+        replicas = min(self._wanted_replicas, len(self.metadata.brokers))
+        configs = dict(self.configs)
+        if self._wanted_min_isr is not None:
+            configs["min.insync.replicas"] = str(min(self._wanted_min_isr, replicas))
+        try:
+            await self._create_topic(self.name, partitions=self._wanted_partitions, replication_factor=replicas,
+                                     configs=configs)
+        except TopicAlreadyExists:  # (another broker made it a moment ago; this one hears of it shortly)
+            pass
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
                producer_epoch: int = -1) -> None:
         """Write `records` (key, value) as one batch; raises the partition's BrokerError on failure.
-        With a producer id the batch belongs to that producer's open transaction."""
-        self.ensure()
+        With a producer id the batch belongs to that producer's open transaction. A missing topic is
+        created meanwhile (a client that skipped FindCoordinator): COORDINATOR_NOT_AVAILABLE until it is."""
+        if not self.exists:
+            self._creation()
+            raise CoordinatorNotAvailable(f"{self.name} is being created; retry in a moment")
         txn = {"producer_id": producer_id, "producer_epoch": producer_epoch, "base_sequence": 0,
                "attributes": TRANSACTIONAL} if producer_id >= 0 else {}
         self.replicas.append(self.name, partition, encode_batch(records, int(time.time() * 1000), **txn),
@@ -158,3 +172,9 @@ class StateTopic:
         except NotLeaderOrFollower as exc:
             raise NotCoordinator(f"this broker no longer coordinates the keys of {self.name}-{partition}; "
                                  f"find the new coordinator") from exc
+
+
+def _log_failure(creation: asyncio.Task) -> None:
+    """A creation nobody awaits (started by `append`) says why it failed; the next call tries again."""
+    if not creation.cancelled() and (exc := creation.exception()) is not None:
+        log.warning("creating an internal topic failed: %s", exc)

@@ -224,9 +224,9 @@ class TransactionCoordinator:
             raise CoordinatorNotAvailable(f"the transaction log of {transactional_id!r} is not replicated: "
                                           f"{exc.message}") from exc
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """Kafka creates `__transaction_state` on the first FindCoordinator for a transactional id."""
-        self.topic.ensure()
+        await self.topic.ensure()
 
     def partition_of(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.topic.partitions)
@@ -276,7 +276,7 @@ class TransactionCoordinator:
             raise InvalidTransactionTimeout(
                 f"transaction.timeout.ms={timeout_ms} must be positive and at most the broker's "
                 f"transaction.max.timeout.ms={limit}; lower it in the producer")
-        self.ensure_topic()
+        await self.ensure_topic()
         self._check_owner(transactional_id)
         now = _now_ms()
         meta = self.txns.get(transactional_id)

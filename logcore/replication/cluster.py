@@ -2,12 +2,14 @@
 the partition states the controller writes reach this broker through ZooKeeper watches, and each
 one assigned here becomes a leader (its ISR kept by `IsrKeeper`) or a follower (copied by the
 replica fetchers). State changes hop from kazoo's thread to the event loop, where they are applied
-in the order they came.
+in the order they came. The logs of replicas new here are made in a worker thread, those learnt
+meanwhile together (a topic of thousands of partitions), and their states applied once they exist.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from typing import Callable
@@ -45,6 +47,8 @@ class Replication:
         self._led_nothing: asyncio.Event | None = None  # set during a controlled shutdown
         # Told of each partition that became leader or stopped being it (the coordinators follow).
         self.on_role_change: Callable[[Partition], None] | None = None
+        self._to_make: set[tuple[str, int]] = set()  # new replicas whose logs are to be made
+        self._making: asyncio.Task | None = None
 
     async def start(self, node: Node) -> None:
         """Join the cluster, open the replicas this broker already holds, then take every state."""
@@ -96,6 +100,8 @@ class Replication:
 
     async def stop(self) -> None:
         self._ready = False
+        if self._making is not None:
+            self._making.cancel()
         await self.fetchers.stop()
         if self.isr is not None:
             await self.isr.stop()
@@ -111,6 +117,35 @@ class Replication:
                 continue
             if self.broker_id in self.cluster.state.replicas(topic, int(index)):
                 self.replicas.host(topic, int(index), self.topic_config(info), alone=False)
+
+    def _make_log(self, topic: str, index: int) -> None:
+        """A replica new here: its log is made off the event loop, then its state applied."""
+        self._to_make.add((topic, index))
+        if self._making is None or self._making.done():
+            self._making = asyncio.create_task(self._make_logs())
+
+    async def _make_logs(self) -> None:
+        """Make the logs waiting, a topic at a time, until none wait. A replica whose topic went (or
+        that was reassigned away) while its log was made is deleted again, never served."""
+        while self._to_make:
+            waiting = sorted(tp for tp in self._to_make if tp not in self.replicas.partitions)
+            self._to_make.clear()
+            for topic, indexes in itertools.groupby(waiting, key=lambda tp: tp[0]):
+                info = self.metadata.topics.get(topic)
+                if info is None:
+                    continue
+                indexes = [index for _, index in indexes]
+                leading = {index: state.leader_epoch for index in indexes
+                           if (state := self.cluster.state.state(topic, index)) and state.leader == self.broker_id}
+                made = await self.replicas.make_logs(topic, indexes, self.topic_config(info), alone=False,
+                                                     leader_epochs=leading)
+                now = self.metadata.topics.get(topic)
+                kept = [p for p in made if now is not None and now.topic_id == info.topic_id
+                        and self.broker_id in self.cluster.state.replicas(topic, p.index)]
+                self.replicas.add(kept)
+                for partition in kept:
+                    self.apply(topic, partition.index)
+                await self.replicas.discard([p for p in made if p not in kept])
 
     def topic_changed(self, topic: str) -> None:
         """A deleted topic's replicas go; a changed one's logs take its configs."""
@@ -156,7 +191,8 @@ class Replication:
             return
         partition = self.replicas.partitions.get((topic, index))
         if partition is None:
-            partition = self.replicas.host(topic, index, self.topic_config(info), alone=False)
+            self._make_log(topic, index)
+            return
         if partition.offline_reason:
             return
         role = (partition.is_leader, partition.leader_epoch)

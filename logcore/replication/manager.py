@@ -12,8 +12,9 @@ import itertools
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from ..config import BrokerConfig, TopicConfig
 from ..protocol.codec import FileRegion
@@ -33,6 +34,7 @@ RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
 CONSUMER = -1  # a Fetch's replica_id when a client, not a follower, sends it
+MAKE_BATCH = 100  # new partitions' logs made per worker-thread call (make_logs)
 DEBUGGING_CONSUMER = -2  # Kafka's replica_id for a tool reading any replica, follower or leader, up to its HW
 
 
@@ -83,6 +85,9 @@ class ReplicaManager:
         self._recovery_file = CheckpointFile(os.path.join(data_dir, RECOVERY_CHECKPOINT))
         self._log_start_file = CheckpointFile(os.path.join(data_dir, LOG_START_CHECKPOINT))
         self._snapshots = itertools.count()  # the order offsets were read in, for CheckpointFile
+        # One thread makes new logs, a batch at a time, whichever creates asked: each batch holds the
+        # GIL between its system calls, and several at once would leave the event loop a fraction of it.
+        self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="make-logs")
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -98,15 +103,69 @@ class ReplicaManager:
         return os.path.join(self.data_dir, f"{topic}-{index}")
 
     def host(self, topic: str, index: int, topic_config: TopicConfig, alone: bool = True) -> Partition:
-        """Open (or create) the log of one partition; `alone`, serve it as its only replica (a
-        cluster tells the partition its role instead). A log that cannot be opened leaves its
-        partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
-        tp = (topic, index)
+        """Open (or create) the log of one partition and serve it, here on the event loop (a broker's
+        start opens what it holds this way); `alone`, as its only replica (a cluster tells the
+        partition its role instead). A log that cannot be opened leaves its partition offline
+        (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
+        partition = self._open(topic, index, topic_config, alone, self._checkpointed((topic, index)))
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    async def make_logs(self, topic: str, indexes: Sequence[int], topic_config: TopicConfig, alone: bool = True,
+                        leader_epochs: Mapping[int, int] | None = None) -> list[Partition]:
+        """Make the logs of new partitions of `topic` in the worker thread, MAKE_BATCH at a time, so the
+        event loop serves everything else meanwhile (each new log is a directory, three files and its
+        leader-epoch checkpoint: milliseconds apiece on a busy disk, seconds for a wide topic).
+        Returns the partitions, not hosted: the caller `add`s them in one loop step, with the
+        metadata that names them, or `discard`s them. `alone` as for `host`; in a cluster
+        `leader_epochs` gives the epoch a partition is led in from its start, written into its
+        checkpoint off the loop too. A log that cannot be made leaves its partition offline."""
+        epochs = leader_epochs or {}
+        made: list[Partition] = []
+        try:
+            for start in range(0, len(indexes), MAKE_BATCH):
+                batch = [(index, self._checkpointed((topic, index)), epochs.get(index))
+                         for index in indexes[start:start + MAKE_BATCH]]
+                made += await asyncio.get_running_loop().run_in_executor(
+                    self._maker, self._open_batch, topic, batch, topic_config, alone)
+        except BaseException:  # (cancelled, or a bug: the logs made so far go, nothing names them)
+            await self.discard(made)
+            raise
+        return made
+
+    def _open_batch(self, topic: str, batch: list[tuple[int, tuple[int, int, int], int | None]],
+                    topic_config: TopicConfig, alone: bool) -> list[Partition]:
+        """In a worker thread: the partitions are nobody else's until they are added."""
+        made = []
+        for index, positions, epoch in batch:
+            partition = self._open(topic, index, topic_config, alone, positions)
+            if epoch is not None and not partition.offline_reason:
+                partition.log.assign_leader_epoch(epoch)
+            made.append(partition)
+        return made
+
+    def add(self, partitions: list[Partition]) -> None:
+        """Serve partitions `make_logs` made, all in this one step."""
+        self.partitions.update(((p.topic, p.index), p) for p in partitions)
+
+    async def discard(self, partitions: list[Partition]) -> None:
+        """Delete the logs of partitions `make_logs` made and nobody was told of (a rolled-back create)."""
+        if partitions:
+            await asyncio.get_running_loop().run_in_executor(self._maker, lambda: [p.log.delete() for p in partitions])
+
+    def _checkpointed(self, tp: TopicPartition) -> tuple[int, int, int]:
+        """(log start, recovery point, first dirty offset) the checkpoints of the last run hold for
+        `tp`, taken once (a partition created after the start begins at 0)."""
+        return self._log_starts.pop(tp, 0), self._recovery_points.pop(tp, 0), self._first_dirty.pop(tp, 0)
+
+    def _open(self, topic: str, index: int, topic_config: TopicConfig, alone: bool,
+              positions: tuple[int, int, int]) -> Partition:
+        log_start, recovery_point, first_dirty = positions
         pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
         partition = Partition(topic, index, pl, self.broker_id)
         try:
-            pl.open(self._log_starts.pop(tp, 0), self._clean, self._recovery_points.pop(tp, 0))
-            pl.first_dirty_offset = self._first_dirty.pop(tp, 0)
+            pl.open(log_start, self._clean, recovery_point)
+            pl.first_dirty_offset = first_dirty
             if alone:
                 partition.become_leader(pl.leader_epoch, [self.broker_id], [self.broker_id])
         except CorruptSegment as exc:
@@ -116,7 +175,6 @@ class ReplicaManager:
             reason = f"cannot open the log in {pl.directory}: {exc}; fix the directory and restart the broker"
             log.error("partition %s-%d is offline: %s", topic, index, reason)
             partition.mark_offline(reason)
-        self.partitions[tp] = partition
         return partition
 
     def started(self) -> None:
@@ -298,6 +356,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Seal and fsync every log, write the checkpoints, then mark the directory cleanly shut down,
         unless a partition is offline: its damage must be found again on the next start."""
+        self._maker.shutdown(cancel_futures=True)
         for partition in self.partitions.values():
             partition.wake_waiters()
             partition.log.close(flush=not partition.offline_reason)

@@ -18,9 +18,9 @@ class CheckpointError(ValueError):
     pass
 
 
-def write_entries(path: str, entries: list[tuple]) -> None:
+def write_entries(path: str, entries: list[tuple], sync: bool = True) -> None:
     lines = [VERSION, str(len(entries))] + [" ".join(str(field) for field in entry) for entry in entries]
-    write_atomically(path, "\n".join(lines) + "\n")
+    write_atomically(path, "\n".join(lines) + "\n", sync)
 
 
 def read_entries(path: str, fields: int) -> list[list[str]] | None:

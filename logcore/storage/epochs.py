@@ -4,7 +4,9 @@ partition directory's `leader-epoch-checkpoint` (Kafka's format: `epoch start-of
 It answers OffsetForLeaderEpoch and tells a replica where its log diverges from a new leader's.
 Like the indexes it is a cache of the batch headers' leader epochs: rebuilt from the log when the
 file is missing or unreadable. Owned by its PartitionLog; event loop only; every change is
-written through before the method returns.
+written through before the method returns. A new log's changes are not fsynced until its first
+flush makes its directory durable (`sync_later`, `make_durable`): a crash before then recovers
+the whole log, and its epochs with it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class LeaderEpochCache:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both strictly increasing
+        self.sync_later = False  # a new log's: written through, fsynced by `make_durable`
 
     def load(self) -> bool:
         """Read the file; False when it is missing or damaged (the log must then rebuild it)."""
@@ -93,5 +96,13 @@ class LeaderEpochCache:
         if entries or os.path.exists(self.path):  # (a missing file already says "no epochs")
             self._save()
 
+    def make_durable(self) -> None:
+        """fsync what was written without (the log makes its directory durable next)."""
+        if self.sync_later:
+            if os.path.exists(self.path):
+                with open(self.path, "rb") as f:
+                    os.fsync(f.fileno())
+            self.sync_later = False
+
     def _save(self) -> None:
-        write_entries(self.path, self.entries)
+        write_entries(self.path, self.entries, sync=not self.sync_later)

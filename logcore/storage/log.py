@@ -59,7 +59,8 @@ class PartitionLog:
         self.last_flush_ms = int(time.time() * 1000)
         # A new partition's directory entries are made durable at its first flush, not at creation:
         # until then it holds nothing acknowledged, and a topic of thousands of partitions is created
-        # without an fsync per partition (Kafka flushes a new log's directory lazily too).
+        # without an fsync per partition (Kafka flushes a new log's directory lazily too), its
+        # leader-epoch checkpoint included (`LeaderEpochCache.sync_later`).
         self._unsynced_directory = False
         self._truncations = 0  # a background flush of sealed segments applies only if this did not change
         self.epochs = LeaderEpochCache(directory)
@@ -81,7 +82,7 @@ class PartitionLog:
         self.log_start_offset, self.recovery_point = log_start_offset, recovery_point
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory)
-            self._unsynced_directory = True
+            self._unsynced_directory = self.epochs.sync_later = True
         swap.finish_swaps(self.directory)
         self._remove_orphan_indexes()
         interval = self.config["index.interval.bytes"]
@@ -330,7 +331,9 @@ class PartitionLog:
         self.last_flush_ms = int(time.time() * 1000)
 
     def _sync_directories(self) -> None:
-        """Make the segment files' entries durable, and a new partition's own entry in the data directory."""
+        """Make the segment files' entries durable, and a new partition's own entry in the data directory
+        (with the leader-epoch checkpoint it holds)."""
+        self.epochs.make_durable()
         fsync_dir(self.directory)
         if self._unsynced_directory:
             fsync_dir(os.path.dirname(self.directory))
