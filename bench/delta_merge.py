@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_sink.session import builder  # noqa: E402
+from spark_sink.session import SMALL_BATCHES, builder  # noqa: E402
 
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
@@ -40,12 +40,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=5_000)
     parser.add_argument("--merges", type=int, default=6, help="per setting, after one warm-up each")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--small-batches", action="store_true",
+                        help="the session with spark_sink.session.SMALL_BATCHES, as `binlake sink run --small-batches`")
     parser.add_argument("--compare", action="append", metavar="KEY=A,B",
                         help="a runtime SQL setting and its two values; several go together  "
                              "[default: the snapshot partitions, 50 and the sink's]")
     args = parser.parse_args()
 
-    spark = builder("bench-delta-merge", master=args.master).getOrCreate()
+    spark = builder("bench-delta-merge", master=args.master, conf=SMALL_BATCHES if args.small_batches else None).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     pid = spark.sparkContext._gateway.proc.pid  # (spark-submit execs the JVM)
     from delta.tables import DeltaTable
@@ -75,7 +77,8 @@ def main() -> None:
                  .whenNotMatchedInsertAll().execute())
                 if round_:  # the first round warms the JVM up
                     times[name].append((time.monotonic() - began, jvm_cpu(pid) - cpu))
-    print(f"MERGE of {args.batch:,} rows into {args.rows:,} on {args.master}, {args.merges} each, interleaved "
+    print(f"MERGE of {args.batch:,} rows into {args.rows:,} on {args.master}{' (small batches)' if args.small_batches else ''}, "
+          f"{args.merges} each, interleaved "
           f"(load {' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
     for name, figures in times.items():
         wall, cpu = ([f[i] for f in figures] for i in (0, 1))

@@ -25,8 +25,12 @@ _VERSION = re.compile(r"-\d+(\.\d+)+[\w.\-]*\.jar$")  # the last -N.N... run: -4
 # code and the JIT's C2 compiler cost more than they save there; a small MERGE took half the JVM CPU
 # without them (bench/delta_merge.py --compare, docs/sink.md "Latency"). Not the sink's default: on a
 # backlog, generated code pays off. `binlake sink run --small-batches` sets them.
+# C1 alone gets the JVM's client-sized code cache (48 MB): a sink running for minutes filled it with
+# Spark's and Delta's compiled methods and the code-cache sweeper then flushed and the JIT recompiled
+# them for ever (the sweeper thread alone took a fifth of the JVM's CPU in the demo): give it the
+# tiered JIT's usual 240 MB.
 SMALL_BATCHES = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                 "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+                 "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"}
 
 
 class MissingJars(RuntimeError):
