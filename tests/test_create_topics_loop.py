@@ -51,6 +51,13 @@ def describe(address: str, name: str):
         return client.call(metadata_request(name)).topics[0]
 
 
+def delete(address: str, name: str):
+    """DeleteTopics of `name` by name; the topic's result."""
+    with WireClient(address, timeout=CREATE_TIMEOUT_S) as client:
+        topic = DeleteTopicState(name=TopicName(name), topic_id=uuid.UUID(int=0))
+        return client.call(DeleteTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=60))).responses[0]
+
+
 class Create(threading.Thread):
     """One CreateTopics on its own connection; `error_code` and `seconds` once it is answered."""
 
@@ -129,10 +136,7 @@ def test_a_delete_during_a_create_finds_no_topic_yet_and_the_create_ends_whole(b
     create = Create(broker.address, "brief", WIDE // 2)
     create.start()
     wait_for(lambda: (broker.data_dir / "brief-0").is_dir(), "the create to start making its logs")
-    with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
-        deleted = client.call(DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("brief"),
-                                                                           topic_id=uuid.UUID(int=0)),),
-                                                  timeout=datetime.timedelta(seconds=60))).responses[0]
+    deleted = delete(broker.address, "brief")
     create.join()
     assert deleted.error_code == ErrorCode.unknown_topic_or_partition, "the delete came while the logs were made"
     assert create.error_code == ErrorCode.none
@@ -184,10 +188,7 @@ def test_partitions_added_to_a_topic_deleted_meanwhile_are_deleted_too(broker):
     growing = threading.Thread(target=grow, daemon=True)
     growing.start()
     wait_for(lambda: (broker.data_dir / "grows-1").is_dir(), "the new partitions' logs to be made")
-    with WireClient(broker.address, timeout=CREATE_TIMEOUT_S) as client:
-        deleted = client.call(DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName("grows"),
-                                                                           topic_id=uuid.UUID(int=0)),),
-                                                  timeout=datetime.timedelta(seconds=60))).responses[0]
+    deleted = delete(broker.address, "grows")
     growing.join()
     assert deleted.error_code == ErrorCode.none
     assert grown == [ErrorCode.unknown_topic_or_partition], "the delete came while the logs were made"
