@@ -179,6 +179,9 @@ class Avro:
         client = SchemaRegistryClient({"url": registry_url})
         columns = [ColumnDef(n, t.split("(")[0], tuple(int(a) for a in t.split("(")[1].rstrip(")").split(",")),
                              nullable=n != "id") for n, t in COLUMNS]
+
+        def framed(subject: str, schema: dict) -> bytes:
+            return b"\0" + client.register_schema(subject, Schema(json.dumps(schema), "AVRO")).to_bytes(4, "big")
         self.tables = {}
         for table in tables:
             ns = namespace(server, DB, table)
@@ -186,9 +189,6 @@ class Avro:
             value, image, _ = table_record("Value", ns, columns, "precise")
             envelope = envelope_schema(ns, value)
             key = table_record("Key", ns, columns[:1], "precise") if keys else None
-
-            def framed(subject: str, schema: dict) -> bytes:
-                return b"\0" + client.register_schema(subject, Schema(json.dumps(schema), "AVRO")).to_bytes(4, "big")
             self.tables[table] = (topic, framed(f"{topic}-value", envelope), parse_schema(envelope), f"{ns}.Value",
                                   image, key and (framed(f"{topic}-key", key.schema), key.binary))
 
