@@ -194,21 +194,8 @@ def submit_command(config_path: str, url: str) -> None:
     if not isinstance(name, str):
         click.echo(f"{config_path}: name: required key is missing", err=True)
         sys.exit(2)
-    request = urllib.request.Request(f"{url.rstrip('/')}/connectors/{urllib.parse.quote(name)}/config",
-                                     data=json.dumps(body).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            click.echo(f"{'created' if response.status == 201 else 'updated'} connector {name}")
-    except urllib.error.HTTPError as exc:
-        answer = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            answer = json.loads(answer)["message"]
-        click.echo(f"{url} refused connector {name} ({exc.code}): {answer}", err=True)
-        sys.exit(1)
-    except (urllib.error.URLError, OSError) as exc:
-        click.echo(f"cannot reach a worker at {url}: {getattr(exc, 'reason', exc)}", err=True)
-        sys.exit(1)
+    status = _send_to_worker(url, f"/connectors/{urllib.parse.quote(name)}/config", "PUT", body, f"connector {name}")
+    click.echo(f"{'created' if status == 201 else 'updated'} connector {name}")
 
 
 @connect_command.command("signal")
@@ -236,17 +223,22 @@ def signal_command(name: str, kind: str, tables: tuple[str, ...], where: str | N
         if where is not None:
             data["additional-conditions"] = [{"data-collection": names[0], "filter": where}]
     body = {"type": kind, "data": data, **({"id": signal_id} if signal_id else {})}
-    request = urllib.request.Request(f"{url.rstrip('/')}/connectors/{urllib.parse.quote(name)}/signals",
-                                     data=json.dumps(body).encode(), method="POST",
+    _send_to_worker(url, f"/connectors/{urllib.parse.quote(name)}/signals", "POST", body, "the signal")
+    click.echo(f"{kind} sent to connector {name}")
+
+
+def _send_to_worker(url: str, path: str, method: str, body: dict, what: str) -> int:
+    """A JSON request to a worker's REST API; its HTTP status, or exit 1 saying why it failed."""
+    request = urllib.request.Request(f"{url.rstrip('/')}{path}", data=json.dumps(body).encode(), method=method,
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=60):
-            click.echo(f"{kind} sent to connector {name}")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status
     except urllib.error.HTTPError as exc:
         answer = exc.read().decode(errors="replace")
         with contextlib.suppress(ValueError):
             answer = json.loads(answer)["message"]
-        click.echo(f"{url} refused the signal ({exc.code}): {answer}", err=True)
+        click.echo(f"{url} refused {what} ({exc.code}): {answer}", err=True)
         sys.exit(1)
     except (urllib.error.URLError, OSError) as exc:
         click.echo(f"cannot reach a worker at {url}: {getattr(exc, 'reason', exc)}", err=True)
