@@ -141,7 +141,7 @@ async def _end_offset(settings: dict, topic: str) -> int:
 
 
 def test_what_alice_may_not_do_is_refused_with_its_error_and_writes_nothing(secure_broker):
-    broker = secure_broker(**AUTHORIZER)
+    broker = secure_broker(**AUTHORIZER, **{"group.initial.rebalance.delay.ms": "0"})  # (alice's group: one member)
     admin = admin_client(broker)
     make_topics(admin, "allowed", "forbidden")
     create(admin, [allow(ResourceType.TOPIC, "allowed", AclOperation.WRITE),

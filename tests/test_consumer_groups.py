@@ -23,8 +23,10 @@ from waiting import wait_for
 from wire import WireClient
 
 # Short sessions so a killed member goes within seconds (Kafka's floor is 45 s).
+# (the classic groups some tests form beside them have one member: no initial rebalance delay)
 CONFIG = {"group.consumer.min.session.timeout.ms": "2000", "group.consumer.session.timeout.ms": "6000",
-          "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "500"}
+          "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "500",
+          "group.initial.rebalance.delay.ms": "0"}
 SESSION_S = 6
 
 
