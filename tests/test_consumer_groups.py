@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.offset_commit.v9.request import OffsetCommitRequest, OffsetCommitRequestPartition, \
     OffsetCommitRequestTopic
+from brokerproc import NO_REBALANCE_DELAY
 from waiting import wait_for
 from wire import WireClient
 
@@ -26,7 +27,7 @@ from wire import WireClient
 # (the classic groups some tests form beside them have one member: no initial rebalance delay)
 CONFIG = {"group.consumer.min.session.timeout.ms": "2000", "group.consumer.session.timeout.ms": "6000",
           "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "500",
-          "group.initial.rebalance.delay.ms": "0"}
+          **NO_REBALANCE_DELAY}
 SESSION_S = 6
 
 
