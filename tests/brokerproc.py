@@ -8,7 +8,15 @@ from confluent_kafka import Consumer, TopicPartition
 
 from testkit.brokerproc import BINLAKE, ROOT, BrokerProcess, free_port
 
-__all__ = ["BINLAKE", "ROOT", "BrokerProcess", "free_port", "read_to_end"]
+__all__ = ["BINLAKE", "NO_REBALANCE_DELAY", "ROOT", "BrokerProcess", "TO_THE_END", "free_port", "read_to_end"]
+
+# A confluent-kafka reader that reports each partition's end as soon as it is there: librdkafka reports it
+# from the empty fetch after the last record, which the broker holds for fetch.wait.max.ms (500 ms unless set).
+TO_THE_END = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+
+# A broker's config for a test whose classic group (or registry or Connect election) has one member, or all
+# at once: no waiting Kafka's 3 s for more members to join an empty group first.
+NO_REBALANCE_DELAY = {"group.initial.rebalance.delay.ms": "0"}
 
 
 def read_to_end(address: str, topics: dict[str, int], isolation: str = "read_uncommitted",
@@ -16,7 +24,7 @@ def read_to_end(address: str, topics: dict[str, int], isolation: str = "read_unc
     """Every value of every partition of `topics` ({name: partition count}) up to its end (the LSO
     for read_committed), partition by partition, read with a real confluent-kafka consumer."""
     consumer = Consumer({"bootstrap.servers": address, "group.id": "reader", "enable.auto.commit": False,
-                        "isolation.level": isolation, "enable.partition.eof": True})
+                        "isolation.level": isolation, **TO_THE_END})
     consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
     got: dict[tuple[str, int], list[bytes]] = {}
     ended: set[tuple[str, int]] = set()

@@ -20,6 +20,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+from brokerproc import NO_REBALANCE_DELAY
 from waiting import wait_for
 from wire import WireClient
 
@@ -141,7 +142,7 @@ async def _end_offset(settings: dict, topic: str) -> int:
 
 
 def test_what_alice_may_not_do_is_refused_with_its_error_and_writes_nothing(secure_broker):
-    broker = secure_broker(**AUTHORIZER)
+    broker = secure_broker(**AUTHORIZER, **NO_REBALANCE_DELAY)  # (alice's group: one member)
     admin = admin_client(broker)
     make_topics(admin, "allowed", "forbidden")
     create(admin, [allow(ResourceType.TOPIC, "allowed", AclOperation.WRITE),

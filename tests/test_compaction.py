@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from crc32c import crc32c
+from brokerproc import TO_THE_END
 from test_idempotence import produce as raw_produce
 
 from testkit.clusterproc import LocalCluster
@@ -49,7 +50,7 @@ def produce(address: str, topic: str, records: list[tuple[bytes, bytes | None]],
 def consume_all(address: str, topic: str, isolation: str = "read_uncommitted") -> list[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of every record from the start to the end, read by confluent-kafka."""
     consumer = Consumer({"bootstrap.servers": address, "group.id": "reader", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
+                         "isolation.level": isolation, **TO_THE_END})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = []
     deadline = time.monotonic() + 60

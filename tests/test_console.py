@@ -3,7 +3,7 @@
 import subprocess
 import time
 
-from brokerproc import BINLAKE, ROOT, free_port
+from brokerproc import BINLAKE, NO_REBALANCE_DELAY, ROOT, free_port
 
 
 def binlake(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -87,7 +87,8 @@ def test_acks_zero_still_delivers(broker):
     assert lines == ["x", "y"]
 
 
-def test_group_resumes_where_it_committed(broker):
+def test_group_resumes_where_it_committed(broker_factory):
+    broker = broker_factory(config=NO_REBALANCE_DELAY)  # (each run's group: one member)
     produce(broker.address, "grouped", [f"m{i}" for i in range(6)])
     first, _ = consume(broker.address, "grouped", "--group", "console-g", "--from-beginning", "--max-messages", "4")
     rest, _ = consume(broker.address, "grouped", "--group", "console-g", "--from-beginning", "--max-messages", "2")

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from test_consumer_groups import CONFIG, Members, Traffic, create_topic, describe, exact
+from test_consumer_groups import CONFIG, POLLED, Members, Traffic, create_topic, describe, exact
 from waiting import wait_for
 
 PARTITIONS = 6
@@ -36,10 +36,10 @@ class Committing(Members):
             for i, c in enumerate(self.consumers):
                 if c is None:
                     continue
-                message = c.poll(0.02)
-                if message is not None and not message.error():
-                    self.received[i].append((message.partition(), message.offset()))
-                    c.commit(message=message, asynchronous=True)
+                for message in c.consume(POLLED, 0.02):
+                    if not message.error():
+                        self.received[i].append((message.partition(), message.offset()))
+                        c.commit(message=message, asynchronous=True)
             return condition()
         wait_for(step, what, timeout)
 

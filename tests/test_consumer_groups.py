@@ -19,13 +19,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.offset_commit.v9.request import OffsetCommitRequest, OffsetCommitRequestPartition, \
     OffsetCommitRequestTopic
+from brokerproc import NO_REBALANCE_DELAY
 from waiting import wait_for
 from wire import WireClient
 
 # Short sessions so a killed member goes within seconds (Kafka's floor is 45 s).
+# (the classic groups some tests form beside them have one member: no initial rebalance delay)
 CONFIG = {"group.consumer.min.session.timeout.ms": "2000", "group.consumer.session.timeout.ms": "6000",
-          "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "500"}
+          "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "500",
+          **NO_REBALANCE_DELAY}
 SESSION_S = 6
+POLLED = 500  # messages a member takes in one poll at the most
 
 
 @pytest.fixture
@@ -87,11 +91,11 @@ class Members:
         self.history.append([])
 
     def poll_until(self, condition, what: str, timeout: float = 60) -> None:
-        def step():
+        def step():  # (what each member has, not one message a step: wait_for pauses between steps)
             for i, c in enumerate(self.consumers):
-                message = c.poll(0.02)
-                if message is not None and not message.error():
-                    self.received[i].append((time.monotonic(), message.partition()))
+                for message in c.consume(POLLED, 0.02):
+                    if not message.error():
+                        self.received[i].append((time.monotonic(), message.partition()))
                 self.history[i].append(owned(c))
             return condition()
         wait_for(step, what, timeout)

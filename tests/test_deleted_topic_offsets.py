@@ -196,7 +196,8 @@ def test_in_a_cluster_the_groups_coordinator_removes_the_offsets_and_its_success
     assert committed_on(nodes, group, "T") < 0
     assert committed_on(nodes, "first", "T") < 0  # every group's offsets, wherever it is coordinated
 
-    nodes.brokers[coordinator].kill()  # the next coordinator loads the group from the replicated log
+    nodes.brokers[coordinator].stop()  # the next coordinator loads the group from the replicated log (a controlled
+    # shutdown moves it at once; a coordinator's death: test_replication)
     wait_for(lambda: leader_of(admin, "__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
              not in (coordinator, -1), "a new coordinator")
     assert committed_on(nodes, group, "T") < 0

@@ -9,6 +9,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                    ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
 from binlake.cli import main
+from brokerproc import NO_REBALANCE_DELAY
 from waiting import wait_for
 
 TIMEOUT = 15
@@ -88,7 +89,8 @@ def test_describe_user_scram_credentials_with_no_users_named_lists_every_user(br
     assert described["alice"].scram_credential_infos[0].iterations == 4096
 
 
-def test_binlake_configs_and_groups_tools_handle_groups(broker):
+def test_binlake_configs_and_groups_tools_handle_groups(broker_factory):
+    broker = broker_factory(config=NO_REBALANCE_DELAY)  # (the classic group: one member)
     def run(*args: str) -> str:
         result = CliRunner().invoke(main, list(args))
         assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from brokerproc import free_port, read_to_end
+from brokerproc import TO_THE_END, free_port, read_to_end
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from crc32c import crc32c
@@ -289,7 +289,7 @@ def test_confluent_carries_on_after_deleted_records_made_it_unknown(broker):
     assert admin.delete_records([tp])[tp].result(TIMEOUT).low_watermark == 10
     send(b"after-")
     assert failures == []
-    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "check", "enable.partition.eof": True})
+    consumer = Consumer({"bootstrap.servers": broker.address, "group.id": "check", **TO_THE_END})
     consumer.assign([TopicPartition("reset", 0, -2)])  # from the log start offset
     values = []
     while (msg := consumer.poll(TIMEOUT)) is not None and msg.error() is None:

@@ -13,14 +13,14 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from brokerproc import ROOT
+from brokerproc import ROOT, TO_THE_END
 from waiting import wait_for
 
 
 def records(address: str, topic: str, partitions: int) -> list[tuple]:
     """(partition, key, value, headers) of every committed record, partition by partition."""
     consumer = Consumer({"bootstrap.servers": address, "group.id": "check", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
+                         "isolation.level": "read_committed", **TO_THE_END})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got, ended, deadline = [], set(), time.monotonic() + 60
     while len(ended) < partitions:

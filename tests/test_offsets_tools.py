@@ -9,10 +9,16 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from brokerproc import ROOT
+from brokerproc import NO_REBALANCE_DELAY, ROOT
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(NO_REBALANCE_DELAY)  # (the consumer tools' groups: one member each)
 
 
 def binlake(*args: str) -> subprocess.CompletedProcess:

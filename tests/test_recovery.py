@@ -20,7 +20,7 @@ from kio.static.primitive import i16, i32
 from logcore.protocol.codec import ErrorCode
 from logcore.storage.batch import HEADER_SIZE, read_header
 from logcore.storage.records import encode_batch
-from brokerproc import read_to_end
+from brokerproc import TO_THE_END, read_to_end
 from wire import WireClient
 
 FLUSH_EVERY_MESSAGE = {"log.flush.interval.messages": "1"}
@@ -46,7 +46,7 @@ def produce_one_by_one(address: str, topic: str, values: list[bytes], partition:
 
 def consume_all(address: str, topic: str, partition: int = 0, start: int = 0) -> list[tuple[int, bytes]]:
     consumer = Consumer({"bootstrap.servers": address, "group.id": "recovery-check", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
+                         **TO_THE_END})
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)
         consumer.assign([TopicPartition(topic, partition, start)])

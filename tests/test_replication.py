@@ -582,7 +582,7 @@ def test_leader_elections_on_request_preferred_and_unclean(cluster):
     preferred = {p: replicas[0] for p, (_, replicas, _) in found.items()}
     assert all(leader == preferred[p] for p, (leader, _, _) in found.items())
     moved = preferred[0]
-    nodes.brokers[moved].kill()
+    nodes.brokers[moved].stop()  # (a controlled shutdown moves its leaderships at once; a death's: tests above)
     wait_for(lambda: partitions(admin, "orders")[0][0] not in (moved, -1), "partition 0 to move")
     nodes.brokers[moved].start()
     wait_for(lambda: all(len(isr) == 3 for _, _, isr in partitions(admin, "orders").values()),
@@ -742,9 +742,7 @@ def test_a_new_replica_starts_at_the_leaders_log_start(cluster, tmp_path):
                                         "--reassignment-json-file", str(tmp_path / "plan.json")])
     assert started.exit_code == 0, started.output
     wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[1:] == ([0, 1], [0, 1]), "broker 1 to join the ISR")
-    nodes.brokers[0].kill()
-    # (ZooKeeper notices the death after its session timeout, then the controller elects: on a loaded
-    # CI machine that once took over a minute)
+    nodes.brokers[0].stop()  # (a controlled shutdown: its leadership moves to broker 1 without a session's timeout)
     wait_for(lambda: partitions(admin, "trimmed").get(0, (-1,))[0] == 1, "broker 1 to lead", timeout=180)
     consumer = Consumer({"bootstrap.servers": nodes.bootstrap, "group.id": "unused", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})

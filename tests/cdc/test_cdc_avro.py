@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from brokerproc import BrokerProcess
+from brokerproc import NO_REBALANCE_DELAY, BrokerProcess
 from cdc.formats.debezium_avro import AvroTable, table_record
 from cdc.murmur2 import partition_for
 from cdc.offsets import SourceInfo
@@ -34,7 +34,7 @@ from testkit.registryproc import RegistryProcess
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    broker = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
+    broker = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", config=NO_REBALANCE_DELAY).start()
     process = RegistryProcess(broker.address, tmp_path_factory.mktemp("registry") / "registry.log").start()
     yield process
     process.kill()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from brokerproc import NO_REBALANCE_DELAY
 from testkit.clusterproc import LocalCluster
 from testkit.registryproc import RegistryProcess
 from e2e_harness import CONNECT_RUN, ConnectorProcess
@@ -28,6 +29,13 @@ def connector(tmp_path):
     yield start
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def broker(broker_factory):
+    """tests/conftest.py's broker, with no initial rebalance delay: a group here (the registry's election) has one
+    member."""
+    return broker_factory(NO_REBALANCE_DELAY)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The mysql connector end to end: `binlake connect run` (a subprocess) against a throwaway server and a
 real broker, events read back with a read_committed aiokafka consumer. Every test runs against MySQL (at
-its defaults: minimal row metadata, GTIDs) and MariaDB (the `server` fixture)."""
+its defaults: minimal row metadata, GTIDs) and MariaDB (the `server` fixture); two whose behaviour is past the
+source run on MySQL with -m slow."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from prometheus_scrape import endpoint, scrape
 
+from sql_fixtures import by_default_on
 from e2e_harness import ROOT, mysql_config, mysql_rows, read_committed, replay, same_rows, wait_until, write_config
 
 
@@ -167,6 +169,7 @@ async def test_config_errors_list_every_wrong_key_with_its_path(connector, tmp_p
         assert line in log, log
 
 
+@by_default_on("mariadb")    # (the connector groups them past the source, alike for either server)
 async def test_a_backlog_of_small_transactions_is_grouped_into_few_kafka_transactions(server, broker, connector,
                                                                                     tmp_path):
     db = server.new_database()
@@ -250,6 +253,7 @@ def source_process(connector_pid: int) -> int:
     return source
 
 
+@by_default_on("mariadb")    # (the runtime restarts the task; the restart on each server: the shop.yaml test)
 async def test_a_killed_source_process_restarts_the_task_and_nothing_is_lost_or_repeated(server, broker, connector,
                                                                                       tmp_path):
     db = server.new_database()

@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from brokerproc import read_to_end
+from brokerproc import NO_REBALANCE_DELAY, read_to_end
 from testkit.reference import JAVA, MissingReference, apicurio_classpath
 from testkit.registryproc import RegistryProcess
 
@@ -50,6 +50,11 @@ def compiled(line, tmp_path) -> tuple[str, Path]:
     source = Path(__file__).parent / "java" / "ApicurioAvro.java"
     subprocess.run(["javac", "-cp", jars, "-d", str(tmp_path), str(source)], check=True, timeout=120)
     return jars, tmp_path
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(NO_REBALANCE_DELAY)  # (the registry's election)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from testkit.reference import start_connect
-from brokerproc import read_to_end
+from brokerproc import NO_REBALANCE_DELAY, read_to_end
 from waiting import wait_for
 
 pytestmark = pytest.mark.java
@@ -96,10 +96,11 @@ def test_debezium_on_a_standalone_worker_writes_logcore_topics_that_equal_mysql(
         connect.stop()
 
 
-def test_debezium_exactly_once_on_a_distributed_worker_writes_transactions_to_logcore(reference_jars, broker,
+def test_debezium_exactly_once_on_a_distributed_worker_writes_transactions_to_logcore(reference_jars, broker_factory,
                                                                                        mariadb, shop, tmp_path):
     """KIP-618: the worker's task writes through a transactional producer, its offsets in the same
     transactions, and the worker's leader fences zombies through the admin API (FenceProducers)."""
+    broker = broker_factory(NO_REBALANCE_DELAY)  # (the Connect cluster's group: one worker)
     connect = start_connect(tmp_path / "connect", broker.address, worker={
         "group.id": "connect-cluster", "exactly.once.source.support": "enabled",
         **{f"{kind}.storage.{key}": value for kind in ("config", "offset", "status")

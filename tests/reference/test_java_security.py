@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
+from brokerproc import NO_REBALANCE_DELAY
 from testkit.reference import run_tool
 
 pytestmark = pytest.mark.java
@@ -22,7 +23,7 @@ def properties(path, certs, user: str, password: str):
 
 def test_the_java_client_authenticates_and_is_held_to_the_acls(reference_jars, secure_broker, certs, tmp_path):
     broker = secure_broker(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                              "super.users": "User:admin;User:ANONYMOUS"})
+                              "super.users": "User:admin;User:ANONYMOUS", **NO_REBALANCE_DELAY})
     admin = AdminClient({"bootstrap.servers": broker.address("PLAINTEXT")})
     for user in ("bob", "admin"):  # (SCRAM users; Java's JAAS parser reads no \" in the PLAIN admin's password)
         upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),

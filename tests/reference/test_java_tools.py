@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
+from brokerproc import NO_REBALANCE_DELAY
 from java_tools import KafkaTools, json_lines
 from waiting import wait_for
 from wire import WireClient
@@ -21,7 +22,6 @@ from logcore.protocol.codec import ApiKey, request_class
 pytestmark = pytest.mark.java
 # A group's first rebalance without the 3 s wait for more members, as in Kafka's own integration tests
 # (TestUtils.createBrokerConfig): the tools here form groups of one, or add members later on purpose.
-NO_REBALANCE_DELAY = {"group.initial.rebalance.delay.ms": "0"}
 
 
 @pytest.fixture

@@ -10,11 +10,8 @@ import itertools
 
 import pytest
 
-from brokerproc import BrokerProcess
+from brokerproc import NO_REBALANCE_DELAY, BrokerProcess
 from testkit.registryproc import RegistryProcess
-
-NO_REBALANCE_DELAY = {"group.initial.rebalance.delay.ms": "0"}  # the first election without Kafka's 3 s wait
-
 
 @pytest.fixture(scope="module")
 def sr_broker(tmp_path_factory):

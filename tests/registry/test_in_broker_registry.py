@@ -15,7 +15,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from binlake.broker_cmd import InBrokerRegistry
-from conftest import NO_REBALANCE_DELAY
+from brokerproc import NO_REBALANCE_DELAY
 from sandbox.process import free_port
 from test_schema_registry import V1, V2
 from testkit.brokerproc import BINLAKE, ROOT

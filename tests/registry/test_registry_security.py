@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from brokerproc import NO_REBALANCE_DELAY
 from testkit.registryproc import RegistryProcess
 
 USERS = "# name: password[,role...]\nalice: alice-secret,admin\nbob: bob-secret\n"
@@ -60,7 +61,7 @@ def test_a_users_file_with_hashed_passwords_is_refused_naming_the_line(sr_broker
 
 
 def test_on_a_sasl_ssl_listener(secure_broker, certs, tmp_path):
-    broker = secure_broker()
+    broker = secure_broker(**NO_REBALANCE_DELAY)
     (tmp_path / "kafka.yaml").write_text(
         "security:\n  protocol: SASL_SSL\n  sasl_mechanism: PLAIN\n  username: alice\n"
         f"  password: alice-secret\n  ca_file: {certs / 'ca.pem'}\n")

@@ -18,7 +18,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 
-from conftest import NO_REBALANCE_DELAY
+from brokerproc import NO_REBALANCE_DELAY
 from testkit.registryproc import RegistryProcess
 from waiting import wait_for
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from binlake.cli import main
-from brokerproc import read_to_end
+from brokerproc import TO_THE_END, read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
 from waiting import wait_for
 
@@ -66,7 +66,7 @@ def committed(address: str) -> int:
 def records(address: str, topic: str) -> list:
     """The committed records of single-partition `topic`, headers and all."""
     consumer = Consumer({"bootstrap.servers": address, "group.id": "dlq-reader", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
+                         "isolation.level": "read_committed", **TO_THE_END})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got, deadline = [], time.monotonic() + 30
     try:

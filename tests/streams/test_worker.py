@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from testkit.brokerproc import ROOT
 from binlake.cli import main
-from brokerproc import read_to_end
+from brokerproc import NO_REBALANCE_DELAY, read_to_end
 from faust_workers import Worker, faust_broker, wait_outputs
 from streams.agent_errors import AgentErrors, AgentSupervisor
 from streams.exactly_once import ExactlyOnceTransport, install
@@ -172,9 +172,10 @@ async def report():
 '''
 
 
-def test_after_start_the_worker_logs_at_the_level_asked_for(broker, tmp_path):
+def test_after_start_the_worker_logs_at_the_level_asked_for(broker_factory, tmp_path):
     """faust raises the root logger to DEBUG for its start-up spinner (at -l warn, its default) and
     left it there, so every debug call built a record the handlers dropped."""
+    broker = broker_factory(config=NO_REBALANCE_DELAY)
     (tmp_path / "levels_app.py").write_text(LEVEL_APP.format(address=broker.address))
     worker = subprocess.Popen([sys.executable, "-m", "binlake.cli", "streams", "worker", "levels_app", "-l", "warn",
                                "--without-web"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"},
