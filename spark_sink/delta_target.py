@@ -37,7 +37,8 @@ from .plan import HISTORY_META, META, TableBatch, history
 log = logging.getLogger(__name__)
 TRUNCATED_AT = "binlake.truncatedAt"  # table property: sequence of the latest TRUNCATE applied
 _TXN_APP, _TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
-TABLE_WRITERS = 4  # tables of one batch written at once (bench/sink.py --versus: three tables, two cores)
+TABLE_WRITERS = 4  # at most this many tables of a batch are written at once (docs/benchmarks.md, issue 39)
+_SIDE_TABLE = {"changelog": "__changelog", "scd2": "__history"}  # the mode's second table, beside each table
 
 
 def q(name: str) -> str:
@@ -71,13 +72,12 @@ class DeltaTables:
         """Every table's part at once; the first failure is raised once every table's writer has ended
         (a replay of the batch skips the tables already written, by their idempotent-write identity)."""
         for (db, table), _ in batches:
-            for suffix in ("", "__changelog", "__history"):
-                path = self.path(db, table, suffix)
-                if path not in self._tables:
+            for suffix in ("", *filter(None, [_SIDE_TABLE.get(self.mode)])):
+                if (path := self.path(db, table, suffix)) not in self._tables:
                     self._tables[path] = _Table(self.spark.newSession())
+        writer = inheritable_thread_target(self.spark)(self._write_table)  # (the query's job group: stop cancels it)
         with ThreadPoolExecutor(min(TABLE_WRITERS, len(batches) or 1), thread_name_prefix="delta-writer") as pool:
-            written = [pool.submit(inheritable_thread_target(self.spark)(self._write_table), app_id, batch_id, db, table, batch)
-                       for (db, table), batch in batches]
+            written = [pool.submit(writer, app_id, batch_id, db, table, batch) for (db, table), batch in batches]
         for future in written:
             future.result()
 
@@ -99,9 +99,9 @@ class DeltaTables:
             state.spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{truncated_at}')")
             state.truncated_at = truncated_at
         if self.mode == "changelog":
-            self._append_changelog(app_id, batch_id, self.path(db, table, "__changelog"), batch)
+            self._append_changelog(app_id, batch_id, self.path(db, table, _SIDE_TABLE["changelog"]), batch)
         elif self.mode == "scd2":
-            self._merge_history(app_id, batch_id, self.path(db, table, "__history"), batch)
+            self._merge_history(app_id, batch_id, self.path(db, table, _SIDE_TABLE["scd2"]), batch)
         if self.target.catalog:
             state.spark.sql(f"CREATE TABLE IF NOT EXISTS {q(f'{self.target.catalog}{db}_{table}')} USING DELTA "
                            f"LOCATION '{path}'")
