@@ -24,7 +24,7 @@ import logging
 
 import psycopg
 from psycopg import sql
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .changes import TableSchema
@@ -47,12 +47,13 @@ def ident(*parts: str) -> sql.Composable:
     return sql.SQL(".").join(sql.Identifier(p) for p in parts)
 
 
-def staged(table: str, batch: TableBatch) -> DataFrame:
-    """A table's changes as the staging table holds them: the table, and the row (its columns, then META)
-    as JSON, bytes in PostgreSQL's hex form (to_json would write base64)."""
-    binary = {c.name for c in batch.schema.columns if c.type.spark == "binary"}
-    values = [F.concat(F.lit("\\x"), F.hex(c)).alias(c) if c in binary else F.col(c) for c in (*batch.columns, *META)]
-    return batch.changes.select(F.lit(table).alias("__table"), F.to_json(F.struct(*values), _JSON).alias("row"))
+def staging(table: str, schema: TableSchema) -> list[Column]:
+    """The projection of a table's changes into the staging table: the table, and the row (its columns, then
+    META) as JSON, bytes in PostgreSQL's hex form (to_json would write base64)."""
+    binary = {c.name for c in schema.columns if c.type.spark == "binary"}
+    values = [F.concat(F.lit("\\x"), F.hex(c)).alias(c) if c in binary else F.col(c)
+              for c in (*(c.name for c in schema.columns), *META)]
+    return [F.lit(table).alias("__table"), F.to_json(F.struct(*values), _JSON).alias("row")]
 
 
 class PostgresTables:
@@ -64,6 +65,7 @@ class PostgresTables:
         self.retention_ms = tombstone_retention_ms
         self._writes: dict[str, int] = {}  # batches written per table, for the tombstone purge
         self._ensured: dict[str, tuple] = {}  # per table: the columns and key its tables have (this job is their writer)
+        self._projections: dict[tuple, list[Column]] = {}  # per table and columns: `staging`
         with self._connect() as conn:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(sql.SQL("""CREATE TABLE IF NOT EXISTS {} (query_id text PRIMARY KEY, batch_id bigint NOT NULL,
@@ -108,7 +110,8 @@ class PostgresTables:
         Every change, not each key's latest: the merge's DISTINCT ON takes that, with no shuffle in Spark."""
         conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s AND __table = ANY(%s)").format(
             ident(self.schema, STAGE)), (batch_id, [table for (_, table), _ in batches]))
-        rows = functools.reduce(DataFrame.unionByName, (staged(table, batch) for (_, table), batch in batches))
+        rows = functools.reduce(DataFrame.union, (batch.changes.select(*self._staging(table, batch.schema))
+                                                  for (_, table), batch in batches))
         (rows.withColumn("__batch", F.lit(batch_id).cast("bigint"))
          .coalesce(self.spark.sparkContext.defaultParallelism)  # (a JDBC connection a task, and most are empty)
          .write.format("jdbc").mode("append")
@@ -116,6 +119,13 @@ class PostgresTables:
          .option("dbtable", f'"{self.schema}"."{STAGE}"').option("user", self.target.user)
          .option("password", self.target.password.get_secret_value()).option("batchsize", 10000)
          .option("driver", "org.postgresql.Driver").save())
+
+    def _staging(self, table: str, schema: TableSchema) -> list[Column]:
+        """`staging(table, schema)`, built once (each expression costs the driver a round trip to the JVM)."""
+        key = (table, schema.columns)
+        if key not in self._projections:
+            self._projections[key] = staging(table, schema)
+        return self._projections[key]
 
     def _staged(self, table: str, batch: TableBatch, batch_id: int) -> sql.Composable:
         """`WITH staged AS (...)`: the table's staged changes of the batch, typed again by its columns."""
