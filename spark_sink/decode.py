@@ -132,6 +132,13 @@ def typed(rows: DataFrame, schema: TableSchema,
     delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts; plus, for each
     column, whether its value failed to convert (`__bad_<i>`), for `SinkJob._converted` (spark_sink/job.py).
     `value` reads one column from a record's image (text_value; spark_sink/decode_avro.py for Avro)."""
+    return rows.select(*typed_columns(schema, value))
+
+
+def typed_columns(schema: TableSchema,
+                  value: Callable[[ChangeColumn], tuple[Column, Column]] = text_value) -> list[Column]:
+    """`typed`'s projection, for a caller that keeps it from batch to batch (each expression built costs the
+    driver a round trip to the JVM)."""
     key = set(schema.primary_key)
     columns, bad = [], []
     for i, c in enumerate(schema.columns):
@@ -140,6 +147,5 @@ def typed(rows: DataFrame, schema: TableSchema,
             typed_value = F.when(F.col("op") != "d", typed_value)
         columns.append(typed_value.alias(c.name))
         bad.append((present & typed_value.isNull() & (F.col("op") != "d")).alias(f"__bad_{i}"))
-    return rows.select(*columns, F.col("seq").alias("__seq"), F.col("op").alias("__op"),
-                       (F.col("op") == "d").alias("__deleted"), F.timestamp_millis("ts_ms").alias("__ts"),
-                       "topic", "partition", "offset", "position", *bad)
+    return [*columns, F.col("seq").alias("__seq"), F.col("op").alias("__op"), (F.col("op") == "d").alias("__deleted"),
+            F.timestamp_millis("ts_ms").alias("__ts"), *map(F.col, ("topic", "partition", "offset", "position")), *bad]

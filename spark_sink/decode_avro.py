@@ -17,6 +17,7 @@ column a writer schema lacks (added later, or dropped before) is null, and the t
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Callable
 
@@ -96,17 +97,21 @@ class Decoder:
     def __init__(self, registry) -> None:
         self.registry = registry
         self.writers: dict[int, WriterSchema] | None = None
+        self._steps: list[list[Column]] = []  # `records`' projections for the writers: built once for each set
 
     def records(self, kafka: DataFrame) -> DataFrame:
         """`records` of the batch with the schemas known so far (listed from the registry on the first batch)."""
         if self.writers is None:
-            self.writers = self._listed()
-        return records(kafka, self.writers)
+            self._know(self._listed())
+        return functools.reduce(lambda df, step: df.select(*step), self._steps, kafka)
 
     def learn(self, ids: set[int]) -> None:
         """The batch holds records of `ids`, which it did not know: list the registry again and fetch each of
         them (SchemaNotFound, or ValueError for a schema this path cannot read, names the id)."""
-        self.writers = {**self._listed(), **{i: WriterSchema(i, self.registry(i)) for i in ids}}
+        self._know({**self._listed(), **{i: WriterSchema(i, self.registry(i)) for i in ids}})
+
+    def _know(self, writers: dict[int, WriterSchema]) -> None:
+        self.writers, self._steps = writers, steps(writers)
 
     def _listed(self) -> dict[int, WriterSchema]:
         writers = {}
@@ -121,13 +126,19 @@ class Decoder:
 def records(kafka: DataFrame, writers: dict[int, WriterSchema]) -> DataFrame:
     """One row per Kafka record, with decode.records' columns plus `schema_id` and `image_<id>` for each of
     `writers` (id → WriterSchema); kind `unknown` for a framed record whose id is not among them."""
-    framed = kafka.select("topic", "partition", "offset", "value", schema_id().alias("schema_id"))
+    return functools.reduce(lambda df, step: df.select(*step), steps(writers), kafka)
+
+
+def steps(writers: dict[int, WriterSchema]) -> list[list[Column]]:
+    """`records` as the projections it applies one after the other (the Decoder keeps them from batch to batch:
+    each expression built costs the driver a round trip to the JVM)."""
+    framed = [*map(F.col, ("topic", "partition", "offset", "value")), schema_id().alias("schema_id")]
     ids = sorted(writers)
     body = F.expr("substring(value, 6)")
     sid = F.col("schema_id")
     known = sid.isin(*ids) if ids else F.lit(False)
-    envelopes = framed.select("*", *[F.when(sid == i, from_avro(body, writers[i].text, {"mode": "PERMISSIVE"}))
-                                     .alias(f"e_{i}") for i in ids])
+    envelopes = [F.col("*"), *[F.when(sid == i, from_avro(body, writers[i].text, {"mode": "PERMISSIVE"}))
+                               .alias(f"e_{i}") for i in ids]]
 
     def field(*path: str) -> Column:  # the field of whichever envelope the record has
         fields = [F.col(f"e_{i}").getField(path[0]) for i in ids]
@@ -143,15 +154,15 @@ def records(kafka: DataFrame, writers: dict[int, WriterSchema]) -> DataFrame:
             .otherwise("bad"))
     reason = (F.when(sid.isNull(), F.lit(NOT_FRAMED))
               .otherwise(F.format_string("not a Debezium change event in schema %d's Avro", sid)))
-    return envelopes.select(
-        "topic", "partition", "offset", "schema_id", kind.alias("kind"),
+    return [framed, envelopes, [
+        *map(F.col, ("topic", "partition", "offset", "schema_id")), kind.alias("kind"),
         F.when(known, F.concat_ws(".", src.db, src.table)).alias("table"), op.alias("op"),
         debezium_sequence(src).alias("seq"), F.coalesce(field("source", "ts_ms"), field("ts_ms")).cast("bigint").alias("ts_ms"),
         F.lit(None).cast("array<string>").alias("pk"), F.lit(None).cast("string").alias("types"),
         F.when(kind == "bad", reason).alias("reason"), F.when(kind == "bad", F.base64("value")).alias("raw"),
         F.concat(src.file, F.lit(":"), src.pos.cast("string")).alias("position"),
         *[F.when(F.col(f"e_{i}.op") == "d", F.col(f"e_{i}.before")).otherwise(F.col(f"e_{i}.after")).alias(f"image_{i}")
-          for i in ids])
+          for i in ids]]]
 
 
 def values(writers: dict[int, WriterSchema], ids: set[int]) -> Callable[[ChangeColumn], tuple[Column, Column]]:

@@ -12,6 +12,7 @@ reading, planning (decode.py, plan.py) and committing (delta_target.py, postgres
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -19,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_sink import decode, decode_avro, metrics
 from spark_sink.changes import TableSchema, UnsupportedType
 from spark_sink.config import SinkConfig, duration_ms
-from spark_sink.plan import TableBatch
+from spark_sink.plan import META, TableBatch
 from spark_sink.schemas import DebeziumSchemas, canal_schema
 from spark_sink.writer_schemas import SchemaNotFound, WriterSchemas
 
@@ -55,6 +56,34 @@ class TableSummary:
     schema_ids: set = field(default_factory=set)  # debezium-avro: the writer schemas of its records
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """One table's decode.typed projection, and what tells a value that failed to convert, with why."""
+
+    columns: list  # the projection: typed columns, META, the record's place, a `__bad_<i>` flag per column
+    keep: list  # what a TableBatch's changes hold: the MySQL columns, then META
+    bad: Column | None  # any value failed to convert (None: the table has no columns)
+    reason: Column | None  # which, and where the record is
+    stop: Column | None  # errors.tolerance none: true, or the job stopped with the reason
+
+    @classmethod
+    def of(cls, schema: TableSchema, columns: list, tolerance: str) -> "Conversion":
+        flags = [F.col(f"__bad_{i}") for i in range(len(schema.columns))]
+        keep = [c.name for c in schema.columns] + list(META)
+        if not flags:
+            return cls(columns, keep, None, None, None)
+        bad = F.greatest(*flags) if len(flags) > 1 else flags[0]
+        column = F.coalesce(*[F.when(flag, F.lit(f"column {c.name}: a value does not fit {c.type.spark} "
+                                                 f"(MySQL {c.type.base})")) for flag, c in zip(flags, schema.columns)])
+        reason = F.concat(F.lit(f"table {schema.table}, "), column, F.lit(" at "), F.col("position"),
+                          F.lit(" (topic "), F.col("topic"), F.lit(", partition "), F.col("partition").cast("string"),
+                          F.lit(", offset "), F.col("offset").cast("string"), F.lit(")"))
+        stop = F.when(bad, F.raise_error(F.concat(reason, F.lit("; set errors: {tolerance: all} to send such records "
+                                                                "to the dead-letter table instead")))
+                      ).otherwise(F.lit(True)) if tolerance == "none" else None
+        return cls(columns, keep, bad, reason, stop)
+
+
 class SinkJob:
     def __init__(self, spark: SparkSession, config: SinkConfig) -> None:
         # A session of its own (same SparkContext): the Delta target puts each merge's idempotent-write
@@ -72,6 +101,7 @@ class SinkJob:
         self.avro = decode_avro.Decoder(WriterSchemas(config.schema_registry, config.topics, config.topic_pattern)) \
             if config.format == "debezium-avro" else None
         self.timings: list[dict] = []  # per batch: seconds spent reading+decoding, planning, writing
+        self._conversions: dict[tuple, Conversion] = {}  # by table structure and writer schemas (_conversion)
         self.name = "binlake-sink"      # the streaming query's
 
     def start(self, name: str = "binlake-sink") -> StreamingQuery:
@@ -129,7 +159,9 @@ class SinkJob:
         since it last listed the registry) is decoded again, whole, once it has learnt them."""
         while True:
             records, value = self._decoded(kafka)
-            records = records.persist()
+            # As many partitions as cores: the Kafka source makes one a topic partition, and each is a task in every
+            # job of the batch (a small batch's tasks cost more to schedule than to run).
+            records = records.coalesce(self.spark.sparkContext.defaultParallelism).persist()
             cached.append(records)
             summary, offsets = self._summary(records)
             unknown = set().union(*(r.schema_ids for r in summary if r.kind == "unknown"))
@@ -158,16 +190,8 @@ class SinkJob:
         quantiles of its changes' MySQL commit times (not of snapshot reads) and (Canal) the latest
         column types and key; and each partition's end offset."""
         canal = self.config.format == "canal"
-        latest = [F.max_by(c, "seq").alias(c) for c in ("types", "pk", "position")] + [F.max("seq").alias("last")] \
-            if canal else []
-        committed = F.when((F.col("kind") == "row") & (F.col("op") != "r") & (F.col("ts_ms") > 0), F.col("ts_ms"))
-        by_schema = ["schema_id"] if "schema_id" in records.columns else []   # (debezium-avro)
-        rows = (records.groupBy("kind", "table", "topic", "partition", *by_schema)
-                .agg(F.count("*").alias("n"), F.max(F.when(F.col("kind") == "truncate", F.col("seq"))).alias("truncate"),
-                     (F.max("offset") + 1).alias("end"), F.count(committed).alias("committed"),
-                     F.percentile_approx(committed, list(metrics.COMMIT_TIME_PROBABILITIES)).alias("commit_ms"),
-                     *latest)
-                .collect())
+        by_schema = ["schema_id"] if self.avro is not None else []
+        rows = records.groupBy("kind", "table", "topic", "partition", *by_schema).agg(*self._tallies).collect()
         offsets: dict = {}
         summary: dict[tuple, TableSummary] = {}
         for r in rows:  # one row per partition: fold them per table
@@ -184,6 +208,16 @@ class SinkJob:
                 s.last, s.types, s.pk, s.position = r.last, r.types, r.pk, r.position
         return list(summary.values()), offsets
 
+    @functools.cached_property
+    def _tallies(self) -> list[Column]:
+        """The summary's aggregates, built once (as `_conversion`'s expressions)."""
+        latest = [F.max_by(c, "seq").alias(c) for c in ("types", "pk", "position")] + [F.max("seq").alias("last")] \
+            if self.config.format == "canal" else []
+        committed = F.when((F.col("kind") == "row") & (F.col("op") != "r") & (F.col("ts_ms") > 0), F.col("ts_ms"))
+        return [F.count("*").alias("n"), F.max(F.when(F.col("kind") == "truncate", F.col("seq"))).alias("truncate"),
+                (F.max("offset") + 1).alias("end"), F.count(committed).alias("committed"),
+                F.percentile_approx(committed, list(metrics.COMMIT_TIME_PROBABILITIES)).alias("commit_ms"), *latest]
+
     def _plan(self, records: DataFrame, summary: list, value: Callable) -> list[tuple[tuple[str, str], TableBatch]]:
         history = self.schemas.catch_up() if self.schemas else None
         truncates = dict(history.truncates) if history else {}
@@ -198,12 +232,9 @@ class SinkJob:
                 raise SinkError(f"table {table} has no primary key: the sink merges by key; add one in MySQL, "
                                 f"or leave the table out of the connector's tables")
             rows = records.where((F.col("kind") == "row") & (F.col("table") == table))
-            ids = set().union(*(r.schema_ids for r in summary if r.table == table and r.kind == "row"))
-            try:
-                typed = decode.typed(rows, schema, value(ids))
-            except UnsupportedType as exc:
-                raise SinkError(f"table {table}: {exc}") from None
-            changes = self._converted(typed, schema)
+            ids = frozenset().union(*(r.schema_ids for r in summary if r.table == table and r.kind == "row"))
+            conversion = self._conversion(schema, ids, value)
+            changes = self._converted(rows.select(*conversion.columns), conversion)
             planned.append((self.config.target_name(table), TableBatch(table, schema, changes, truncates.get(table))))
         return planned
 
@@ -219,30 +250,32 @@ class SinkJob:
             return TableSchema(table, (), (), "")
         return canal_schema(table, row.types, row.pk, row.position)
 
-    def _converted(self, typed: DataFrame, schema: TableSchema) -> DataFrame:
+    def _conversion(self, schema: TableSchema, ids: frozenset, value: Callable) -> "Conversion":
+        """A table's projection and checks for its structure and writer schemas, built at its first batch
+        and kept: building the expressions costs the driver a JVM round trip each, a second and more a batch."""
+        key = (schema.table, schema.columns, schema.primary_key, ids)
+        if key not in self._conversions:
+            try:
+                columns = decode.typed_columns(schema, value(ids))
+            except UnsupportedType as exc:
+                raise SinkError(f"table {schema.table}: {exc}") from None
+            self._conversions[key] = Conversion.of(schema, columns, self.config.errors.tolerance)
+        return self._conversions[key]
+
+    def _converted(self, typed: DataFrame, conversion: "Conversion") -> DataFrame:
         """The typed changes without values that failed to convert: by default such a value stops
         the job, raised from inside whichever Spark job meets it first (no pass of its own), naming
         the table, column, binlog position and record; with errors.tolerance: all its record goes
         to the dead-letter table."""
-        flags = [F.col(f"__bad_{i}") for i in range(len(schema.columns))]
-        bookkeeping = [f"__bad_{i}" for i in range(len(schema.columns))] + ["topic", "partition", "offset", "position"]
-        if not flags:
-            return typed.drop(*bookkeeping)
-        any_bad = F.greatest(*flags) if len(flags) > 1 else flags[0]
-        column = F.coalesce(*[F.when(flag, F.lit(f"column {c.name}: a value does not fit {c.type.spark} "
-                                                 f"(MySQL {c.type.base})")) for flag, c in zip(flags, schema.columns)])
-        reason = F.concat(F.lit(f"table {schema.table}, "), column, F.lit(" at "), F.col("position"),
-                          F.lit(" (topic "), F.col("topic"), F.lit(", partition "), F.col("partition").cast("string"),
-                          F.lit(", offset "), F.col("offset").cast("string"), F.lit(")"))
-        if self.config.errors.tolerance == "none":
-            stop = F.raise_error(F.concat(reason, F.lit("; set errors: {tolerance: all} to send such records to the "
-                                                        "dead-letter table instead")))
-            return typed.where(F.when(any_bad, stop).otherwise(F.lit(True))).drop(*bookkeeping)
-        failed = typed.where(any_bad)
+        if conversion.bad is None:
+            return typed.select(*conversion.keep)
+        if conversion.stop is not None:
+            return typed.where(conversion.stop).select(*conversion.keep)
+        failed = typed.where(conversion.bad)
         if failed.limit(1).count():
-            self.target.dead_letter(failed.select("topic", "partition", "offset", reason.alias("reason"),
+            self.target.dead_letter(failed.select("topic", "partition", "offset", conversion.reason.alias("reason"),
                                                   F.lit(None).cast("string").alias("raw")))
-        return typed.where(~any_bad).drop(*bookkeeping)
+        return typed.where(~conversion.bad).select(*conversion.keep)
 
     def _bad_records(self, records: DataFrame, batch_id: int) -> DataFrame:
         bad = records.where(F.col("kind") == "bad")

@@ -5,23 +5,26 @@ Source `db.table` lands as the view `<schema>.<table>`: exactly the live rows, t
 first, then `__seq`, `__op`, `__ts`. Behind it, the table `<table>__base` holds live rows and
 tombstones (`__deleted`). `changelog` and `scd2` modes add `<table>__changelog` / `<table>__history`.
 
-A micro-batch goes in two steps. Executors write its rows through Spark's JDBC writer into
-unlogged staging tables, tagged with the batch id (rows of an earlier, crashed attempt of the same
-batch are deleted first; a task run again after its commit stages its rows twice, which every step
-below reads as once). Then the driver runs one transaction: merge the staged rows
-(`INSERT … ON CONFLICT … WHERE newer`), apply a TRUNCATE, record the batch id and its end offsets
-in `_binlake_sink`, clear the staging rows, commit. A batch whose id is already recorded is skipped,
-so the warehouse itself is the exactly-once record of what was applied.
+A micro-batch goes in two steps. Executors write every table's changes in one Spark job (Spark's
+JDBC writer) into the unlogged staging table `_binlake_stage`, one row a change: its table, the
+batch id and the row as JSON (rows of an earlier, crashed attempt of the same batch are deleted
+first; a task run again after its commit stages its rows twice, which every step below reads as
+once). Then the driver runs one transaction: per table, merge the latest staged change of each key
+(`INSERT … SELECT DISTINCT ON … ON CONFLICT … WHERE newer`), apply a TRUNCATE, append the changelog
+or the history; record the batch id and its end offsets in `_binlake_sink`, clear the staging rows,
+commit. A batch whose id is already recorded is skipped, so the warehouse itself is the
+exactly-once record of what was applied.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
 import psycopg
 from psycopg import sql
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .changes import TableSchema
@@ -35,10 +38,22 @@ META_TYPES = {"__seq": "numeric(38,0)", "__op": "text", "__deleted": "boolean", 
 _SPARK_OF_PG = {"integer": "int", "bigint": "bigint", "real": "float", "double precision": "double", "date": "date",
                 "timestamp without time zone": "timestamp_ntz", "timestamp with time zone": "timestamp",
                 "bytea": "binary", "text": "string", "jsonb": "string"}
+STAGE = "_binlake_stage"  # every table's staged changes: its table, the batch id, the row as JSON
+# Timestamps to the microsecond (to_json's default stops at the millisecond), with their offset.
+_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
 
 
 def ident(*parts: str) -> sql.Composable:
     return sql.SQL(".").join(sql.Identifier(p) for p in parts)
+
+
+def staging(table: str, schema: TableSchema) -> list[Column]:
+    """The projection of a table's changes into the staging table: the table, and the row (its columns, then
+    META) as JSON, bytes in PostgreSQL's hex form (to_json would write base64)."""
+    binary = {c.name for c in schema.columns if c.type.spark == "binary"}
+    values = [F.concat(F.lit("\\x"), F.hex(c)).alias(c) if c in binary else F.col(c)
+              for c in (*(c.name for c in schema.columns), *META)]
+    return [F.lit(table).alias("__table"), F.to_json(F.struct(*values), _JSON).alias("row")]
 
 
 class PostgresTables:
@@ -49,6 +64,8 @@ class PostgresTables:
         self.mode = mode
         self.retention_ms = tombstone_retention_ms
         self._writes: dict[str, int] = {}  # batches written per table, for the tombstone purge
+        self._ensured: dict[str, tuple] = {}  # per table: the columns and key its tables have (this job is their writer)
+        self._projections: dict[tuple, list[Column]] = {}  # per table and columns: `staging`
         with self._connect() as conn:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(sql.SQL("""CREATE TABLE IF NOT EXISTS {} (query_id text PRIMARY KEY, batch_id bigint NOT NULL,
@@ -56,6 +73,8 @@ class PostgresTables:
                          .format(ident(self.schema, "_binlake_sink")))
             conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (table_name text PRIMARY KEY, truncated_at numeric(38,0))")
                          .format(ident(self.schema, "_binlake_tables")))
+            conn.execute(sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} (__table text NOT NULL, __batch bigint NOT NULL, "
+                                 "row jsonb NOT NULL)").format(ident(self.schema, STAGE)))
 
     def _connect(self, autocommit: bool = True) -> psycopg.Connection:
         return psycopg.connect(self.target.dsn, autocommit=autocommit)
@@ -64,6 +83,7 @@ class PostgresTables:
 
     def write(self, app_id: str, batch_id: int, batches: list[tuple[tuple[str, str], TableBatch]],
               offsets: dict) -> None:
+        tables = [table for (_, table), _ in batches]
         with self._connect() as conn:
             done = conn.execute(sql.SQL("SELECT batch_id FROM {} WHERE query_id = %s").format(
                 ident(self.schema, "_binlake_sink")), (app_id,)).fetchone()
@@ -72,33 +92,53 @@ class PostgresTables:
                 return
             for (_, table), batch in batches:
                 self._ensure(conn, table, batch.schema)
-                self._stage(conn, table, batch, batch_id)
+            self._stage(conn, batches, batch_id)
         with self._connect(autocommit=False) as conn, conn.transaction():
             for (_, table), batch in batches:
                 self._merge(conn, table, batch, batch_id)
+            conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s AND __table = ANY(%s)").format(
+                ident(self.schema, STAGE)), (batch_id, tables))
             conn.execute(sql.SQL("""INSERT INTO {} (query_id, batch_id, end_offsets) VALUES (%s, %s, %s)
                                     ON CONFLICT (query_id) DO UPDATE SET batch_id = EXCLUDED.batch_id,
                                     end_offsets = EXCLUDED.end_offsets, committed_at = now()""")
                          .format(ident(self.schema, "_binlake_sink")),
                          (app_id, batch_id, json.dumps({f"{t}:{p}": end for (t, p), end in sorted(offsets.items())})))
 
-    def _stage(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
-        """Write the batch's rows into the staging tables from the executors (Spark's JDBC writer)."""
-        staged = [(f"_binlake_stage_{table}", batch.latest())]
-        if self.mode in ("changelog", "scd2"):
-            staged.append((f"_binlake_stage_{table}__changes", batch.changes))
-        for name, rows in staged:
-            conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(ident(self.schema, name)), (batch_id,))
-            (rows.select(*batch.columns, *META).withColumn("__batch", F.lit(batch_id).cast("bigint"))
-             .write.format("jdbc").mode("append")
-             .option("url", f"{self.target.url}?reWriteBatchedInserts=true&stringtype=unspecified")
-             .option("dbtable", f'"{self.schema}"."{name}"').option("user", self.target.user)
-             .option("password", self.target.password.get_secret_value()).option("batchsize", 10000)
-             .option("driver", "org.postgresql.Driver").save())
+    def _stage(self, conn, batches: list[tuple[tuple[str, str], TableBatch]], batch_id: int) -> None:
+        """Every change of every table of the batch into the staging table, in one Spark job (each table's
+        own would pay Spark's fixed cost per job once per table): from the executors, by Spark's JDBC writer.
+        Every change, not each key's latest: the merge's DISTINCT ON takes that, with no shuffle in Spark."""
+        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s AND __table = ANY(%s)").format(
+            ident(self.schema, STAGE)), (batch_id, [table for (_, table), _ in batches]))
+        rows = functools.reduce(DataFrame.union, (batch.changes.select(*self._staging(table, batch.schema))
+                                                  for (_, table), batch in batches))
+        (rows.withColumn("__batch", F.lit(batch_id).cast("bigint"))
+         .coalesce(self.spark.sparkContext.defaultParallelism)  # (a JDBC connection a task, and most are empty)
+         .write.format("jdbc").mode("append")
+         .option("url", f"{self.target.url}?reWriteBatchedInserts=true&stringtype=unspecified")
+         .option("dbtable", f'"{self.schema}"."{STAGE}"').option("user", self.target.user)
+         .option("password", self.target.password.get_secret_value()).option("batchsize", 10000)
+         .option("driver", "org.postgresql.Driver").save())
+
+    def _staging(self, table: str, schema: TableSchema) -> list[Column]:
+        """`staging(table, schema)`, built once (each expression costs the driver a round trip to the JVM)."""
+        key = (table, schema.columns)
+        if key not in self._projections:
+            self._projections[key] = staging(table, schema)
+        return self._projections[key]
+
+    def _staged(self, table: str, batch: TableBatch, batch_id: int) -> sql.Composable:
+        """`WITH staged AS (...)`: the table's staged changes of the batch, typed again by its columns."""
+        types = {**{c.name: c.type.postgres for c in batch.schema.columns}, **META_TYPES}
+        typed = sql.SQL(", ").join(sql.SQL("(row ->> {})::{} AS {}").format(sql.Literal(name), sql.SQL(kind),
+                                                                             sql.Identifier(name))
+                                   for name, kind in types.items())
+        return sql.SQL("WITH staged AS (SELECT {} FROM {} WHERE __batch = {} AND __table = {})").format(
+            typed, ident(self.schema, STAGE), sql.Literal(batch_id), sql.Literal(table))
 
     def _merge(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
         keys, columns = batch.keys, batch.columns
-        base, stage = ident(self.schema, f"{table}__base"), ident(self.schema, f"_binlake_stage_{table}")
+        base = ident(self.schema, f"{table}__base")
         all_columns = [*columns, *META]
         names = sql.SQL(", ").join(map(sql.Identifier, all_columns))
         stored = conn.execute(sql.SQL("SELECT truncated_at FROM {} WHERE table_name = %s").format(
@@ -112,16 +152,16 @@ class PostgresTables:
                                     DO UPDATE SET truncated_at = EXCLUDED.truncated_at""")
                          .format(ident(self.schema, "_binlake_tables")), (table, truncated_at))
         updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in all_columns)
-        # One row per key (its latest): a task that Spark ran again after its JDBC commit (an executor lost
-        # before reporting it) staged its rows twice, and ON CONFLICT DO UPDATE refuses to touch a row twice.
+        # One row per key, its latest change, if the latest TRUNCATE did not empty it away. (Also how a task
+        # that Spark ran again after its JDBC commit, its executor lost before reporting it, is applied once:
+        # it staged its rows twice, and ON CONFLICT DO UPDATE refuses to touch a row twice.)
         key_list = sql.SQL(", ").join(map(sql.Identifier, keys))
-        conn.execute(sql.SQL("""INSERT INTO {base} ({names})
-                                SELECT DISTINCT ON ({keys}) {names} FROM {stage} WHERE __batch = %s AND __seq > %s
+        conn.execute(sql.SQL("""{staged} INSERT INTO {base} ({names})
+                                SELECT DISTINCT ON ({keys}) {names} FROM staged WHERE __seq > %s
                                 ORDER BY {keys}, __seq DESC
                                 ON CONFLICT ({keys}) DO UPDATE SET {updates} WHERE {base}.__seq < EXCLUDED.__seq""")
-                     .format(base=base, names=names, stage=stage, keys=key_list, updates=updates),
-                     (batch_id, truncated_at))
-        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(stage), (batch_id,))
+                     .format(staged=self._staged(table, batch, batch_id), base=base, names=names, keys=key_list,
+                             updates=updates), (truncated_at,))
         self._writes[table] = self._writes.get(table, 0) + 1
         if self._writes[table] % PURGE_EVERY == 0:  # tombstones older than the retention go
             conn.execute(sql.SQL("DELETE FROM {} WHERE __deleted AND __ts < now() - %s * interval '1 millisecond'")
@@ -132,34 +172,34 @@ class PostgresTables:
             self._merge_history(conn, table, batch, batch_id)
 
     def _append_changelog(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
-        changes = ident(self.schema, f"_binlake_stage_{table}__changes")
         names = sql.SQL(", ").join(map(sql.Identifier, [*batch.columns, *META]))
-        conn.execute(sql.SQL("INSERT INTO {} ({n}) SELECT {n} FROM {} WHERE __batch = %s ON CONFLICT DO NOTHING")
-                     .format(ident(self.schema, f"{table}__changelog"), changes, n=names), (batch_id,))
-        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(changes), (batch_id,))
+        conn.execute(sql.SQL("{} INSERT INTO {} ({n}) SELECT {n} FROM staged ON CONFLICT DO NOTHING")
+                     .format(self._staged(table, batch, batch_id), ident(self.schema, f"{table}__changelog"), n=names))
 
     def _merge_history(self, conn, table: str, batch: TableBatch, batch_id: int) -> None:
         """Versions of the batch's keys recomputed from their history and the batch's changes (see
         plan.history, the same rules in SQL)."""
         keys, columns = batch.keys, batch.columns
-        changes, hist = ident(self.schema, f"_binlake_stage_{table}__changes"), ident(self.schema, f"{table}__history")
+        hist = ident(self.schema, f"{table}__history")
         data = sql.SQL(", ").join(map(sql.Identifier, [*columns, "__seq", "__op"]))
         key_list = sql.SQL(", ").join(map(sql.Identifier, keys))
         conn.execute(sql.SQL("""
-            WITH versions AS (
-                SELECT {data}, __start_at FROM {hist} WHERE ({keys}) IN (SELECT {keys} FROM {changes} WHERE __batch = %s)
-                UNION SELECT {data}, __ts FROM {changes} WHERE __batch = %s)
+            {staged}, versions AS (
+                SELECT {data}, __start_at FROM {hist} WHERE ({keys}) IN (SELECT {keys} FROM staged)
+                UNION SELECT {data}, __ts FROM staged)
             INSERT INTO {hist} ({data}, __start_at, __end_at, __is_current)
             SELECT {data}, __start_at, lead(__start_at) OVER w, lead(__seq) OVER w IS NULL AND __op <> 'd'
             FROM versions WINDOW w AS (PARTITION BY {keys} ORDER BY __seq)
             ON CONFLICT ({keys}, __seq) DO UPDATE SET __end_at = EXCLUDED.__end_at, __is_current = EXCLUDED.__is_current
-        """).format(data=data, hist=hist, keys=key_list, changes=changes), (batch_id, batch_id))
-        conn.execute(sql.SQL("DELETE FROM {} WHERE __batch = %s").format(changes), (batch_id,))
+        """).format(staged=self._staged(table, batch, batch_id), data=data, hist=hist, keys=key_list))
 
     # -- tables and their schemas --------------------------------------------------------------------
 
     def _ensure(self, conn, table: str, schema: TableSchema) -> None:
-        """Create or evolve the base table, its view, staging tables and the mode's extra table."""
+        """Create or evolve the base table, its view and the mode's extra table: once per table and
+        structure, since this job is the only one that changes them."""
+        if self._ensured.get(table) == (schema.columns, schema.primary_key):
+            return
         base = f"{table}__base"
         existing = self._columns(conn, base)
         keys = sql.SQL(", ").join(map(sql.Identifier, schema.primary_key))
@@ -177,23 +217,12 @@ class PostgresTables:
                 conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(ident(self.schema, table)))
                 conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
                     ident(self.schema, base), sql.Identifier(name), kind, sql.Identifier(name), kind))
-            if change:  # staging tables follow the base: recreated on the next line
-                for suffix in ("", "__changes"):
-                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
-                        ident(self.schema, f"_binlake_stage_{table}{suffix}")))
         visible = [c for c in self._columns(conn, base) if c not in META_TYPES] + ["__seq", "__op", "__ts"]
         if list(self._columns(conn, table)) != visible:  # new or changed: replaced in one transaction
             with conn.transaction():
                 conn.execute(sql.SQL("DROP VIEW IF EXISTS {}").format(ident(self.schema, table)))
                 conn.execute(sql.SQL("CREATE VIEW {} AS SELECT {} FROM {} WHERE NOT __deleted").format(
                     ident(self.schema, table), sql.SQL(", ").join(map(sql.Identifier, visible)), ident(self.schema, base)))
-        full = {**{c.name: c.type.postgres for c in schema.columns}, **META_TYPES}
-        staging = [f"_binlake_stage_{table}"] + ([f"_binlake_stage_{table}__changes"]
-                                                 if self.mode in ("changelog", "scd2") else [])
-        for name in staging:
-            if not self._columns(conn, name):
-                self._create(conn, name, schema, {**META_TYPES, "__batch": "bigint"}, sql.SQL(""), unlogged=True,
-                             columns=full)
         if self.mode == "changelog" and not self._columns(conn, f"{table}__changelog"):
             self._create(conn, f"{table}__changelog", schema, META_TYPES,
                          sql.SQL(", UNIQUE ({}, __seq)").format(keys))
@@ -202,13 +231,13 @@ class PostgresTables:
                          {"__seq": "numeric(38,0)", "__op": "text", "__start_at": "timestamptz(6)",
                           "__end_at": "timestamptz(6)", "__is_current": "boolean"},
                          sql.SQL(", PRIMARY KEY ({}, __seq)").format(keys))
+        self._ensured[table] = (schema.columns, schema.primary_key)
 
-    def _create(self, conn, name: str, schema: TableSchema, meta: dict[str, str], constraint: sql.Composable,
-                unlogged: bool = False, columns: dict[str, str] | None = None) -> None:
-        columns = {**(columns or {c.name: c.type.postgres for c in schema.columns}), **meta}
+    def _create(self, conn, name: str, schema: TableSchema, meta: dict[str, str], constraint: sql.Composable) -> None:
+        columns = {**{c.name: c.type.postgres for c in schema.columns}, **meta}
         definition = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns.items())
-        conn.execute(sql.SQL("CREATE {}TABLE IF NOT EXISTS {} ({}{})").format(
-            sql.SQL("UNLOGGED " if unlogged else ""), ident(self.schema, name), definition, constraint))
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}{})").format(ident(self.schema, name), definition,
+                                                                             constraint))
 
     def _columns(self, conn, name: str) -> dict[str, str]:
         """Column → data type of a table, in order (empty when it does not exist)."""

@@ -170,16 +170,14 @@ def test_rows_a_retried_task_staged_twice_are_applied_once(spark, postgres, brok
     executor, and none can be killed between that commit and its report."""
     from psycopg import sql
 
-    from spark_sink.postgres_target import PostgresTables, ident
+    from spark_sink.postgres_target import STAGE, PostgresTables, ident
 
     stage = PostgresTables._stage
 
-    def staged_twice(self, conn, table, batch, batch_id):
-        stage(self, conn, table, batch, batch_id)
-        for name in (f"_binlake_stage_{table}", f"_binlake_stage_{table}__changes"):
-            if self._columns(conn, name):
-                conn.execute(sql.SQL("INSERT INTO {0} SELECT * FROM {0} WHERE __batch = %s").format(
-                    ident(self.schema, name)), (batch_id,))
+    def staged_twice(self, conn, batches, batch_id):
+        stage(self, conn, batches, batch_id)
+        conn.execute(sql.SQL("INSERT INTO {0} SELECT * FROM {0} WHERE __batch = %s").format(
+            ident(self.schema, STAGE)), (batch_id,))
 
     monkeypatch.setattr(PostgresTables, "_stage", staged_twice)
     produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100))])
