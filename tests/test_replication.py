@@ -599,17 +599,18 @@ def test_leader_elections_on_request_preferred_and_unclean(cluster):
     wait_for(lambda: {p: leader for p, (leader, _, _) in partitions(admin, "orders").items()} == preferred,
              "every partition led by its preferred replica")
 
-    # Unclean: the follower dies first (leaves the ISR), then the leader; the follower alone comes back.
+    # Unclean: the follower stops first (leaves the ISR), then the leader; the follower alone comes back. (They
+    # stop by SIGTERM: the controller hears of each at once; a death's ISR shrink and failover: the tests above.)
     # "loose" allows unclean elections (topic config), "ledger" does not (the default).
     leader, follower = 1, 2
     for name, unclean in (("ledger", "false"), ("loose", "true")):
         admin.create_topics([NewTopic(name, 1, replica_assignment=[[leader, follower]],
                                       config={"unclean.leader.election.enable": unclean})])[name].result(30)
         wait_for(lambda: partitions(admin, name).get(0, (-1, [], []))[2] == [leader, follower], f"{name}'s ISR")
-    nodes.brokers[follower].kill()
+    nodes.brokers[follower].stop()
     wait_for(lambda: isr_in_zookeeper(nodes, "ledger", 0) == [leader] == isr_in_zookeeper(nodes, "loose", 0),
              "the follower to leave the ISRs")
-    nodes.brokers[leader].kill()
+    nodes.brokers[leader].stop()
     wait_for(lambda: partitions(admin, "ledger").get(0, (None,))[0] == -1, "ledger-0 to lose its leader")
     nodes.brokers[follower].start()
     wait_for(lambda: partitions(admin, "loose").get(0, (None,))[0] == follower, "loose-0 to elect it uncleanly")
@@ -689,7 +690,7 @@ def test_a_partition_moves_to_other_brokers_while_a_producer_writes(cluster, tmp
 
 
 def test_a_controller_taking_over_a_reassignment_under_way_goes_on_electing(cluster, tmp_path):
-    """The controller dies while a reassignment waits for a replica that cannot catch up (stopped);
+    """The controller stops while a reassignment waits for a replica that cannot catch up (paused);
     the next controller follows the reassignment and still elects leaders. (It once deadlocked on
     its own lock doing so, and elected nothing ever again: seen in CI as a partition left leaderless.)"""
     nodes = cluster(3)
@@ -704,7 +705,7 @@ def test_a_controller_taking_over_a_reassignment_under_way_goes_on_electing(clus
         started = CliRunner().invoke(main, ["reassign-partitions", "--bootstrap-server", nodes.brokers[other].address,
                                             "--execute", "--reassignment-json-file", str(tmp_path / "plan.json")])
         assert started.exit_code == 0, started.output
-        nodes.brokers[controller].kill()
+        nodes.brokers[controller].stop()  # (SIGTERM: it resigns at once; the takeover is the same as after a death)
         survivor = AdminClient({"bootstrap.servers": nodes.brokers[other].address})
         wait_for(lambda: survivor.list_topics(timeout=10).controller_id == other, f"broker {other} to take control",
                  timeout=120)
