@@ -34,6 +34,12 @@ from spark_sink.writer_schemas import SchemaNotFound, WriterSchemas
 log = logging.getLogger(__name__)
 
 PROGRESS_S = 5  # how often the lag metric is read from the queries' progress
+# How long the broker may hold an executor's empty fetch. A batch's task reads its partition up to an end
+# offset that, in a transactional topic, is a commit marker, never returned as a record: the task's
+# consumer then fetches past it and the broker holds that empty fetch for fetch.max.wait.ms (500 ms by
+# default) before the task ends. One such wait a partition made a batch of 12 small partitions on two
+# cores read for 3.5 s instead of 0.5-1 s (docs/benchmarks.md, "The Kafka read at a transactional end").
+FETCH_MAX_WAIT_MS = 10
 
 
 class SinkError(RuntimeError):
@@ -112,7 +118,8 @@ class SinkJob:
                   .option("kafka.bootstrap.servers", c.bootstrap_servers)
                   .option("kafka.isolation.level", "read_committed")
                   .option("startingOffsets", c.starting_offsets)
-                  .option("failOnDataLoss", "true"))
+                  .option("failOnDataLoss", "true")
+                  .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS))
         for key, value in c.security.java().items():  # TLS and SASL, as the Java client takes them
             reader = reader.option(f"kafka.{key}", value)
         reader = reader.option("subscribe", ",".join(c.topics)) if c.topics else reader.option("subscribePattern", c.topic_pattern)
