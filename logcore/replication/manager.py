@@ -35,6 +35,8 @@ RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 TopicPartition = tuple[str, int]
 CONSUMER = -1  # a Fetch's replica_id when a client, not a follower, sends it
 MAKE_BATCH = 100  # new partitions' logs made per worker-thread call (make_logs)
+OPEN_BATCH = 50  # existing logs opened per worker-thread call at a start (open_existing)
+PROGRESS_EVERY_S = 5.0  # how often a long start logs how many logs it has opened
 DEBUGGING_CONSUMER = -2  # Kafka's replica_id for a tool reading any replica, follower or leader, up to its HW
 
 
@@ -77,6 +79,7 @@ class ReplicaManager:
         # ISR keeper decides); a single broker has no followers.
         self.on_caught_up: Callable[[Partition, int], None] | None = None
         self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))  # else: recover on open
+        self._all_open = False  # until `started`: a stop before then leaves the checkpoints and marker alone
         # Checkpointed positions of the partitions hosted at startup; consumed by host().
         self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
         self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
@@ -102,14 +105,36 @@ class ReplicaManager:
     def partition_dir(self, topic: str, index: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{index}")
 
-    def host(self, topic: str, index: int, topic_config: TopicConfig, alone: bool = True) -> Partition:
-        """Open (or create) the log of one partition and serve it, here on the event loop (a broker's
-        start opens what it holds this way); `alone`, as its only replica (a cluster tells the
-        partition its role instead). A log that cannot be opened leaves its partition offline
-        (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
-        partition = self._open(topic, index, topic_config, alone, self._checkpointed((topic, index)))
-        self.partitions[(topic, index)] = partition
-        return partition
+    async def open_existing(self, wanted: Sequence[tuple[str, int, TopicConfig]], alone: bool = True) -> None:
+        """At a start, before serving: open the logs this broker already holds (`wanted`: topic, index,
+        config), in `num.recovery.threads.per.data.dir` worker threads, OPEN_BATCH logs per call, and
+        host each batch as it comes back, in one loop step (Kafka's LogManager.loadLogs). The event
+        loop runs meanwhile: a restart with thousands of partitions, or one recovering after a crash,
+        no longer holds it for the whole load. `alone` as for `make_logs`. A log that cannot be opened
+        leaves its partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
+        loop = asyncio.get_running_loop()
+        threads = self.config.get("num.recovery.threads.per.data.dir")
+        began = last_report = time.monotonic()
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="open-logs")
+        try:
+            jobs = [loop.run_in_executor(pool, self._open_all, [
+                (topic, index, config, alone, self._checkpointed((topic, index)))
+                for topic, index, config in wanted[start:start + OPEN_BATCH]])
+                for start in range(0, len(wanted), OPEN_BATCH)]
+            for job in asyncio.as_completed(jobs):
+                self.add(await job)
+                if time.monotonic() - last_report >= PROGRESS_EVERY_S:
+                    last_report = time.monotonic()
+                    log.info("opened %d of %d logs in %s", len(self.partitions), len(wanted), self.data_dir)
+        finally:  # (cancelled: the logs still opening are never hosted; `shutdown` leaves the directory unmarked)
+            pool.shutdown(wait=False, cancel_futures=True)
+        log.info("opened %d logs in %s in %.1f s (%s shutdown, %d thread(s))", len(wanted), self.data_dir,
+                 time.monotonic() - began, "after a clean" if self._clean else "recovering after an unclean",
+                 threads)
+
+    def _open_all(self, batch: list[tuple[str, int, TopicConfig, bool, tuple[int, int, int]]]) -> list[Partition]:
+        """In a worker thread: the partitions are nobody else's until they are added."""
+        return [self._open(*spec) for spec in batch]
 
     async def make_logs(self, topic: str, indexes: Sequence[int], topic_config: TopicConfig, alone: bool = True,
                         leader_epochs: Mapping[int, int] | None = None) -> list[Partition]:
@@ -135,7 +160,7 @@ class ReplicaManager:
 
     def _open_batch(self, topic: str, batch: list[tuple[int, tuple[int, int, int], int | None]],
                     topic_config: TopicConfig, alone: bool) -> list[Partition]:
-        """In a worker thread: the partitions are nobody else's until they are added."""
+        """In a worker thread, as `_open_all`."""
         made = []
         for index, positions, epoch in batch:
             partition = self._open(topic, index, topic_config, alone, positions)
@@ -145,7 +170,7 @@ class ReplicaManager:
         return made
 
     def add(self, partitions: list[Partition]) -> None:
-        """Serve partitions `make_logs` made, all in this one step."""
+        """Serve partitions `make_logs` made (or `open_existing` opened), all in this one step."""
         self.partitions.update(((p.topic, p.index), p) for p in partitions)
 
     async def discard(self, partitions: list[Partition]) -> None:
@@ -164,7 +189,7 @@ class ReplicaManager:
         pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
         partition = Partition(topic, index, pl, self.broker_id)
         try:
-            pl.open(log_start, self._clean, recovery_point)
+            pl.open(log_start, self._clean, recovery_point, lead=alone)
             pl.first_dirty_offset = first_dirty
             if alone:
                 partition.become_leader(pl.leader_epoch, [self.broker_id], [self.broker_id])
@@ -180,6 +205,7 @@ class ReplicaManager:
     def started(self) -> None:
         """After every hosted partition is open: the next crash must recover again, and partitions
         created from now on start empty whatever stale checkpoint entries say."""
+        self._all_open = True
         self._log_starts.clear()
         self._recovery_points.clear()
         self._first_dirty.clear()
@@ -355,11 +381,17 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         """Seal and fsync every log, write the checkpoints, then mark the directory cleanly shut down,
-        unless a partition is offline: its damage must be found again on the next start."""
+        unless a partition is offline: its damage must be found again on the next start. A stop
+        before every log was opened writes neither: the logs not opened keep their checkpointed
+        positions, and the next start recovers what this one did not."""
         self._maker.shutdown(cancel_futures=True)
         for partition in self.partitions.values():
             partition.wake_waiters()
             partition.log.close(flush=not partition.offline_reason)
+        if not self._all_open:
+            log.warning("not checkpointing %s nor marking it cleanly shut down: stopped while its logs opened",
+                        self.data_dir)
+            return
         self.checkpoint()
         offline = [f"{p.topic}-{p.index}" for p in self.partitions.values() if p.offline_reason]
         if offline:
