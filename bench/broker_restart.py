@@ -45,7 +45,7 @@ def fill(broker: BrokerProcess, partitions: int, with_data: float, records: int)
                         operation_timeout=TIMEOUT_S)[TOPIC].result(TIMEOUT_S)
     every = max(round(1 / with_data), 1) if with_data > 0 else partitions + 1
     written = {p: records if p % every == 0 else 0 for p in range(partitions)}
-    producer = Producer({**settings, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer({**settings, "enable.idempotence": True, "linger.ms": 5, "batch.num.messages": 5})
     for p, count in written.items():
         for _ in range(count):
             producer.produce(TOPIC, VALUE, partition=p)
