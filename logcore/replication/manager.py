@@ -80,7 +80,7 @@ class ReplicaManager:
         self.on_caught_up: Callable[[Partition, int], None] | None = None
         self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))  # else: recover on open
         self._all_open = False  # until `started`: a stop before then leaves the checkpoints and marker alone
-        # Checkpointed positions of the partitions hosted at startup; consumed by host().
+        # Checkpointed positions of the partitions hosted at startup; consumed by `_checkpointed`.
         self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
         self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
         self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
@@ -132,8 +132,9 @@ class ReplicaManager:
                  time.monotonic() - began, "after a clean" if self._clean else "recovering after an unclean",
                  threads)
 
-    def _open_all(self, batch: list[tuple[str, int, TopicConfig, bool, tuple[int, int, int]]]) -> list[Partition]:
-        """In a worker thread: the partitions are nobody else's until they are added."""
+    def _open_all(self, batch: list[tuple]) -> list[Partition]:
+        """In a worker thread (`_open`'s arguments, a tuple a partition): the partitions are nobody
+        else's until they are added."""
         return [self._open(*spec) for spec in batch]
 
     async def make_logs(self, topic: str, indexes: Sequence[int], topic_config: TopicConfig, alone: bool = True,
@@ -142,31 +143,20 @@ class ReplicaManager:
         event loop serves everything else meanwhile (each new log is a directory, three files and its
         leader-epoch checkpoint: milliseconds apiece on a busy disk, seconds for a wide topic).
         Returns the partitions, not hosted: the caller `add`s them in one loop step, with the
-        metadata that names them, or `discard`s them. `alone` as for `host`; in a cluster
+        metadata that names them, or `discard`s them. `alone`: as its only replica, leading it (a
+        cluster tells the partition its role instead); in a cluster
         `leader_epochs` gives the epoch a partition is led in from its start, written into its
         checkpoint off the loop too. A log that cannot be made leaves its partition offline."""
         epochs = leader_epochs or {}
         made: list[Partition] = []
         try:
             for start in range(0, len(indexes), MAKE_BATCH):
-                batch = [(index, self._checkpointed((topic, index)), epochs.get(index))
+                batch = [(topic, index, topic_config, alone, self._checkpointed((topic, index)), epochs.get(index))
                          for index in indexes[start:start + MAKE_BATCH]]
-                made += await asyncio.get_running_loop().run_in_executor(
-                    self._maker, self._open_batch, topic, batch, topic_config, alone)
+                made += await asyncio.get_running_loop().run_in_executor(self._maker, self._open_all, batch)
         except BaseException:  # (cancelled, or a bug: the logs made so far go, nothing names them)
             await self.discard(made)
             raise
-        return made
-
-    def _open_batch(self, topic: str, batch: list[tuple[int, tuple[int, int, int], int | None]],
-                    topic_config: TopicConfig, alone: bool) -> list[Partition]:
-        """In a worker thread, as `_open_all`."""
-        made = []
-        for index, positions, epoch in batch:
-            partition = self._open(topic, index, topic_config, alone, positions)
-            if epoch is not None and not partition.offline_reason:
-                partition.log.assign_leader_epoch(epoch)
-            made.append(partition)
         return made
 
     def add(self, partitions: list[Partition]) -> None:
@@ -184,7 +174,8 @@ class ReplicaManager:
         return self._log_starts.pop(tp, 0), self._recovery_points.pop(tp, 0), self._first_dirty.pop(tp, 0)
 
     def _open(self, topic: str, index: int, topic_config: TopicConfig, alone: bool,
-              positions: tuple[int, int, int]) -> Partition:
+              positions: tuple[int, int, int], leader_epoch: int | None = None) -> Partition:
+        """`leader_epoch`: a new replica's in a cluster, led in from its start."""
         log_start, recovery_point, first_dirty = positions
         pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
         partition = Partition(topic, index, pl, self.broker_id)
@@ -193,6 +184,8 @@ class ReplicaManager:
             pl.first_dirty_offset = first_dirty
             if alone:
                 partition.become_leader(pl.leader_epoch, [self.broker_id], [self.broker_id])
+            elif leader_epoch is not None:
+                pl.assign_leader_epoch(leader_epoch)
         except CorruptSegment as exc:
             log.error("partition %s-%d is offline: %s", topic, index, exc)
             partition.mark_offline(str(exc))
