@@ -8,13 +8,15 @@ writes --records records into every partition of a --with-data share (several se
 producer state). Then, --repeat times per --stop kind, the broker is stopped (SIGTERM: a clean
 shutdown; or SIGKILL: the next start recovers) and started again on the same data. Prints, from the
 new process's start: the first Metadata answered, and every partition serving (one ListOffsets of
-them all answered with no error and each log end offset as written).
+them all answered with no error and each log end offset as written); and the time the broker's log
+gives for opening its logs (its line `opened N logs in DIR in S s`, where the build writes one).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -97,6 +99,12 @@ def timed_start(broker: BrokerProcess, written: dict[int, int]) -> tuple[float, 
     return first_metadata, serving
 
 
+def logs_opened_s(broker: BrokerProcess) -> str:
+    """The last start's time to open its logs, from the broker's log."""
+    found = re.findall(r"opened \d+ logs in \S+ in ([\d.]+) s", broker.log())
+    return f"{float(found[-1]):.2f} s" if found else "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=2000)
@@ -111,13 +119,14 @@ def main() -> None:
         broker = BrokerProcess(Path(directory) / "data", config=config).start()
         try:
             written = fill(broker, args.partitions, args.with_data, args.records)
-            print(f"{'partitions':>10} {'with data':>9} {'stop':>5} {'first Metadata':>14} {'all serving':>11}")
+            print(f"{'partitions':>10} {'with data':>9} {'stop':>5} {'first Metadata':>14} {'all serving':>11} "
+                  f"{'logs opened':>11}")
             for kind in args.stop.split(","):
                 for _ in range(args.repeat):
                     broker.stop(TIMEOUT_S) if kind == "clean" else broker.kill()
                     first_metadata, serving = timed_start(broker, written)
                     print(f"{args.partitions:>10,} {sum(1 for c in written.values() if c):>9,} {kind:>5} "
-                          f"{first_metadata:>12.2f} s {serving:>9.2f} s", flush=True)
+                          f"{first_metadata:>12.2f} s {serving:>9.2f} s {logs_opened_s(broker):>11}", flush=True)
         finally:
             broker.kill()
 

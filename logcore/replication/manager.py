@@ -128,7 +128,7 @@ class ReplicaManager:
                     log.info("opened %d of %d logs in %s", len(self.partitions), len(wanted), self.data_dir)
         finally:  # (cancelled: the logs still opening are never hosted; `shutdown` leaves the directory unmarked)
             pool.shutdown(wait=False, cancel_futures=True)
-        log.info("opened %d logs in %s in %.1f s (%s shutdown, %d thread(s))", len(wanted), self.data_dir,
+        log.info("opened %d logs in %s in %.2f s (%s shutdown, %d thread(s))", len(wanted), self.data_dir,
                  time.monotonic() - began, "after a clean" if self._clean else "recovering after an unclean",
                  threads)
 
