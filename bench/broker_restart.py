@@ -1,13 +1,15 @@
 """How long a broker holding many partitions takes to come back after a stop, clean or SIGKILL.
 
     .venv/bin/python bench/broker_restart.py [--partitions 2000] [--with-data 0.1] [--records 40]
-                                             [--stop clean,kill] [--repeat 3] [--override KEY=VALUE ...]
+                                             [--stop clean,kill] [--repeat 3] [--dirty] [--override KEY=VALUE ...]
 
 A real broker (its own process) gets a topic of --partitions partitions; an idempotent producer
 writes --records records into every partition of a --with-data share (several segments each, and
 producer state). Then, --repeat times per --stop kind, the broker is stopped (SIGTERM: a clean
 shutdown; or SIGKILL: the next start recovers) and started again on the same data. Prints, from the
-new process's start: the first Metadata answered, and every partition serving (one ListOffsets of
+new process's start (--dirty: after a kill, on a fresh copy of the data directory, so that every
+page of it waits to be written back, as after a crash under heavy writes, and the recovery's fsyncs
+write them): the first Metadata answered, and every partition serving (one ListOffsets of
 them all answered with no error and each log end offset as written); and the time the broker's log
 gives for opening its logs (its line `opened N logs in DIR in S s`, where the build writes one).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -112,6 +115,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=40, help="records per partition written to")
     parser.add_argument("--stop", default="clean,kill", help="clean (SIGTERM), kill (SIGKILL), or both")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dirty", action="store_true", help="after a kill, restart on a fresh copy of the data")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker config")
     args = parser.parse_args()
     config = dict(item.split("=", 1) for item in args.override)
@@ -124,6 +128,11 @@ def main() -> None:
             for kind in args.stop.split(","):
                 for _ in range(args.repeat):
                     broker.stop(TIMEOUT_S) if kind == "clean" else broker.kill()
+                    if args.dirty and kind == "kill":
+                        copy = broker.data_dir.with_name(f"{broker.data_dir.name}-copy")
+                        shutil.copytree(broker.data_dir, copy)
+                        shutil.rmtree(broker.data_dir)
+                        copy.rename(broker.data_dir)
                     first_metadata, serving = timed_start(broker, written)
                     print(f"{args.partitions:>10,} {sum(1 for c in written.values() if c):>9,} {kind:>5} "
                           f"{first_metadata:>12.2f} s {serving:>9.2f} s {logs_opened_s(broker):>11}", flush=True)
