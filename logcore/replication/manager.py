@@ -108,7 +108,7 @@ class ReplicaManager:
     async def open_existing(self, wanted: Sequence[tuple[str, int, TopicConfig]], alone: bool = True) -> None:
         """At a start, before serving: open the logs this broker already holds (`wanted`: topic, index,
         config), in `num.recovery.threads.per.data.dir` worker threads, OPEN_BATCH logs per call, and
-        host each batch as it comes back, in one loop step (Kafka's LogManager.loadLogs). The event
+        host each batch once it is open, in one loop step (Kafka's LogManager.loadLogs). The event
         loop runs meanwhile: a restart with thousands of partitions, or one recovering after a crash,
         no longer holds it for the whole load. `alone` as for `make_logs`. A log that cannot be opened
         leaves its partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
@@ -121,7 +121,7 @@ class ReplicaManager:
                 (topic, index, config, alone, self._checkpointed((topic, index)))
                 for topic, index, config in wanted[start:start + OPEN_BATCH]])
                 for start in range(0, len(wanted), OPEN_BATCH)]
-            for job in asyncio.as_completed(jobs):
+            for job in jobs:  # (in order: partitions are hosted in the order they are named)
                 self.add(await job)
                 if time.monotonic() - last_report >= PROGRESS_EVERY_S:
                     last_report = time.monotonic()
