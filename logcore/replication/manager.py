@@ -128,9 +128,10 @@ class ReplicaManager:
                     log.info("opened %d of %d logs in %s", len(self.partitions), len(wanted), self.data_dir)
         finally:  # (cancelled: the logs still opening are never hosted; `shutdown` leaves the directory unmarked)
             pool.shutdown(wait=False, cancel_futures=True)
-        log.info("opened %d logs in %s in %.2f s (%s shutdown, %d thread(s))", len(wanted), self.data_dir,
-                 time.monotonic() - began, "after a clean" if self._clean else "recovering after an unclean",
-                 threads)
+        if wanted:
+            log.info("opened %d logs in %s in %.2f s (%s shutdown, %d thread(s))", len(wanted), self.data_dir,
+                     time.monotonic() - began, "after a clean" if self._clean else "recovering after an unclean",
+                     threads)
 
     def _open_all(self, batch: list[tuple]) -> list[Partition]:
         """In a worker thread (`_open`'s arguments, a tuple a partition): the partitions are nobody
