@@ -51,7 +51,8 @@ class Replication:
         self._making: asyncio.Task | None = None
 
     async def start(self, node: Node) -> None:
-        """Join the cluster, open the replicas this broker already holds, then take every state."""
+        """Connect, open the replicas this broker already holds, join the live brokers, then take
+        every state."""
         loop = asyncio.get_running_loop()
         self.cluster.state.add_listener(lambda topic, index: loop.call_soon_threadsafe(self.apply, topic, index))
         self.cluster.state.add_topic_listener(lambda topic: loop.call_soon_threadsafe(self.topic_changed, topic))
@@ -60,6 +61,7 @@ class Replication:
         self.metadata.started()
         await self._open_existing()
         self.replicas.started()
+        await loop.run_in_executor(None, self.cluster.register)
         self.isr = IsrKeeper(self.replicas, self.cluster, self.config.get("replica.lag.time.max.ms"))
         self._ready = True
         for topic in {topic for topic, _ in self.replicas.partitions}:
