@@ -1,7 +1,7 @@
 """A broker's start with many partitions: the logs it holds are opened in worker threads while the
 event loop keeps running, and every partition comes back whole, after a clean stop or a crash —
-records, log ends, producer state (an idempotent retry is still answered as a duplicate). Real
-logs in a real data directory; a real broker process for the end-to-end restart."""
+records, log ends, producer state (an idempotent retry is still answered as a duplicate) — and
+writes no leader-epoch file whose epochs did not change. Real logs in a real data directory."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ def values(replicas: ReplicaManager, index: int) -> list[bytes]:
     return out
 
 
+def epoch_file(data_dir, index: int) -> tuple[int, int]:
+    """Which file holds partition `index`'s leader epochs, and when it was written (a write replaces it)."""
+    stat = os.stat(data_dir / f"t-{index}" / "leader-epoch-checkpoint")
+    return stat.st_ino, stat.st_mtime_ns
+
+
 @pytest.mark.parametrize("stop", ["clean", "crash"])
 async def test_a_start_opens_every_log_off_the_event_loop_and_each_comes_back_whole(tmp_path, monkeypatch, stop):
     config = BrokerConfig({"num.recovery.threads.per.data.dir": "2"})
@@ -61,6 +67,7 @@ async def test_a_start_opens_every_log_off_the_event_loop_and_each_comes_back_wh
         first.shutdown()
     # (a crash: nothing closed, flushed or checkpointed, no clean-shutdown marker)
 
+    epoch_files = {i: epoch_file(tmp_path, i) for i in range(PARTITIONS)}
     loop = asyncio.get_running_loop()
     real_open, answered = PartitionLog.open, []
 
@@ -79,6 +86,8 @@ async def test_a_start_opens_every_log_off_the_event_loop_and_each_comes_back_wh
         expected = [f"{index}-{s}".encode() for s in range(5)] if with_data(index) else []
         assert values(again, index) == expected, f"t-{index} came back changed"
         assert again.get("t", index).log.log_end_offset == len(expected)
+    rewritten = [i for i, before in epoch_files.items() if epoch_file(tmp_path, i) != before]
+    assert not rewritten, f"unchanged leader epochs written again (a file replaced) for {len(rewritten)} partitions"
     retried = again.get("t", 0).append_as_leader(batch(0, 4))  # the producer's last batch, sent again
     assert (retried.base_offset, retried.records) == (4, 0), "the producer state did not come back"
     again.shutdown()

@@ -4,9 +4,9 @@ partition directory's `leader-epoch-checkpoint` (Kafka's format: `epoch start-of
 It answers OffsetForLeaderEpoch and tells a replica where its log diverges from a new leader's.
 Like the indexes it is a cache of the batch headers' leader epochs: rebuilt from the log when the
 file is missing or unreadable. Owned by its PartitionLog; event loop only; every change is
-written through before the method returns, but for those made together in `one_write`. A new log's changes are not fsynced until its first
-flush makes its directory durable (`sync_later`, `make_durable`): a crash before then recovers
-the whole log, and its epochs with it.
+written through before the method returns, but those made together in `one_write`. A new log's
+changes are not fsynced until its first flush makes its directory durable (`sync_later`,
+`make_durable`): a crash before then recovers the whole log, and its epochs with it.
 """
 
 from __future__ import annotations

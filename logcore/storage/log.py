@@ -145,17 +145,17 @@ class PartitionLog:
             segment.close_fd()
 
     def _load_epochs(self, recovered: list[tuple[int, int]], clean: bool) -> None:
-        """After a clean shutdown the file was written through up to it and the log not cut since:
-        trust it, as Kafka trusts the marker. Cutting it to the log end would drop the epoch a
-        leader began at its end with nothing written yet, to be assigned (and fsynced) again as it
-        leads: two checkpoint writes and four fsyncs per idle partition at every start."""
+        """After a clean shutdown the file was written through up to it: an epoch that begins at the
+        log end is one its leader began with nothing written yet, and stays (Kafka trusts the
+        marker). Cut away, it would be assigned again as the partition is led: a write of the file
+        for no change at every start of every idle partition. After a crash, or past the log end
+        (a log cut since), epochs are cut as Kafka cuts them."""
         if self.epochs.load():
             for epoch, start in recovered:
                 self.epochs.assign(epoch, start)
         else:
             self.epochs.reset(self._epochs_in_log())
-        if not clean:
-            self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset + 1 if clean else self.log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self.leader_epoch = max(self.epochs.latest_epoch, 0)
 
