@@ -150,6 +150,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.flush.scheduler.interval.ms", "long", 1000, "how often flush.ms is checked", check=_at_least(1)),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "how often recovery points are written",
               check=_at_least(0)),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 1,
+              "threads that open (and after a crash recover) the logs at a start", check=_at_least(1)),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "largest request frame", check=_at_least(1)),
     ConfigDef("max.connections", "int", INT_MAX, "connections the broker accepts at once; more are closed",
               check=_at_least(0)),

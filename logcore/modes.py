@@ -58,10 +58,8 @@ class Alone:
                     on_role_change: Callable[[Partition], None], on_isr_change: Callable[[int, int], None],
                     peer_security: PeerSecurity | None) -> None:
         """Open the log of every partition of every topic (and lead it)."""
-        for info in self.metadata.topics.values():
-            config = topic_config(info)
-            for index in range(info.partitions):
-                self.replicas.host(info.name, index, config)
+        await self.replicas.open_existing([(info.name, index, config) for info in self.metadata.topics.values()
+                                           for config in [topic_config(info)] for index in range(info.partitions)])
         self.replicas.started()
 
     async def leave(self, timeout_s: float) -> None:

@@ -30,10 +30,11 @@ def record(i: int) -> bytes:
     return encode_batch([(None, f"v{i}".encode())], 1_700_000_000_000 + i)
 
 
-def leader(tmp_path, min_isr: int = 2, isr=(0, 1, 2)) -> tuple[ReplicaManager, Partition]:
+async def leader(tmp_path, min_isr: int = 2, isr=(0, 1, 2)) -> tuple[ReplicaManager, Partition]:
     broker = BrokerConfig({"min.insync.replicas": str(min_isr)})
     replicas = ReplicaManager(str(tmp_path), 0, broker)
-    partition = replicas.host("t", 0, TopicConfig(broker, {}), alone=False)
+    await replicas.open_existing([("t", 0, TopicConfig(broker, {}))], alone=False)
+    partition = replicas.get("t", 0)
     partition.become_leader(EPOCH, REPLICAS, list(isr))
     return replicas, partition
 
@@ -53,7 +54,7 @@ async def acks_all(partition: Partition) -> asyncio.Task:
 
 
 async def test_a_write_held_by_the_leader_alone_is_not_acknowledged_when_its_isr_shrinks(tmp_path):
-    replicas, partition = leader(tmp_path)
+    replicas, partition = await leader(tmp_path)
     task = await acks_all(partition)
     partition.set_isr([0])  # the followers fell behind (cut off): the ISR keeper persisted [0]
     assert partition.high_watermark == partition.log.log_end_offset
@@ -63,7 +64,7 @@ async def test_a_write_held_by_the_leader_alone_is_not_acknowledged_when_its_isr
 
 
 async def test_the_same_when_zookeepers_state_brings_the_shrunk_isr_first(tmp_path):
-    replicas, partition = leader(tmp_path)
+    replicas, partition = await leader(tmp_path)
     task = await acks_all(partition)
     partition.become_leader(EPOCH, REPLICAS, [0])
     with pytest.raises(NotEnoughReplicasAfterAppend):
@@ -71,7 +72,7 @@ async def test_the_same_when_zookeepers_state_brings_the_shrunk_isr_first(tmp_pa
 
 
 async def test_a_write_is_acknowledged_once_enough_of_the_isr_has_it(tmp_path):
-    replicas, partition = leader(tmp_path)
+    replicas, partition = await leader(tmp_path)
     task = await acks_all(partition)
     end = partition.log.log_end_offset
     fetch(replicas, 1, end)
@@ -83,7 +84,7 @@ async def test_a_write_is_acknowledged_once_enough_of_the_isr_has_it(tmp_path):
 
 async def test_a_write_waiting_when_leadership_moves_and_comes_back_is_not_acknowledged(tmp_path):
     """The offset may hold another leader's record by then."""
-    replicas, partition = leader(tmp_path)
+    replicas, partition = await leader(tmp_path)
     task = await acks_all(partition)
     end = partition.log.log_end_offset
     partition.become_follower(1, EPOCH + 1, REPLICAS, [1, 2])
@@ -113,7 +114,7 @@ class HeldStore:
 
 
 async def test_a_follower_being_added_to_the_isr_counts_for_acks_all_from_the_moment_it_is_proposed(tmp_path):
-    replicas, partition = leader(tmp_path, isr=(0, 1))
+    replicas, partition = await leader(tmp_path, isr=(0, 1))
     store = HeldStore()
     keeper = IsrKeeper(replicas, store, max_lag_ms=60_000)
     try:
@@ -137,7 +138,7 @@ async def test_a_follower_being_added_to_the_isr_counts_for_acks_all_from_the_mo
 
 async def test_an_isr_write_of_unknown_outcome_is_tried_again_and_counts_meanwhile(tmp_path, monkeypatch):
     monkeypatch.setattr("logcore.replication.isr.RETRY_S", 0.01)
-    replicas, partition = leader(tmp_path, isr=(0, 1))
+    replicas, partition = await leader(tmp_path, isr=(0, 1))
     store = HeldStore()
     store.fail_with = ConnectionError("connection to ZooKeeper lost")
     keeper = IsrKeeper(replicas, store, max_lag_ms=60_000)
@@ -152,7 +153,7 @@ async def test_an_isr_write_of_unknown_outcome_is_tried_again_and_counts_meanwhi
 
 
 async def test_a_refused_isr_write_stops_counting_the_follower(tmp_path):
-    replicas, partition = leader(tmp_path, isr=(0, 1))
+    replicas, partition = await leader(tmp_path, isr=(0, 1))
 
     class Refusing:
         async def alter_isr(self, *_args) -> bool:

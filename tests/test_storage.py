@@ -412,7 +412,8 @@ def test_a_checkpoint_never_goes_back_to_offsets_read_before_those_on_disk(tmp_p
 
 def test_the_periodic_checkpoint_is_written_off_the_event_loop(tmp_path, monkeypatch):
     replicas = ReplicaManager(str(tmp_path), 0, BrokerConfig())
-    partition = replicas.host("t", 0, config())
+    asyncio.run(replicas.open_existing([("t", 0, config())]))
+    partition = replicas.get("t", 0)
     partition.append_as_leader(encode_batch([(None, b"v")] * 3, T0))
     partition.delete_records_before(2)
     writers = []

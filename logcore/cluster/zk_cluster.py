@@ -50,13 +50,18 @@ class ZooKeeperCluster:
     # -- lifecycle (blocking: call on a worker thread) -----------------------------------------
 
     def start(self, node: Node) -> None:
-        """Connect, learn the topics, register `node`, and stand for controller."""
+        """Connect and learn the topics, as `node` (registered by `register`)."""
         self.membership.node = node
         timeout_s = self.config.get("zookeeper.connection.timeout.ms") / 1000
         self._ensure_chroot(timeout_s)
         self.zk.start(timeout=timeout_s)
         self.cluster_id = self._cluster_id()
         self.state.start()
+
+    def register(self) -> None:
+        """Register this broker among the live ones and stand for controller: once its logs are open,
+        as Kafka registers only after its logs load (the controller would otherwise elect it leader of
+        partitions it cannot serve yet)."""
         # (a session of a killed broker ends within its timeout, plus the server's tick)
         self.membership.start(stale_wait_s=1.5 * self.config.get("zookeeper.session.timeout.ms") / 1000)
         self.controller.start()

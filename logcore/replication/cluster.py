@@ -51,17 +51,21 @@ class Replication:
         self._making: asyncio.Task | None = None
 
     async def start(self, node: Node) -> None:
-        """Join the cluster, open the replicas this broker already holds, then take every state."""
+        """Connect, open the replicas this broker already holds, join the live brokers, then take
+        every state."""
         loop = asyncio.get_running_loop()
         self.cluster.state.add_listener(lambda topic, index: loop.call_soon_threadsafe(self.apply, topic, index))
         self.cluster.state.add_topic_listener(lambda topic: loop.call_soon_threadsafe(self.topic_changed, topic))
         self.cluster.membership.add_listener(lambda: loop.call_soon_threadsafe(self._check_led_nothing))
         await loop.run_in_executor(None, self.cluster.start, node)
         self.metadata.started()
-        self._open_existing()
+        await self._open_existing()
         self.replicas.started()
+        await loop.run_in_executor(None, self.cluster.register)
         self.isr = IsrKeeper(self.replicas, self.cluster, self.config.get("replica.lag.time.max.ms"))
         self._ready = True
+        for topic in {topic for topic, _ in self.replicas.partitions}:
+            self.topic_changed(topic)  # (deleted or reconfigured while the logs opened)
         for topic, partitions in self.cluster.state.topics().items():
             for index in partitions:
                 self.apply(topic, index)
@@ -107,16 +111,18 @@ class Replication:
             await self.isr.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.cluster.stop)
 
-    def _open_existing(self) -> None:
+    async def _open_existing(self) -> None:
         """The logs in the data directory of partitions still assigned here, with the checkpoints
         of the last shutdown (a log opened later would skip recovery)."""
+        wanted = []
         for name in sorted(os.listdir(self.replicas.data_dir)):
             topic, _, index = name.rpartition("-")
             info = self.metadata.topics.get(topic)
             if not index.isdigit() or info is None or not os.path.isdir(os.path.join(self.replicas.data_dir, name)):
                 continue
             if self.broker_id in self.cluster.state.replicas(topic, int(index)):
-                self.replicas.host(topic, int(index), self.topic_config(info), alone=False)
+                wanted.append((topic, int(index), self.topic_config(info)))
+        await self.replicas.open_existing(wanted, alone=False)
 
     def _make_log(self, topic: str, index: int) -> None:
         """A replica new here: its log is made off the event loop, then its state applied."""

@@ -35,6 +35,8 @@ RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 TopicPartition = tuple[str, int]
 CONSUMER = -1  # a Fetch's replica_id when a client, not a follower, sends it
 MAKE_BATCH = 100  # new partitions' logs made per worker-thread call (make_logs)
+OPEN_BATCH = 50  # existing logs opened per worker-thread call at a start (open_existing)
+PROGRESS_EVERY_S = 5.0  # how often a long start logs how many logs it has opened
 DEBUGGING_CONSUMER = -2  # Kafka's replica_id for a tool reading any replica, follower or leader, up to its HW
 
 
@@ -77,7 +79,8 @@ class ReplicaManager:
         # ISR keeper decides); a single broker has no followers.
         self.on_caught_up: Callable[[Partition, int], None] | None = None
         self._clean = os.path.exists(os.path.join(data_dir, CLEAN_SHUTDOWN))  # else: recover on open
-        # Checkpointed positions of the partitions hosted at startup; consumed by host().
+        self._all_open = False  # until `started`: a stop before then leaves the checkpoints and marker alone
+        # Checkpointed positions of the partitions hosted at startup; consumed by `_checkpointed`.
         self._log_starts = self._read_checkpoint(LOG_START_CHECKPOINT)
         self._recovery_points = self._read_checkpoint(RECOVERY_CHECKPOINT)
         self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT)
@@ -102,14 +105,38 @@ class ReplicaManager:
     def partition_dir(self, topic: str, index: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{index}")
 
-    def host(self, topic: str, index: int, topic_config: TopicConfig, alone: bool = True) -> Partition:
-        """Open (or create) the log of one partition and serve it, here on the event loop (a broker's
-        start opens what it holds this way); `alone`, as its only replica (a cluster tells the
-        partition its role instead). A log that cannot be opened leaves its partition offline
-        (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
-        partition = self._open(topic, index, topic_config, alone, self._checkpointed((topic, index)))
-        self.partitions[(topic, index)] = partition
-        return partition
+    async def open_existing(self, wanted: Sequence[tuple[str, int, TopicConfig]], alone: bool = True) -> None:
+        """At a start, before serving: open the logs this broker already holds (`wanted`: topic, index,
+        config), in `num.recovery.threads.per.data.dir` worker threads, OPEN_BATCH logs per call, and
+        host each batch once it is open, in one loop step (Kafka's LogManager.loadLogs). The event
+        loop runs meanwhile: a restart with thousands of partitions, or one recovering after a crash,
+        no longer holds it for the whole load. `alone` as for `make_logs`. A log that cannot be opened
+        leaves its partition offline (KAFKA_STORAGE_ERROR), the rest of the broker serving."""
+        loop = asyncio.get_running_loop()
+        threads = self.config.get("num.recovery.threads.per.data.dir")
+        began = last_report = time.monotonic()
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="open-logs")
+        try:
+            jobs = [loop.run_in_executor(pool, self._open_all, [
+                (topic, index, config, alone, self._checkpointed((topic, index)))
+                for topic, index, config in wanted[start:start + OPEN_BATCH]])
+                for start in range(0, len(wanted), OPEN_BATCH)]
+            for job in jobs:  # (in order: partitions are hosted in the order they are named)
+                self.add(await job)
+                if time.monotonic() - last_report >= PROGRESS_EVERY_S:
+                    last_report = time.monotonic()
+                    log.info("opened %d of %d logs in %s", len(self.partitions), len(wanted), self.data_dir)
+        finally:  # (cancelled: the logs still opening are never hosted; `shutdown` leaves the directory unmarked)
+            pool.shutdown(wait=False, cancel_futures=True)
+        if wanted:
+            log.info("opened %d logs in %s in %.2f s (%s shutdown, %d thread(s))", len(wanted), self.data_dir,
+                     time.monotonic() - began, "after a clean" if self._clean else "recovering after an unclean",
+                     threads)
+
+    def _open_all(self, batch: list[tuple]) -> list[Partition]:
+        """In a worker thread (`_open`'s arguments, a tuple a partition): the partitions are nobody
+        else's until they are added."""
+        return [self._open(*spec) for spec in batch]
 
     async def make_logs(self, topic: str, indexes: Sequence[int], topic_config: TopicConfig, alone: bool = True,
                         leader_epochs: Mapping[int, int] | None = None) -> list[Partition]:
@@ -117,35 +144,24 @@ class ReplicaManager:
         event loop serves everything else meanwhile (each new log is a directory, three files and its
         leader-epoch checkpoint: milliseconds apiece on a busy disk, seconds for a wide topic).
         Returns the partitions, not hosted: the caller `add`s them in one loop step, with the
-        metadata that names them, or `discard`s them. `alone` as for `host`; in a cluster
+        metadata that names them, or `discard`s them. `alone`: as its only replica, leading it (a
+        cluster tells the partition its role instead); in a cluster
         `leader_epochs` gives the epoch a partition is led in from its start, written into its
         checkpoint off the loop too. A log that cannot be made leaves its partition offline."""
         epochs = leader_epochs or {}
         made: list[Partition] = []
         try:
             for start in range(0, len(indexes), MAKE_BATCH):
-                batch = [(index, self._checkpointed((topic, index)), epochs.get(index))
+                batch = [(topic, index, topic_config, alone, self._checkpointed((topic, index)), epochs.get(index))
                          for index in indexes[start:start + MAKE_BATCH]]
-                made += await asyncio.get_running_loop().run_in_executor(
-                    self._maker, self._open_batch, topic, batch, topic_config, alone)
+                made += await asyncio.get_running_loop().run_in_executor(self._maker, self._open_all, batch)
         except BaseException:  # (cancelled, or a bug: the logs made so far go, nothing names them)
             await self.discard(made)
             raise
         return made
 
-    def _open_batch(self, topic: str, batch: list[tuple[int, tuple[int, int, int], int | None]],
-                    topic_config: TopicConfig, alone: bool) -> list[Partition]:
-        """In a worker thread: the partitions are nobody else's until they are added."""
-        made = []
-        for index, positions, epoch in batch:
-            partition = self._open(topic, index, topic_config, alone, positions)
-            if epoch is not None and not partition.offline_reason:
-                partition.log.assign_leader_epoch(epoch)
-            made.append(partition)
-        return made
-
     def add(self, partitions: list[Partition]) -> None:
-        """Serve partitions `make_logs` made, all in this one step."""
+        """Serve partitions `make_logs` made (or `open_existing` opened), all in this one step."""
         self.partitions.update(((p.topic, p.index), p) for p in partitions)
 
     async def discard(self, partitions: list[Partition]) -> None:
@@ -159,15 +175,18 @@ class ReplicaManager:
         return self._log_starts.pop(tp, 0), self._recovery_points.pop(tp, 0), self._first_dirty.pop(tp, 0)
 
     def _open(self, topic: str, index: int, topic_config: TopicConfig, alone: bool,
-              positions: tuple[int, int, int]) -> Partition:
+              positions: tuple[int, int, int], leader_epoch: int | None = None) -> Partition:
+        """`leader_epoch`: a new replica's in a cluster, led in from its start."""
         log_start, recovery_point, first_dirty = positions
         pl = PartitionLog(self.partition_dir(topic, index), topic, index, topic_config)
         partition = Partition(topic, index, pl, self.broker_id)
         try:
-            pl.open(log_start, self._clean, recovery_point)
+            pl.open(log_start, self._clean, recovery_point, lead=alone)
             pl.first_dirty_offset = first_dirty
             if alone:
                 partition.become_leader(pl.leader_epoch, [self.broker_id], [self.broker_id])
+            elif leader_epoch is not None:
+                pl.assign_leader_epoch(leader_epoch)
         except CorruptSegment as exc:
             log.error("partition %s-%d is offline: %s", topic, index, exc)
             partition.mark_offline(str(exc))
@@ -180,6 +199,7 @@ class ReplicaManager:
     def started(self) -> None:
         """After every hosted partition is open: the next crash must recover again, and partitions
         created from now on start empty whatever stale checkpoint entries say."""
+        self._all_open = True
         self._log_starts.clear()
         self._recovery_points.clear()
         self._first_dirty.clear()
@@ -355,11 +375,17 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         """Seal and fsync every log, write the checkpoints, then mark the directory cleanly shut down,
-        unless a partition is offline: its damage must be found again on the next start."""
+        unless a partition is offline: its damage must be found again on the next start. A stop
+        before every log was opened writes neither: the logs not opened keep their checkpointed
+        positions, and the next start recovers what this one did not."""
         self._maker.shutdown(cancel_futures=True)
         for partition in self.partitions.values():
             partition.wake_waiters()
             partition.log.close(flush=not partition.offline_reason)
+        if not self._all_open:
+            log.warning("not checkpointing %s nor marking it cleanly shut down: stopped while its logs opened",
+                        self.data_dir)
+            return
         self.checkpoint()
         offline = [f"{p.topic}-{p.index}" for p in self.partitions.values() if p.offline_reason]
         if offline:

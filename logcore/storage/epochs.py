@@ -4,14 +4,15 @@ partition directory's `leader-epoch-checkpoint` (Kafka's format: `epoch start-of
 It answers OffsetForLeaderEpoch and tells a replica where its log diverges from a new leader's.
 Like the indexes it is a cache of the batch headers' leader epochs: rebuilt from the log when the
 file is missing or unreadable. Owned by its PartitionLog; event loop only; every change is
-written through before the method returns. A new log's changes are not fsynced until its first
-flush makes its directory durable (`sync_later`, `make_durable`): a crash before then recovers
-the whole log, and its epochs with it.
+written through before the method returns, but those made together in `one_write`. A new log's
+changes are not fsynced until its first flush makes its directory durable (`sync_later`,
+`make_durable`): a crash before then recovers the whole log, and its epochs with it.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 
@@ -28,6 +29,8 @@ class LeaderEpochCache:
         self.path = os.path.join(directory, FILE_NAME)
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both strictly increasing
         self.sync_later = False  # a new log's: written through, fsynced by `make_durable`
+        self._written: list[tuple[int, int]] | None = None  # the file's entries as last read or written
+        self._deferred = False  # inside `one_write`
 
     def load(self) -> bool:
         """Read the file; False when it is missing or damaged (the log must then rebuild it)."""
@@ -42,8 +45,22 @@ class LeaderEpochCache:
         if any(a[0] >= b[0] or a[1] > b[1] for a, b in zip(entries, entries[1:])):
             log.warning("%s: epochs out of order; rebuilding it from the log", self.path)
             return False
-        self.entries = entries
+        self.entries, self._written = entries, list(entries)
         return True
+
+    @contextlib.contextmanager
+    def one_write(self):
+        """The changes made inside are written once, at the end, and only if the entries then differ
+        from the file's: opening a log cuts an epoch that began at its end with nothing written
+        yet, and leading it assigns that epoch again, which would cost two writes (each fsynced) for
+        no change. Until the end the file holds what it held before (a crash meanwhile redoes them)."""
+        self._deferred = True
+        try:
+            yield
+        finally:
+            self._deferred = False
+        if self.entries != self._written and (self.entries or os.path.exists(self.path)):
+            self._save()
 
     @property
     def latest_epoch(self) -> int:
@@ -105,4 +122,7 @@ class LeaderEpochCache:
             self.sync_later = False
 
     def _save(self) -> None:
+        if self._deferred:
+            return
         write_entries(self.path, self.entries, sync=not self.sync_later)
+        self._written = list(self.entries)

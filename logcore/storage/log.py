@@ -74,11 +74,13 @@ class PartitionLog:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def open(self, log_start_offset: int, clean: bool, recovery_point: int = 0) -> None:
+    def open(self, log_start_offset: int, clean: bool, recovery_point: int = 0, lead: bool = False) -> None:
         """Load the segments. After a clean shutdown everything was flushed: trust the batches, check
         the indexes. Otherwise recover each segment holding offsets at or past `recovery_point`
         (the last checkpointed flush): validate, rebuild indexes, cut a torn tail, and drop the
-        segments after a cut. Raises CorruptSegment for damage that is not a torn tail."""
+        segments after a cut. Raises CorruptSegment for damage that is not a torn tail. `lead`:
+        lead in the log's latest epoch from its end (a broker alone), its epoch file written once
+        with the rest of the epochs' changes."""
         self.log_start_offset, self.recovery_point = log_start_offset, recovery_point
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory)
@@ -99,7 +101,10 @@ class PartitionLog:
             self.segments.append(Segment.create(self.directory, max(log_start_offset, 0), interval))
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = self.log_end_offset
-        self._load_epochs(recovered_epochs)
+        with self.epochs.one_write():
+            self._load_epochs(recovered_epochs, clean)
+            if lead:
+                self.assign_leader_epoch(self.leader_epoch)
         self.producers.load(self.segments, self.log_start_offset, self.log_end_offset)
 
     def _recover(self, first: int, recovery_point: int) -> list[tuple[int, int]]:
@@ -139,13 +144,18 @@ class PartitionLog:
             segment.delete()
             segment.close_fd()
 
-    def _load_epochs(self, recovered: list[tuple[int, int]]) -> None:
+    def _load_epochs(self, recovered: list[tuple[int, int]], clean: bool) -> None:
+        """After a clean shutdown the file was written through up to it: an epoch that begins at the
+        log end is one its leader began with nothing written yet, and stays (Kafka trusts the
+        marker). Cut away, it would be assigned again as the partition is led: a write of the file
+        for no change at every start of every idle partition. After a crash, or past the log end
+        (a log cut since), epochs are cut as Kafka cuts them."""
         if self.epochs.load():
             for epoch, start in recovered:
                 self.epochs.assign(epoch, start)
         else:
             self.epochs.reset(self._epochs_in_log())
-        self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset + 1 if clean else self.log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self.leader_epoch = max(self.epochs.latest_epoch, 0)
 
