@@ -40,6 +40,7 @@ local[2] SparkSession in this process (the driver), started once for every run.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import os
@@ -321,31 +322,39 @@ def fresh(target: dict, suffix: str) -> dict:
 class Feeder(threading.Thread):
     """Writes `rate` changes/s, as `encode` makes them, in steps of 10 ms until stopped. With `probes`,
     one change in each 100 ms is the insert of a new key of the first table (from PROBE up), its write
-    time kept in `probes` (key → epoch seconds)."""
+    time kept in `probes` (key → epoch seconds) and, once the broker has it, its place in `placed`
+    (key → partition and offset)."""
 
     def __init__(self, address: str, events: Changes, rate: int, encode=plain, probes: bool = False) -> None:
         super().__init__(daemon=True)
         self.p, self.events, self.rate, self.encode = producer(address), events, rate, encode
         self.probes: dict[int, float] | None = {} if probes else None
+        self.placed: dict[int, tuple[int, int]] = {}
         self.halt = threading.Event()
 
     def run(self) -> None:
         next_at, tick = time.monotonic(), 0
         while not self.halt.is_set():
             for i in range(self.rate // 100):
+                placed = None
                 if self.probes is not None and tick % 10 == 0 and i == 0:
                     key = PROBE + len(self.probes)
                     change = self.events.next(key=key, table=self.events.tables[0])
                     self.probes[key] = time.time()
+                    placed = functools.partial(self._placed, key)
                 else:
                     change = self.events.next()
                 topic, k, value = self.encode(*change)
-                self.p.produce(topic, value, k)
+                self.p.produce(topic, value, k, on_delivery=placed)
             self.p.poll(0)
             tick += 1
             next_at += 0.01
             time.sleep(max(0.0, next_at - time.monotonic()))
         self.p.flush(60)
+
+    def _placed(self, key: int, error, message) -> None:
+        if error is None:
+            self.placed[key] = (message.partition(), message.offset())
 
     def stop(self) -> None:
         self.halt.set()

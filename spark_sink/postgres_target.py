@@ -7,12 +7,12 @@ tombstones (`__deleted`). `changelog` and `scd2` modes add `<table>__changelog` 
 
 A micro-batch goes in two steps. Executors write every table's changes in one Spark job (Spark's
 JDBC writer) into the unlogged staging table `_binlake_stage`, one row a change: its table, the
-batch id and the row as JSON (rows of an earlier, crashed attempt of the same batch are deleted
-first; a task run again after its commit stages its rows twice, which every step below reads as
-once). Then the driver runs one transaction: per table, merge the latest staged change of each key
-(`INSERT … SELECT DISTINCT ON … ON CONFLICT … WHERE newer`), apply a TRUNCATE, append the changelog
-or the history; record the batch id and its end offsets in `_binlake_sink`, clear the staging rows,
-commit. A batch whose id is already recorded is skipped, so the warehouse itself is the
+batch id and the row as a text array, each value as its column's type reads it (rows of an earlier,
+crashed attempt of the same batch are deleted first; a task run again after its commit stages its
+rows twice, which every step below reads as once). Then the driver runs one transaction: per
+table, merge the latest staged change of each key (`INSERT … SELECT DISTINCT ON … ON CONFLICT …
+WHERE newer`), apply a TRUNCATE, append the changelog or the history; record the batch id and its
+end offsets in `_binlake_sink`, clear the staging rows, commit. A batch whose id is already recorded is skipped, so the warehouse itself is the
 exactly-once record of what was applied.
 """
 
@@ -38,9 +38,7 @@ META_TYPES = {"__seq": "numeric(38,0)", "__op": "text", "__deleted": "boolean", 
 _SPARK_OF_PG = {"integer": "int", "bigint": "bigint", "real": "float", "double precision": "double", "date": "date",
                 "timestamp without time zone": "timestamp_ntz", "timestamp with time zone": "timestamp",
                 "bytea": "binary", "text": "string", "jsonb": "string"}
-STAGE = "_binlake_stage"  # every table's staged changes: its table, the batch id, the row as JSON
-# Timestamps to the microsecond (to_json's default stops at the millisecond), with their offset.
-_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+STAGE = "_binlake_stage"  # every table's staged changes: its table, the batch id, the row as text[]
 
 
 def ident(*parts: str) -> sql.Composable:
@@ -49,11 +47,21 @@ def ident(*parts: str) -> sql.Composable:
 
 def staging(table: str, schema: TableSchema) -> list[Column]:
     """The projection of a table's changes into the staging table: the table, and the row (its columns, then
-    META) as JSON, bytes in PostgreSQL's hex form (to_json would write base64)."""
-    binary = {c.name for c in schema.columns if c.type.spark == "binary"}
-    values = [F.concat(F.lit("\\x"), F.hex(c)).alias(c) if c in binary else F.col(c)
-              for c in (*(c.name for c in schema.columns), *META)]
-    return [F.lit(table).alias("__table"), F.to_json(F.struct(*values), _JSON).alias("row")]
+    META) as an array of text that each column's type reads back. (An array, not JSON: PostgreSQL stores and
+    subscripts it for less than it parses a jsonb object and looks up its keys.)"""
+    kinds = {c.name: c.type.spark for c in schema.columns} | {"__ts": "timestamp"}
+    values = (as_text(F.col(c), kinds.get(c)) for c in (*(c.name for c in schema.columns), *META))
+    return [F.lit(table).alias("__table"), F.array(*values).alias("row")]
+
+
+def as_text(value: Column, spark_type: str | None) -> Column:
+    """A value as its PostgreSQL column reads it: bytes in the hex form, a `timestamp` to the microsecond with
+    its offset (Spark's own text has neither), everything else as Spark writes it."""
+    if spark_type == "binary":
+        return F.concat(F.lit("\\x"), F.hex(value))
+    if spark_type == "timestamp":
+        return F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSSXXX")
+    return value.cast("string")
 
 
 class PostgresTables:
@@ -73,8 +81,10 @@ class PostgresTables:
                          .format(ident(self.schema, "_binlake_sink")))
             conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (table_name text PRIMARY KEY, truncated_at numeric(38,0))")
                          .format(ident(self.schema, "_binlake_tables")))
+            if self._columns(conn, STAGE).get("row", "ARRAY") != "ARRAY":  # JSON, as staged before: unfinished
+                conn.execute(sql.SQL("DROP TABLE {}").format(ident(self.schema, STAGE)))  # batches stage again
             conn.execute(sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} (__table text NOT NULL, __batch bigint NOT NULL, "
-                                 "row jsonb NOT NULL)").format(ident(self.schema, STAGE)))
+                                 "row text[] NOT NULL)").format(ident(self.schema, STAGE)))
 
     def _connect(self, autocommit: bool = True) -> psycopg.Connection:
         return psycopg.connect(self.target.dsn, autocommit=autocommit)
@@ -130,9 +140,8 @@ class PostgresTables:
     def _staged(self, table: str, batch: TableBatch, batch_id: int) -> sql.Composable:
         """`WITH staged AS (...)`: the table's staged changes of the batch, typed again by its columns."""
         types = {**{c.name: c.type.postgres for c in batch.schema.columns}, **META_TYPES}
-        typed = sql.SQL(", ").join(sql.SQL("(row ->> {})::{} AS {}").format(sql.Literal(name), sql.SQL(kind),
-                                                                             sql.Identifier(name))
-                                   for name, kind in types.items())
+        typed = sql.SQL(", ").join(sql.SQL("row[{}]::{} AS {}").format(sql.Literal(i), sql.SQL(kind), sql.Identifier(name))
+                                   for i, (name, kind) in enumerate(types.items(), 1))
         return sql.SQL("WITH staged AS (SELECT {} FROM {} WHERE __batch = {} AND __table = {})").format(
             typed, ident(self.schema, STAGE), sql.Literal(batch_id), sql.Literal(table))
 

@@ -194,6 +194,22 @@ def test_rows_a_retried_task_staged_twice_are_applied_once(spark, postgres, brok
         assert sorted(r["__seq"] for r in extra) == sorted({r["__seq"] for r in extra}) and len(extra) == 4
 
 
+def test_a_staging_table_that_held_rows_as_json_is_made_again(spark, postgres, broker, tmp_path, targets):
+    """Earlier versions staged each row as jsonb; what such a table still holds is an unfinished batch's,
+    which its replay stages again, so the sink makes the table again in today's form and applies the batch."""
+    schema = targets["jdbc"]["jdbc"]["schema"]
+    postgres.sql(f'CREATE SCHEMA "{schema}"',
+                 f'CREATE UNLOGGED TABLE "{schema}"._binlake_stage (__table text NOT NULL, __batch bigint NOT NULL, '
+                 f'row jsonb NOT NULL)',
+                 f"""INSERT INTO "{schema}"._binlake_stage VALUES ('items', 0, '{{"id": 1}}')""")
+    produce(broker.address, [(SERVER, b'{"databaseName":"shop"}', schema_change("CREATE", 100)),
+                             (TOPIC, key(1), event("c", None, item(1, "a"), 200))])
+    run_sink(spark, sink(broker, tmp_path, "jdbc", targets))
+    assert by_id(pg_rows(postgres, targets)) == {1: ("a", "1.00")}
+    assert postgres.sql(f"""SELECT data_type FROM information_schema.columns WHERE table_schema = '{schema}'
+                            AND table_name = '_binlake_stage' AND column_name = 'row'""") == [("ARRAY",)]
+
+
 @pytest.mark.parametrize("type_widening", ["rewrite", pytest.param("feature", marks=pytest.mark.slow)])  # (the option: -m slow)
 def test_a_widened_column_is_widened_in_delta_by_rewrite_for_every_reader_or_in_place_by_the_feature(
         spark, broker, tmp_path, targets, type_widening):
