@@ -3,8 +3,9 @@
 `records` parses each record's value with the format's envelope: row changes get their table,
 op, image (the row after the change, before it for a delete: a map of column → the JSON value's
 text, or Canal's string) and sequence; DDL, tombstones, heartbeats and schema changes are told
-apart; anything else is `bad` with a reason. `typed` turns one table's images into typed columns by the table's MySQL types
-(spark_sink/changes.py holds the type table and the sequence formula this mirrors).
+apart; anything else is `bad` with a reason. `typed_columns` turns one table's images into typed
+columns by the table's MySQL types (spark_sink/changes.py holds the type table and the sequence
+formula this mirrors).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def _canal(base: DataFrame) -> DataFrame:
 
 
 def cast(raw: Column, spark_type: str) -> Column:
-    """A column's typed value from its text: NULL where the text does not fit the type (`typed`
+    """A column's typed value from its text: NULL where the text does not fit the type (`typed_columns`
     reports those)."""
     if spark_type == "binary":
         return F.try_to_binary(raw, F.lit("base64"))
@@ -126,19 +127,14 @@ def text_value(column: ChangeColumn) -> tuple[Column, Column]:
     return raw.isNotNull(), cast(raw, column.type.spark)
 
 
-def typed(rows: DataFrame, schema: TableSchema,
-          value: Callable[[ChangeColumn], tuple[Column, Column]] = text_value) -> DataFrame:
-    """One table's row changes with typed MySQL columns (the image after the change; before it for a
-    delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts; plus, for each
-    column, whether its value failed to convert (`__bad_<i>`), for `SinkJob._converted` (spark_sink/job.py).
-    `value` reads one column from a record's image (text_value; spark_sink/decode_avro.py for Avro)."""
-    return rows.select(*typed_columns(schema, value))
-
-
 def typed_columns(schema: TableSchema,
                   value: Callable[[ChangeColumn], tuple[Column, Column]] = text_value) -> list[Column]:
-    """`typed`'s projection, for a caller that keeps it from batch to batch (each expression built costs the
-    driver a round trip to the JVM)."""
+    """The projection of one table's row changes with typed MySQL columns (the image after the change; before it
+    for a delete, keeping only the key: a tombstone), then __seq, __op, __deleted, __ts, the record's place; plus,
+    for each column, whether its value failed to convert (`__bad_<i>`), for `SinkJob._converted`
+    (spark_sink/job.py, which keeps the projection from batch to batch: each expression built costs the driver a
+    round trip to the JVM). `value` reads one column from a record's image (text_value; spark_sink/decode_avro.py
+    for Avro)."""
     key = set(schema.primary_key)
     columns, bad = [], []
     for i, c in enumerate(schema.columns):

@@ -103,7 +103,7 @@ class Decoder:
         """`records` of the batch with the schemas known so far (listed from the registry on the first batch)."""
         if self.writers is None:
             self._know(self._listed())
-        return functools.reduce(lambda df, step: df.select(*step), self._steps, kafka)
+        return records(kafka, self._steps)
 
     def learn(self, ids: set[int]) -> None:
         """The batch holds records of `ids`, which it did not know: list the registry again and fetch each of
@@ -123,10 +123,10 @@ class Decoder:
         return writers
 
 
-def records(kafka: DataFrame, writers: dict[int, WriterSchema]) -> DataFrame:
-    """One row per Kafka record, with decode.records' columns plus `schema_id` and `image_<id>` for each of
-    `writers` (id → WriterSchema); kind `unknown` for a framed record whose id is not among them."""
-    return functools.reduce(lambda df, step: df.select(*step), steps(writers), kafka)
+def records(kafka: DataFrame, projections: list[list[Column]]) -> DataFrame:
+    """One row per Kafka record, with decode.records' columns plus `schema_id` and `image_<id>` for each writer
+    schema `projections` (`steps`) were built for; kind `unknown` for a framed record whose id is not among them."""
+    return functools.reduce(lambda df, step: df.select(*step), projections, kafka)
 
 
 def steps(writers: dict[int, WriterSchema]) -> list[list[Column]]:
@@ -166,7 +166,7 @@ def steps(writers: dict[int, WriterSchema]) -> list[list[Column]]:
 
 
 def values(writers: dict[int, WriterSchema], ids: set[int]) -> Callable[[ChangeColumn], tuple[Column, Column]]:
-    """decode.typed's `value` for a table whose records carry the writer schemas `ids`: (whether the record
+    """decode.typed_columns' `value` for a table whose records carry the writer schemas `ids`: (whether the record
     holds a value, the value as the JSON path types it), from the image of the record's own schema."""
     def value(column: ChangeColumn) -> tuple[Column, Column]:
         name, present, typed = avro_name(column.name), F.lit(False), F.lit(None).cast(column.type.spark)

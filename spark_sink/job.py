@@ -64,7 +64,7 @@ class TableSummary:
 
 @dataclass(frozen=True)
 class Conversion:
-    """One table's decode.typed projection, and what tells a value that failed to convert, with why."""
+    """One table's decode.typed_columns projection, and what tells a value that failed to convert, with why."""
 
     columns: list  # the projection: typed columns, META, the record's place, a `__bad_<i>` flag per column
     keep: list  # what a TableBatch's changes hold: the MySQL columns, then META
@@ -161,7 +161,7 @@ class SinkJob:
 
     def _read(self, kafka: DataFrame, cached: list) -> tuple[DataFrame, Callable, list["TableSummary"], dict]:
         """The batch's records decoded and cached (decode.records' columns), the function reading one column's value
-        of a table's records with the schema ids of its summary (decode.typed's `value`), the summary and the
+        of a table's records with the schema ids of its summary (decode.typed_columns' `value`), the summary and the
         offsets. debezium-avro: a batch with records of schema ids the decoder does not know yet (registered
         since it last listed the registry) is decoded again, whole, once it has learnt them."""
         while True:

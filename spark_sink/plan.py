@@ -20,7 +20,7 @@ class TableBatch:
 
     source: str  # db.table
     schema: TableSchema
-    changes: DataFrame  # every change, typed (decode.typed) without the bookkeeping columns
+    changes: DataFrame  # every change, typed (decode.typed_columns) without the bookkeeping columns
     truncated_at: int | None  # sequence of the latest TRUNCATE up to this batch, if any
 
     @property

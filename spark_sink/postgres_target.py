@@ -12,8 +12,8 @@ crashed attempt of the same batch are deleted first; a task run again after its 
 rows twice, which every step below reads as once). Then the driver runs one transaction: per
 table, merge the latest staged change of each key (`INSERT … SELECT DISTINCT ON … ON CONFLICT …
 WHERE newer`), apply a TRUNCATE, append the changelog or the history; record the batch id and its
-end offsets in `_binlake_sink`, clear the staging rows, commit. A batch whose id is already recorded is skipped, so the warehouse itself is the
-exactly-once record of what was applied.
+end offsets in `_binlake_sink`, clear the staging rows, commit. A batch whose id is already
+recorded is skipped, so the warehouse itself is the exactly-once record of what was applied.
 """
 
 from __future__ import annotations

@@ -82,10 +82,10 @@ def decoded(spark, values: list[bytes | None], schema: TableSchema, avro: dict[i
         records, value = decode.records(kafka, "debezium"), decode.text_value
     else:
         writers = {i: decode_avro.WriterSchema(i, text) for i, text in avro.items()}
-        records, value = decode_avro.records(kafka, writers), decode_avro.values(writers, set(writers))
+        records, value = decode_avro.records(kafka, decode_avro.steps(writers)), decode_avro.values(writers, set(writers))
     rows = records.where("kind = 'row'")
     kinds = sorted((r.offset, r.kind) for r in records.select("offset", "kind").collect())
-    return kinds, [r.asDict() for r in decode.typed(rows, schema, value).orderBy("offset").collect()]
+    return kinds, [r.asDict() for r in rows.select(*decode.typed_columns(schema, value)).orderBy("offset").collect()]
 
 
 def table_schema(columns: list[ColumnDef]) -> TableSchema:
